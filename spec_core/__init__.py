@@ -1,0 +1,23 @@
+"""SpecScope engine: speculative decoding with pluggable draft-length policies, verifiers and drafters.
+
+Public entry points (imported lazily so that ``import spec_core`` stays cheap):
+
+- :func:`spec_core.models.load_pair` — the target + draft + tokenizer.
+- :func:`spec_core.engine.stream` / :func:`spec_core.engine.generate` — the decoding loop.
+"""
+
+from __future__ import annotations
+
+__all__ = ["load_pair", "stream", "generate"]
+
+
+def __getattr__(name: str):
+    if name == "load_pair":
+        from spec_core.models import load_pair
+
+        return load_pair
+    if name in ("stream", "generate"):
+        from spec_core import engine
+
+        return getattr(engine, name)
+    raise AttributeError(name)

@@ -1,0 +1,61 @@
+"""One causal LM plus its KV cache: feed tokens, read logits and hidden states, roll back by cropping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+@dataclass(frozen=True)
+class LMOutput:
+    """What one forward over T new tokens returns (batch of one)."""
+
+    logits: torch.Tensor  # [T, V] float32
+    hidden: torch.Tensor  # [T, H] last hidden state (after the final norm: lm_head(hidden) == logits)
+    layer_hidden: torch.Tensor | None = None  # [T, n_layers_requested, H] when layers were requested
+
+
+class CachedLM:
+    """A Hugging Face causal LM with a growing :class:`DynamicCache` and cheap rollback.
+
+    ``length`` is the number of tokens held in the cache. ``forward`` appends; ``crop`` removes from the end
+    through ``DynamicCache.crop`` (never by slicing tensors by hand).
+    """
+
+    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] = ()):
+        self.model = model
+        self.layers = layers  # indices into hidden_states (0 = embeddings, i = output of decoder layer i)
+        self.cache: DynamicCache | None = None
+        self.length = 0
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.length = 0
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor) -> LMOutput:
+        """Feed ``tokens`` ``[T]`` after the cached ones; returns logits and hidden states of these T positions."""
+        if self.cache is None:
+            self.reset()
+        out = self.model(
+            input_ids=tokens.view(1, -1).to(self.device),
+            past_key_values=self.cache,
+            use_cache=True,
+            output_hidden_states=True,
+        )
+        self.length += tokens.numel()
+        states = out.hidden_states  # tuple of (n_layers + 1) tensors [1, T, H]; the last is post-norm
+        layer_hidden = torch.stack([states[i][0] for i in self.layers], dim=1) if self.layers else None
+        return LMOutput(logits=out.logits[0].float(), hidden=states[-1][0], layer_hidden=layer_hidden)
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` cached tokens."""
+        if length < self.length:
+            self.cache.crop(length - self.length)  # negative: this transformers version takes -(count to remove)
+            self.length = length

@@ -1,0 +1,152 @@
+"""The draft networks for a target, and how they are saved to / loaded from ``assets/``.
+
+Three designs, all sharing the target's tokenizer, input embedding and (tied) output head, which are
+never stored in an asset (they are the target's):
+
+- ``standalone``: a small Llama (1–2 decoder layers) reading token embeddings — an ordinary causal LM that
+  transformers' assisted generation can also run.
+- ``feature``: EAGLE-style (Li et al., "EAGLE: Speculative Sampling Requires Rethinking Feature
+  Uncertainty", arXiv 2401.15077): input at position j is [target feature of position j − 1 ⊕ embedding of
+  token j] → Linear(2H → H) → one decoder layer → final norm → the target's head. While drafting past the
+  verified text, the draft feeds its own output feature back in.
+- ``truncated``: the target's first layers with its final norm and head, untrained; the fallback when no
+  trained draft is present (clearly not a trained draft).
+
+An asset is ``NAME.safetensors`` (trainable weights only) plus ``NAME.json`` (its card: design, config,
+training data, results, and the sha256 of the weights file).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel
+
+from spec_core.errors import SpecScopeError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DRAFTS_DIR = ASSETS / "drafts"
+
+
+def draft_config(target_config: LlamaConfig, num_layers: int, vocab_size: int | None = None) -> LlamaConfig:
+    """The target's config with fewer layers (and optionally a different vocabulary size)."""
+    cfg = copy.deepcopy(target_config)
+    cfg.num_hidden_layers = num_layers
+    if vocab_size is not None:
+        cfg.vocab_size = vocab_size
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    cfg.tie_word_embeddings = True
+    return cfg
+
+
+def build_standalone(target: LlamaForCausalLM, num_layers: int = 1, init_from_target: bool = True) -> LlamaForCausalLM:
+    """A ``num_layers`` Llama sharing the target's embedding and head; layers start as the target's first ones."""
+    draft = LlamaForCausalLM(draft_config(target.config, num_layers)).to(target.dtype)
+    draft.model.embed_tokens = target.model.embed_tokens  # shared, frozen
+    draft.lm_head = target.lm_head
+    if init_from_target:
+        for i in range(num_layers):
+            draft.model.layers[i].load_state_dict(target.model.layers[i].state_dict())
+        draft.model.norm.load_state_dict(target.model.norm.state_dict())
+    return draft.eval()
+
+
+def build_truncated(target: LlamaForCausalLM, num_layers: int = 2) -> LlamaForCausalLM:
+    """The untrained fallback draft: the target's first ``num_layers`` layers, final norm and head."""
+    return build_standalone(target, num_layers, init_from_target=True)
+
+
+class FeatureDraft(nn.Module):
+    """EAGLE-style draft: ([feature_{j−1} ⊕ embed(token_j)] → fc → decoder layer(s) → norm) = feature_j.
+
+    ``forward`` returns the predicted features ``[B, T, H]``; logits are ``head(features)`` with the target's
+    head. The embedding and head are references to the target's and are not part of ``trainable_state``.
+    """
+
+    def __init__(self, target: LlamaForCausalLM, num_layers: int = 1, init_from_target: bool = True):
+        super().__init__()
+        hidden = target.config.hidden_size
+        self.config = draft_config(target.config, num_layers, vocab_size=1)  # the body never embeds ids
+        self.fc = nn.Linear(2 * hidden, hidden, bias=True)
+        self.body = LlamaModel(self.config)
+        self.embed = [target.model.embed_tokens]  # in a list: shared, not registered as a submodule
+        self.head = [target.lm_head]
+        with torch.no_grad():  # start as "embedding passes through": fc ≈ [0 | I]
+            self.fc.weight.zero_()
+            self.fc.weight[:, hidden:].copy_(torch.eye(hidden))
+            self.fc.bias.zero_()
+        if init_from_target:
+            for i in range(num_layers):
+                self.body.layers[i].load_state_dict(target.model.layers[i].state_dict())
+            self.body.norm.load_state_dict(target.model.norm.state_dict())
+        self.to(target.dtype)
+
+    def forward(self, features: torch.Tensor, token_ids: torch.Tensor, past_key_values=None) -> torch.Tensor:
+        # features: [B, T, H] target (or draft) feature of the previous position; token_ids: [B, T]
+        x = self.fc(torch.cat([features, self.embed[0](token_ids)], dim=-1))  # [B, T, H]
+        out = self.body(inputs_embeds=x, past_key_values=past_key_values, use_cache=past_key_values is not None)
+        return out.last_hidden_state  # [B, T, H]
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        return self.head[0](features)
+
+
+def trainable_state(draft: nn.Module) -> dict[str, torch.Tensor]:
+    """The weights an asset stores: everything but the target's shared embedding and head."""
+    state = draft.state_dict()
+    return {k: v for k, v in state.items() if not k.startswith(("model.embed_tokens", "lm_head", "embed", "head"))}
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def save_draft(draft: nn.Module, name: str, card: dict, directory: Path = DRAFTS_DIR) -> Path:
+    """Write ``NAME.safetensors`` + ``NAME.json``; the card gets the weights' sha256."""
+    directory.mkdir(parents=True, exist_ok=True)
+    weights = directory / f"{name}.safetensors"
+    tensors = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in trainable_state(draft).items()}
+    save_file(tensors, str(weights))
+    card = {**card, "name": name, "weights": weights.name, "sha256": file_sha256(weights)}
+    (directory / f"{name}.json").write_text(json.dumps(card, indent=2) + "\n")
+    return weights
+
+
+def available_drafts(directory: Path = DRAFTS_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.json"))
+
+
+def read_card(name: str, directory: Path = DRAFTS_DIR) -> dict:
+    path = directory / f"{name}.json"
+    if not path.exists():
+        raise SpecScopeError(f"no draft named {name!r} in {directory} (available: {available_drafts(directory)})")
+    return json.loads(path.read_text())
+
+
+def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR) -> tuple[nn.Module, dict]:
+    """Build the draft described by card ``name`` around ``target`` and load its weights (hash-checked)."""
+    card = read_card(name, directory)
+    weights = directory / card["weights"]
+    if not weights.exists():
+        raise SpecScopeError(f"draft {name!r}: weights file {weights} is missing")
+    if file_sha256(weights) != card["sha256"]:
+        raise SpecScopeError(f"draft {name!r}: {weights.name} does not match the sha256 in its card")
+    design, layers = card["design"], int(card["num_layers"])
+    if design == "standalone":
+        draft: nn.Module = build_standalone(target, layers, init_from_target=False)
+    elif design == "feature":
+        draft = FeatureDraft(target, layers, init_from_target=False)
+    else:
+        raise SpecScopeError(f"draft {name!r}: unknown design {design!r}")
+    missing, unexpected = draft.load_state_dict(load_file(str(weights)), strict=False)
+    missing = [k for k in missing if not k.startswith(("model.embed_tokens", "lm_head"))]
+    if missing or unexpected:
+        raise SpecScopeError(f"draft {name!r}: weights do not fit ({missing[:3]} missing, {unexpected[:3]} extra)")
+    return draft.to(target.dtype).eval(), card

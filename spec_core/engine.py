@@ -1,0 +1,240 @@
+"""The decoding loop: plain autoregressive decoding and speculative rounds, yielding one event per round.
+
+Speculative round (Leviathan et al. 2023; Chen et al. 2023), with the invariant that both KV caches hold every
+token but the last one (the *pending* token) at the start of a round:
+
+1. draft — the draft-length policy asks the drafter for chunks until it says stop;
+2. verify — one target forward over [pending, x_1..x_γ] gives p_1..p_{γ+1};
+3. accept — the verifier keeps the first ``accepted`` drafts and adds the recovered or bonus token;
+4. roll back — the target cache is cropped to the accepted path, the drafter commits;
+5. emit — the new tokens (cut at EOS / max_new_tokens) and one :class:`RoundEvent`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+from spec_core import rules
+from spec_core.cached_lm import CachedLM
+from spec_core.draft_length import DraftSoFar, FixedLength, make_policy
+from spec_core.drafters import make_drafter
+from spec_core.errors import SpecScopeError
+from spec_core.methods import MethodSpec, parse_method
+from spec_core.types import GenerationResult, RoundEvent, SamplingConfig, Stats
+from spec_core.verifiers import make_verifier
+
+MAX_NEW_TOKENS_LIMIT = 4096
+DRAFT_OVERSHOOT = 64  # positions a round may draft past the final length (cache room to check for)
+
+
+def prompt_ids(pair, prompt: str, chat: bool = True) -> list[int]:
+    """Token ids of ``prompt``, through the target's chat template when it has one and ``chat`` is on."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise SpecScopeError("the prompt is empty; type something to continue")
+    tok = pair.tokenizer
+    if chat and getattr(tok, "chat_template", None):
+        from spec_core.train.data import chat_ids
+
+        return chat_ids(tok, prompt)
+    return tok(prompt, add_special_tokens=True)["input_ids"]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Generation:
+    """One generation run: iterate :meth:`rounds` for events, then read :meth:`result`."""
+
+    def __init__(
+        self,
+        pair,
+        prompt: str,
+        method: str = "fixed:4",
+        max_new_tokens: int = 128,
+        sampling: SamplingConfig | None = None,
+        chat: bool = True,
+        should_stop: Callable[[], bool] | None = None,
+    ):
+        self.pair, self.sampling = pair, (sampling or SamplingConfig()).validate()
+        self.spec: MethodSpec = parse_method(method)
+        if self.spec.kind == "peer":
+            raise SpecScopeError(f"{method!r} runs transformers' own generate; use spec_core.peers or `bench`")
+        if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+            raise SpecScopeError(
+                f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS_LIMIT}], got {max_new_tokens!r}"
+            )
+        self.prompt_ids = prompt_ids(pair, prompt, chat)
+        limit = getattr(pair.target.config, "max_position_embeddings", 1 << 30)
+        if len(self.prompt_ids) + max_new_tokens + DRAFT_OVERSHOOT > limit:
+            raise SpecScopeError(
+                f"prompt ({len(self.prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
+                f"target's context of {limit} tokens"
+            )
+        self.max_new_tokens, self.should_stop = max_new_tokens, should_stop
+        self.generator = torch.Generator(device=pair.device).manual_seed(self.sampling.seed)
+        self.new_tokens: list[int] = []
+        self.events: list[RoundEvent] = []
+        self.wall_s = 0.0
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def _pieces(self, tokens: list[int]) -> tuple[str, ...]:
+        return tuple(self.pair.tokenizer.batch_decode([[t] for t in tokens])) if tokens else ()
+
+    def _emit(self, accepted_tokens: list[int], next_token: int) -> tuple[tuple[int, ...], bool]:
+        """Append this round's tokens, cut at EOS and at max_new_tokens; returns (emitted, finished)."""
+        emitted: list[int] = []
+        eos = self.pair.eos_token_ids
+        for t in [*accepted_tokens, next_token]:
+            if len(self.new_tokens) >= self.max_new_tokens:
+                break
+            self.new_tokens.append(t)
+            emitted.append(t)
+            if t in eos:
+                return tuple(emitted), True
+        return tuple(emitted), len(self.new_tokens) >= self.max_new_tokens
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def rounds(self) -> Iterator[RoundEvent]:
+        pair, sampling, spec = self.pair, self.sampling, self.spec
+        t_start = time.perf_counter()
+        drafter = make_drafter(pair, spec.drafter) if spec.kind == "speculative" else None
+        target = CachedLM(pair.target, layers=drafter.target_layers if drafter else ())
+        target.reset()
+        ids = list(self.prompt_ids)
+        prefill = target.forward(torch.tensor(ids[:-1])) if len(ids) > 1 else None  # the cache holds ids[:-1]
+        if drafter is not None:
+            drafter.reset(ids, prefill)
+            policy = FixedLength(drafter.block_len) if spec.drafter != "default" else make_policy(spec.policy)
+            verifier = make_verifier(spec.verifier)
+        finished = False
+        while not finished:
+            t0 = time.perf_counter()
+            # 1. draft
+            tokens, qs, token_probs, hidden = [], [], [], []
+            if drafter is not None:
+                budget = self.max_new_tokens - len(self.new_tokens) - 1
+                while (n := policy.next_chunk(DraftSoFar(tokens, token_probs, hidden, budget))) > 0:
+                    chunk = drafter.propose(n, sampling, self.generator)
+                    if not chunk.tokens:
+                        break
+                    tokens += chunk.tokens
+                    token_probs += chunk.token_probs
+                    hidden += chunk.hidden
+                    if chunk.probs is not None:
+                        qs.append(chunk.probs)
+            _sync(pair.device)
+            t1 = time.perf_counter()
+            # 2. verify: one target forward over [pending, x_1..x_γ]
+            gamma = len(tokens)
+            out = target.forward(torch.tensor([ids[-1], *tokens]))
+            draft_tokens = torch.tensor(tokens, dtype=torch.long, device=out.logits.device)
+            # 3. accept
+            if gamma:
+                draft_probs = torch.cat(qs) if qs else None
+                verdict = verifier.verify(out.logits, draft_probs, draft_tokens, sampling, self.generator)
+                accepted, next_token = verdict.accepted, verdict.next_token
+                kind = "bonus" if accepted == gamma else "recovered"
+            else:  # plain decoding step (ar, or a policy that drafted nothing)
+                p = rules.warp_probs(out.logits[-1:], sampling.temperature, sampling.top_k, sampling.top_p)
+                next_token = (
+                    int(out.logits[-1].argmax()) if sampling.greedy else int(rules.sample(p, self.generator)[0])
+                )
+                accepted, kind, verdict = 0, "target", None
+            # 4. roll back to the accepted path
+            target.crop(len(ids) + accepted)
+            if drafter is not None:
+                drafter.commit(accepted, next_token, _rows(out, accepted + 1))
+            ids += [*tokens[:accepted], next_token]
+            # 5. emit
+            emitted, finished = self._emit(tokens[:accepted], next_token)
+            if self.should_stop is not None and self.should_stop():
+                finished = True
+            _sync(pair.device)
+            t2 = time.perf_counter()
+            event = RoundEvent(
+                index=len(self.events),
+                method=spec.name,
+                context_len=len(ids) - accepted - 1,
+                draft_tokens=tuple(tokens),
+                draft_pieces=self._pieces(tokens),
+                draft_probs=tuple(token_probs),
+                target_probs=tuple(verdict.target_probs.tolist()) if verdict else (),
+                accept_probs=tuple(verdict.accept_probs.tolist()) if verdict else (),
+                accepted=accepted,
+                next_token=next_token,
+                next_piece=self._pieces([next_token])[0],
+                next_kind=kind,
+                emitted=emitted,
+                draft_s=t1 - t0,
+                verify_s=t2 - t1,
+                stop_reason=policy.stop_reason if drafter is not None else "",
+                policy_trace=policy.trace() if drafter is not None else {},
+                verifier_trace=verdict.trace if verdict else {},
+                finished=finished,
+            )
+            if drafter is not None:
+                policy.end_round(gamma, accepted)
+            self.events.append(event)
+            self.wall_s = time.perf_counter() - t_start
+            yield event
+
+    def result(self) -> GenerationResult:
+        return GenerationResult(
+            text=self.pair.tokenizer.decode(self.new_tokens, skip_special_tokens=True),
+            token_ids=tuple(self.new_tokens),
+            prompt_ids=tuple(self.prompt_ids),
+            events=tuple(self.events),
+            stats=Stats.from_events(self.events, len(self.new_tokens), self.wall_s),
+        )
+
+
+def _rows(out, n: int):
+    """The first ``n`` positions of a target output (the accepted path)."""
+    from spec_core.cached_lm import LMOutput
+
+    lh = out.layer_hidden[:n] if out.layer_hidden is not None else None
+    return LMOutput(logits=out.logits[:n], hidden=out.hidden[:n], layer_hidden=lh)
+
+
+def stream(
+    pair,
+    prompt: str,
+    method: str = "fixed:4",
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    chat: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[RoundEvent]:
+    """Yield one frozen :class:`RoundEvent` per round (see :class:`Generation` for the result)."""
+    sampling = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    yield from Generation(pair, prompt, method, max_new_tokens, sampling, chat, should_stop).rounds()
+
+
+def generate(
+    pair,
+    prompt: str,
+    method: str = "fixed:4",
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    chat: bool = True,
+) -> GenerationResult:
+    """Run a whole generation; returns text, token ids, events and :class:`Stats`."""
+    sampling = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    run = Generation(pair, prompt, method, max_new_tokens, sampling, chat)
+    for _ in run.rounds():
+        pass
+    return run.result()

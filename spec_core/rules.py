@@ -1,0 +1,163 @@
+"""Pure math of speculative decoding: warping, acceptance, residuals, ensembles, position weights.
+
+Plain functions of tensors plus an explicit ``torch.Generator``; no model, no global state.
+Notation follows the papers: ``p`` is the target distribution (``target_probs`` elsewhere), ``q`` the draft
+distribution (``draft_probs``), ``x`` the drafted tokens, ``nu`` an ensemble ν = w·p + (1 − w)·q.
+
+- Lossless rule: Leviathan et al., "Fast Inference from Transformers via Speculative Decoding" (ICML 2023)
+  and Chen et al., "Accelerating LLM Decoding with Speculative Sampling" (arXiv 2302.01318).
+- Ensemble verification: DIVERSED (arXiv 2604.07622), static ensemble as in Yin et al. (arXiv 2411.00841).
+- Position weights: DFlash (arXiv 2602.06036) decay; D-PACE (arXiv 2605.18810) expected-length weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# ----------------------------------------------------------------------------------------------------------
+# Distributions
+
+
+def warp_probs(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """Sampling distribution for each row of ``logits`` (``[..., V]``), as float32 probabilities.
+
+    Temperature 0 gives a one-hot at the argmax (greedy), so one rule serves greedy and sampling alike.
+    """
+    logits = logits.float()
+    if temperature == 0.0:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    logits = logits / temperature
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # [..., 1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        mass_before = sorted_probs.cumsum(-1) - sorted_probs  # mass of strictly more likely tokens
+        sorted_probs = sorted_probs.masked_fill(mass_before >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token per row of ``probs`` ``[N, V]`` → ``[N]``; rows that are one-hot are returned as argmax."""
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def total_variation(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """TV(p, q) = ½ Σ |p − q| over the last axis."""
+    return 0.5 * (p - q).abs().sum(-1)
+
+
+def ensemble(p: torch.Tensor, q: torch.Tensor, w: torch.Tensor | float) -> torch.Tensor:
+    """ν = w·p + (1 − w)·q. ``w`` is a float or a tensor broadcastable to ``p[..., :1]``."""
+    if isinstance(w, torch.Tensor) and w.dim() == p.dim() - 1:
+        w = w.unsqueeze(-1)
+    return w * p + (1.0 - w) * q
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p − q)) per row; where p ≤ q everywhere (p == q), fall back to p itself."""
+    r = (p - q).clamp_min(0.0)
+    mass = r.sum(-1, keepdim=True)
+    return torch.where(mass > 0, r / mass.clamp_min(1e-30), p)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Acceptance
+
+
+def acceptance_probs(p_x: torch.Tensor, q_x: torch.Tensor, leniency: float = 1.0) -> torch.Tensor:
+    """min(1, p(x) / (ℓ·q(x))) for each drafted token. ℓ = 1 is the lossless rule; ℓ < 1 is lenient (lossy)."""
+    return (p_x / (leniency * q_x).clamp_min(1e-30)).clamp(max=1.0)
+
+
+def leading_accepts(accepted_mask: torch.Tensor) -> int:
+    """Number of leading ``True`` values in a 1-D boolean tensor (the accepted prefix)."""
+    return int(accepted_mask.long().cumprod(0).sum())
+
+
+def verify_drafts(
+    verify_probs: torch.Tensor,  # [γ, V] distribution drafts are checked against (p, or an ensemble ν)
+    draft_probs: torch.Tensor,  # [γ, V] q, the distribution each draft token was sampled from
+    draft_tokens: torch.Tensor,  # [γ]
+    bonus_probs: torch.Tensor,  # [V] target distribution after the last draft
+    generator: torch.Generator | None,
+    leniency: float = 1.0,
+) -> tuple[torch.Tensor, int, int]:
+    """Speculative sampling, vectorised over the drafted positions (ALGORITHMS.md §0).
+
+    Returns ``(accept_probs [γ], accepted, next_token)``: the first ``accepted`` drafts are kept, then
+    ``next_token`` is the recovered token drawn from norm(max(0, ν − q)) at the first rejection, or the bonus
+    token drawn from ``bonus_probs`` when all γ pass. With ``verify_probs = p`` and ``leniency = 1`` the output
+    is distributed exactly as the target's.
+    """
+    gamma = draft_tokens.shape[0]
+    idx = torch.arange(gamma, device=draft_tokens.device)
+    a = acceptance_probs(verify_probs[idx, draft_tokens], draft_probs[idx, draft_tokens], leniency)  # [γ]
+    u = torch.rand(gamma, generator=generator, device=a.device)  # one uniform per drafted token
+    accepted = leading_accepts(u < a)
+    if accepted < gamma:
+        fallback = residual(verify_probs[accepted], draft_probs[accepted])  # [V]
+        next_token = int(sample(fallback[None], generator)[0])
+    else:
+        next_token = int(sample(bonus_probs[None], generator)[0])
+    return a, accepted, next_token
+
+
+def verify_greedy(target_argmax: torch.Tensor, draft_tokens: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """Temperature-0 special case: accept while x_i == argmax p_i; then the target's argmax.
+
+    ``target_argmax`` is ``[γ + 1]``. Identical in outcome to :func:`verify_drafts` on one-hot
+    distributions, without building them.
+    """
+    match = target_argmax[:-1] == draft_tokens  # [γ]
+    accepted = leading_accepts(match)
+    return match.float(), accepted, int(target_argmax[accepted])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Per-position training weights for block drafters (ALGORITHMS.md §3)
+
+
+def uniform_weights(q: torch.Tensor) -> torch.Tensor:
+    """Every block position counts the same. ``q``: ``[..., B]`` (only its shape is used)."""
+    return torch.ones_like(q)
+
+
+def decay_weights(q: torch.Tensor, gamma_w: float) -> torch.Tensor:
+    """DFlash's fixed schedule w_k = exp(−(k − 1)/γ_w) for k = 1..B, broadcast to ``q``'s shape."""
+    k = torch.arange(q.shape[-1], device=q.device, dtype=torch.float32)
+    return torch.exp(-k / gamma_w).expand_as(q).to(q.dtype)
+
+
+def _smoothed(q: torch.Tensor, alpha: float) -> torch.Tensor:
+    return (1.0 - alpha) * q + alpha
+
+
+def dpace_cumulative_weights(q: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+    """D-PACE ablation "cumulative only": w_j = P_j = Π_{i≤j} q̃_i."""
+    return torch.cumprod(_smoothed(q, alpha), dim=-1)
+
+
+def dpace_continuation_weights(q: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+    """D-PACE ablation "continuation only": w_j = f_j = 1 + Σ_{k>j} Π_{j<i≤k} q̃_i = Σ_{k≥j} P_k / P_j."""
+    prefix = dpace_cumulative_weights(q, alpha)
+    return dpace_weights(q, alpha) / prefix.clamp_min(1e-30)
+
+
+def dpace_weights(q: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+    """D-PACE weights w_j = P_j · f_j = Σ_{k≥j} Π_{i≤k} q̃_i, with q̃ = (1 − α)·q + α (unnormalised).
+
+    ``q`` ``[..., B]``: the drafter's probability of the gold (target) token at each block position, anchor
+    excluded; set masked positions to 1 before calling. Use the result as a constant (detach) weight on the
+    unsmoothed cross-entropy −log q_j (D-PACE, arXiv 2605.18810, Eq. for L_D-PACE).
+    """
+    prefix = dpace_cumulative_weights(q, alpha)  # P_k
+    return prefix.flip(-1).cumsum(-1).flip(-1)  # Σ_{k≥j} P_k
+
+
+def expected_accepted_length(q: torch.Tensor) -> torch.Tensor:
+    """Surrogate S̃ = Σ_k Π_{i≤k} q_i of the expected accepted length (tail-sum identity), over the last axis."""
+    return torch.cumprod(q, dim=-1).sum(-1)

@@ -1,0 +1,239 @@
+"""Training prompts of many kinds, templated by the project (never the benchmark prompts).
+
+Kinds: code, math word problems, summarization, chat, question answering, lists and rewrites. The list is
+deterministic for a seed, so a data run can be resumed shard by shard.
+"""
+
+from __future__ import annotations
+
+import random
+
+CODE_TASKS = [
+    "reverses a string",
+    "checks whether a number is prime",
+    "returns the n-th Fibonacci number",
+    "counts the vowels in a sentence",
+    "merges two sorted lists",
+    "removes duplicates from a list",
+    "computes the factorial of n",
+    "finds the largest element of a list",
+    "checks if a word is a palindrome",
+    "converts Celsius to Fahrenheit",
+    "flattens a nested list",
+    "sorts a list of dictionaries by a key",
+    "reads a text file and counts its lines",
+    "returns the greatest common divisor of two numbers",
+    "computes the average of a list of numbers",
+    "capitalizes every word of a sentence",
+    "finds the second smallest number in a list",
+    "checks whether two strings are anagrams",
+    "computes the sum of the digits of an integer",
+    "returns the intersection of two lists",
+    "implements binary search",
+    "transposes a matrix",
+    "counts word frequencies in a text",
+    "validates an email address with a regular expression",
+    "converts a binary string to an integer",
+    "generates all permutations of a list",
+    "rotates a list by k positions",
+    "implements a stack class",
+    "checks if parentheses in a string are balanced",
+    "returns the mode of a list",
+]
+CODE_LANGS = ["Python", "Python", "Python", "JavaScript", "C", "Java", "Rust", "Go"]
+CODE_FORMS = [
+    "Write a {lang} function that {task}.",
+    "Write a {lang} function that {task}, and explain how it works.",
+    "How do I write code in {lang} that {task}?",
+    "Show me a short {lang} program that {task}.",
+    "Explain, step by step, an algorithm that {task}.",
+]
+
+ITEMS = ["apples", "pencils", "notebooks", "cookies", "tickets", "books", "shirts", "oranges", "marbles", "stickers"]
+NAMES = ["Tom", "Anna", "Maria", "Sam", "Lena", "Omar", "Yuki", "Carlos", "Priya", "Ben"]
+MATH_FORMS = [
+    "{name} buys {a} {item} at {b} dollars each. How much does {name} pay in total?",
+    "{name} has {a} {item} and gives away {c}. Then {name} buys {b} more. How many {item} does {name} have now?",
+    "A box holds {b} {item}. How many boxes are needed for {a} {item}?",
+    "{name} reads {b} pages a day. How many days does it take to read a book of {a} pages?",
+    "A train travels {a} kilometers in {b} hours. What is its average speed?",
+    "What is {a} multiplied by {b}, minus {c}?",
+    "If a rectangle is {a} cm long and {b} cm wide, what are its area and perimeter?",
+    "{name} saves {b} dollars a week. How many weeks until {name} has {a} dollars?",
+    "Solve for x: {b}x + {c} = {a}.",
+    "What is {c} percent of {a}?",
+]
+
+TOPICS = [
+    "the water cycle",
+    "photosynthesis",
+    "the French Revolution",
+    "black holes",
+    "the human heart",
+    "climate change",
+    "the internet",
+    "volcanoes",
+    "the Roman Empire",
+    "electric cars",
+    "vaccines",
+    "the stock market",
+    "honey bees",
+    "the moon landing",
+    "machine learning",
+    "recycling",
+    "the Great Wall",
+    "earthquakes",
+    "renewable energy",
+    "the printing press",
+    "coral reefs",
+    "sleep",
+    "democracy",
+    "the immune system",
+    "ocean tides",
+    "gravity",
+    "the Renaissance",
+    "coffee",
+    "rainforests",
+    "DNA",
+    "the solar system",
+    "inflation",
+    "antibiotics",
+    "the Olympic Games",
+    "bridges",
+    "tea",
+    "glaciers",
+]
+QA_FORMS = [
+    "What is {topic}?",
+    "Explain {topic} in simple terms.",
+    "Why is {topic} important?",
+    "Give me three interesting facts about {topic}.",
+    "How would you explain {topic} to a child?",
+    "What are the main causes and effects of {topic}?",
+    "Write a short paragraph about {topic}.",
+    "What are common misconceptions about {topic}?",
+]
+SENTENCE_PARTS = [
+    "Researchers studied {topic} for many years.",
+    "Many people find {topic} hard to understand.",
+    "{Topic} affects daily life in surprising ways.",
+    "Recent reports describe new findings on {topic}.",
+    "Teachers often use simple models to explain {topic}.",
+    "The history of {topic} is long and complex.",
+    "Experts disagree about the future of {topic}.",
+    "Some countries invest heavily in {topic}.",
+    "A new book about {topic} became popular last year.",
+    "Students visited a museum about {topic}.",
+]
+SUMMARY_FORMS = [
+    "Summarize the following text in one sentence:\n\n{text}",
+    "Give a short summary of this paragraph:\n\n{text}",
+    "TL;DR:\n\n{text}",
+    "What is the main idea of this text?\n\n{text}",
+]
+ACTIVITIES = [
+    "learn a new language",
+    "cook rice",
+    "start running",
+    "save money",
+    "write a cover letter",
+    "plant tomatoes",
+    "prepare for an exam",
+    "sleep better",
+    "make new friends",
+    "organize my desk",
+    "train a puppy",
+    "plan a trip to Italy",
+    "reduce stress",
+    "start a blog",
+    "fix a flat bicycle tire",
+    "make a budget",
+    "learn to play guitar",
+    "bake bread",
+    "give a good presentation",
+    "stay focused",
+]
+CHAT_FORMS = [
+    "How do I {act}?",
+    "What are some tips to {act}?",
+    "I want to {act}. Where should I start?",
+    "Can you help me {act}?",
+    "What mistakes should I avoid when I try to {act}?",
+    "Hi! How can I {act}?",
+]
+THINGS = [
+    "fruits",
+    "countries in Europe",
+    "programming languages",
+    "healthy breakfasts",
+    "board games",
+    "famous scientists",
+    "musical instruments",
+    "ways to save energy",
+    "hobbies",
+    "types of clouds",
+    "animals that live in the ocean",
+    "kitchen tools",
+    "sports",
+    "planets",
+    "book genres",
+]
+SENTENCES = [
+    "the meeting was moved to next week because many people could not come",
+    "i think we should buy a new printer since the old one breaks all the time",
+    "the movie was long but the ending was really good",
+    "please send me the report before friday",
+    "our team won the game after a hard second half",
+    "the weather is nice today so we are going to the park",
+]
+LIST_FORMS = [
+    "List five {things}.",
+    "Name three {things} and describe each briefly.",
+    "Give me a list of {things}.",
+    "Rewrite this sentence in a formal tone: {sentence}",
+    "Correct the grammar of this sentence: {sentence}",
+    "Translate into French: {sentence}",
+    "Make this sentence shorter: {sentence}",
+    "Write a haiku about {topic}.",
+    "Write a short story about {topic} in three sentences.",
+]
+
+
+def _paragraph(rng: random.Random, topic: str) -> str:
+    parts = rng.sample(SENTENCE_PARTS, 4)
+    return " ".join(p.format(topic=topic, Topic=topic[0].upper() + topic[1:]) for p in parts)
+
+
+def make_prompt(rng: random.Random) -> tuple[str, str]:
+    """One (category, prompt) pair."""
+    kind = rng.choice(["code", "math", "summarization", "chat", "qa", "lists"])
+    topic = rng.choice(TOPICS)
+    if kind == "code":
+        text = rng.choice(CODE_FORMS).format(lang=rng.choice(CODE_LANGS), task=rng.choice(CODE_TASKS))
+    elif kind == "math":
+        a, b, c = rng.randint(20, 500), rng.randint(2, 19), rng.randint(1, 15)
+        text = rng.choice(MATH_FORMS).format(name=rng.choice(NAMES), item=rng.choice(ITEMS), a=a, b=b, c=c)
+    elif kind == "summarization":
+        text = rng.choice(SUMMARY_FORMS).format(text=_paragraph(rng, topic))
+    elif kind == "chat":
+        text = rng.choice(CHAT_FORMS).format(act=rng.choice(ACTIVITIES))
+    elif kind == "qa":
+        text = rng.choice(QA_FORMS).format(topic=topic)
+    else:
+        text = rng.choice(LIST_FORMS).format(things=rng.choice(THINGS), sentence=rng.choice(SENTENCES), topic=topic)
+    return kind, text
+
+
+def training_prompts(n: int, seed: int = 1234) -> list[tuple[str, str]]:
+    """``n`` distinct (category, prompt) pairs, deterministic for ``seed``."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for _ in range(50 * n):
+        kind, text = make_prompt(rng)
+        if text not in seen:
+            seen.add(text)
+            out.append((kind, text))
+            if len(out) == n:
+                break
+    return out

@@ -1,0 +1,123 @@
+"""Frozen records that flow out of the engine: sampling settings, one event per round, the final result.
+
+Vocabulary (see ``shared/docs/STYLE.md``): the *target* verifies what the *draft* proposes. A round drafts
+``draft_len`` tokens (``draft_tokens``); the verifier keeps the first ``accepted`` of them and then adds one
+token of the target's own: the *recovered* token (resampled at the first rejection) or, when every draft
+passed, the *bonus* token. Plain decoding is a round with no draft whose one token is of kind ``"target"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from spec_core.errors import SpecScopeError
+
+NextKind = Literal["recovered", "bonus", "target"]
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How tokens are chosen, for both models (ALGORITHMS.md §0: the same warping applies to p and q)."""
+
+    temperature: float = 0.0  # 0 = greedy (argmax); > 0 = softmax(logits / temperature)
+    top_p: float = 1.0  # nucleus: keep the smallest set of tokens whose mass reaches top_p (1 = off)
+    top_k: int = 0  # keep the k most likely tokens (0 = off)
+    seed: int = 0  # seeds the one torch.Generator that every random draw of a run uses
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> SamplingConfig:
+        """Raise :class:`SpecScopeError` with a readable message for settings that make no sense."""
+        if not isinstance(self.temperature, (int, float)) or math.isnan(self.temperature):
+            raise SpecScopeError(f"temperature must be a number, got {self.temperature!r}")
+        if self.temperature < 0:
+            raise SpecScopeError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if self.temperature > 100:
+            raise SpecScopeError(f"temperature {self.temperature} is absurd; use a value in [0, 100]")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SpecScopeError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise SpecScopeError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        return self
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One speculative round (or one plain decoding step), as the UI and the benchmark see it.
+
+    Per-drafted-token tuples all have length ``draft_len``. Probabilities of drafted tokens are read from the
+    distributions the rule used; at temperature 0 (where those are one-hot) they are the models' own softmax
+    at temperature 1, so that a hover still shows how confident each model was.
+    """
+
+    index: int  # round number in this generation, from 0
+    method: str  # the method string that produced it, e.g. "fixed:4" or "pacer+diversed"
+    context_len: int  # tokens (prompt + generated) before this round
+    draft_tokens: tuple[int, ...]  # x_1..x_γ
+    draft_pieces: tuple[str, ...]  # their text, one piece per token
+    draft_probs: tuple[float, ...]  # q_i(x_i)
+    target_probs: tuple[float, ...]  # p_i(x_i)
+    accept_probs: tuple[float, ...]  # probability with which the verifier accepted x_i (given the prefix)
+    accepted: int  # how many leading drafts were kept
+    next_token: int  # recovered, bonus, or (plain decoding) the target's token
+    next_piece: str
+    next_kind: NextKind
+    emitted: tuple[int, ...]  # tokens actually appended this round (accepted + next, cut at EOS / limit)
+    draft_s: float  # wall seconds spent drafting (policy included)
+    verify_s: float  # wall seconds of the target pass and the rule
+    stop_reason: str = ""  # why the draft-length policy stopped ("max", "threshold", "confidence", ...)
+    policy_trace: dict[str, Any] = field(default_factory=dict)  # policy internals (PACER scores, thresholds)
+    verifier_trace: dict[str, Any] = field(default_factory=dict)  # verifier internals (DIVERSED w_t, ...)
+    finished: bool = False  # the generation ended with this round (EOS or max_new_tokens)
+
+    @property
+    def draft_len(self) -> int:
+        return len(self.draft_tokens)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Totals of one generation. τ = new tokens / target forward passes; α = accepted / drafted."""
+
+    new_tokens: int
+    wall_s: float
+    tokens_per_s: float
+    target_forwards: int
+    drafted_tokens: int
+    accepted_tokens: int
+    tau: float
+    acceptance_rate: float  # α; 0 when nothing was drafted
+
+    @classmethod
+    def from_events(cls, events: list[RoundEvent], new_tokens: int, wall_s: float) -> Stats:
+        drafted = sum(e.draft_len for e in events)
+        accepted = sum(e.accepted for e in events)
+        forwards = len(events)
+        return cls(
+            new_tokens=new_tokens,
+            wall_s=wall_s,
+            tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
+            target_forwards=forwards,
+            drafted_tokens=drafted,
+            accepted_tokens=accepted,
+            tau=new_tokens / forwards if forwards else 0.0,
+            acceptance_rate=accepted / drafted if drafted else 0.0,
+        )
+
+    def as_dict(self) -> dict[str, float | int]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What :func:`spec_core.engine.generate` returns."""
+
+    text: str  # the decoded new tokens
+    token_ids: tuple[int, ...]  # the new tokens
+    prompt_ids: tuple[int, ...]  # the prompt as fed to the target (chat template applied)
+    events: tuple[RoundEvent, ...]
+    stats: Stats
