@@ -32,6 +32,7 @@ class DraftChunk:
     probs: torch.Tensor | None  # [n, V] q, the distribution each token was drawn from (None when greedy)
     token_probs: list[float]  # [n] the draft's probability of each drawn token (temperature-1 softmax if greedy)
     hidden: list[torch.Tensor]  # n tensors [H]: the draft's last hidden state at each drafted position
+    logits: list[torch.Tensor]  # n tensors [V]: the draft's raw logits at each drafted position
 
 
 class Drafter(Protocol):
@@ -54,9 +55,9 @@ def draw(logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Genera
     return token, q, float(q[token])
 
 
-def _chunk(tokens, qs, token_probs, hidden) -> DraftChunk:
+def _chunk(tokens, qs, token_probs, hidden, logits) -> DraftChunk:
     probs = torch.stack(qs) if qs and qs[0] is not None else None
-    return DraftChunk(tokens, probs, token_probs, hidden)
+    return DraftChunk(tokens, probs, token_probs, hidden, logits)
 
 
 class StandaloneDrafter:
@@ -76,13 +77,14 @@ class StandaloneDrafter:
             self.lm.forward(torch.tensor(prompt_ids[:-1]))
 
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
-        tokens, qs, token_probs, hidden = [], [], [], []
+        tokens, qs, token_probs, hidden, logits = [], [], [], [], []
         for _ in range(n):
             out = self.lm.forward(torch.tensor(self.ids[self.lm.length :]))  # the 1–2 tokens not yet cached
             token, q, prob = draw(out.logits[-1], sampling, generator)
             self.ids.append(token)
             tokens.append(token), qs.append(q), token_probs.append(prob), hidden.append(out.hidden[-1])
-        return _chunk(tokens, qs, token_probs, hidden)
+            logits.append(out.logits[-1])
+        return _chunk(tokens, qs, token_probs, hidden, logits)
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
@@ -126,7 +128,7 @@ class FeatureDrafter:
 
     @torch.inference_mode()
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
-        tokens, qs, token_probs, hidden = [], [], [], []
+        tokens, qs, token_probs, hidden, logits = [], [], [], [], []
         for _ in range(n):
             length = len(self.ids)
             first = self.cached + 1  # first position whose pair is not cached yet
@@ -137,11 +139,13 @@ class FeatureDrafter:
             out = self.draft(feats, ids, past_key_values=self.cache)[0]  # [m, H]
             self.cached = length - 1
             feature = out[-1]  # predicted feature of position length − 1
-            token, q, prob = draw(self.draft.logits(feature).float(), sampling, generator)
+            row = self.draft.logits(feature).float()  # [V]
+            token, q, prob = draw(row, sampling, generator)
             self._set_feats(length - 1, feature[None])
             self.ids.append(token)
             tokens.append(token), qs.append(q), token_probs.append(prob), hidden.append(feature)
-        return _chunk(tokens, qs, token_probs, hidden)
+            logits.append(row)
+        return _chunk(tokens, qs, token_probs, hidden, logits)
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
         start = self.round_start - 1  # position of the round's last verified token

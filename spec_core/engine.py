@@ -118,7 +118,7 @@ class Generation:
         while not finished:
             t0 = time.perf_counter()
             # 1. draft
-            tokens, qs, token_probs, hidden = [], [], [], []
+            tokens, qs, token_probs, hidden, draft_logits = [], [], [], [], []
             if drafter is not None:
                 budget = self.max_new_tokens - len(self.new_tokens) - 1
                 while (n := policy.next_chunk(DraftSoFar(tokens, token_probs, hidden, budget))) > 0:
@@ -128,6 +128,7 @@ class Generation:
                     tokens += chunk.tokens
                     token_probs += chunk.token_probs
                     hidden += chunk.hidden
+                    draft_logits += chunk.logits
                     if chunk.probs is not None:
                         qs.append(chunk.probs)
             _sync(pair.device)
@@ -142,12 +143,14 @@ class Generation:
                 verdict = verifier.verify(out.logits, draft_probs, draft_tokens, sampling, self.generator)
                 accepted, next_token = verdict.accepted, verdict.next_token
                 kind = "bonus" if accepted == gamma else "recovered"
+                gold = out.logits[:gamma].argmax(-1, keepdim=True)  # [γ, 1] the target's own choices
+                gold_probs = torch.softmax(torch.stack(draft_logits).float(), -1).gather(-1, gold)[:, 0]
             else:  # plain decoding step (ar, or a policy that drafted nothing)
                 p = rules.warp_probs(out.logits[-1:], sampling.temperature, sampling.top_k, sampling.top_p)
                 next_token = (
                     int(out.logits[-1].argmax()) if sampling.greedy else int(rules.sample(p, self.generator)[0])
                 )
-                accepted, kind, verdict = 0, "target", None
+                accepted, kind, verdict, gold_probs = 0, "target", None, None
             # 4. roll back to the accepted path
             target.crop(len(ids) + accepted)
             if drafter is not None:
@@ -168,6 +171,7 @@ class Generation:
                 draft_probs=tuple(token_probs),
                 target_probs=tuple(verdict.target_probs.tolist()) if verdict else (),
                 accept_probs=tuple(verdict.accept_probs.tolist()) if verdict else (),
+                gold_draft_probs=tuple(gold_probs.tolist()) if gold_probs is not None else (),
                 accepted=accepted,
                 next_token=next_token,
                 next_piece=self._pieces([next_token])[0],

@@ -67,5 +67,5 @@ def parse_method(name: str) -> MethodSpec:
 
 def known_methods() -> list[str]:
     """Examples of every family, for help texts and the UI."""
-    return ["ar", "fixed:2", "fixed:4", "fixed:6", "heuristic", "confidence:0.4",
-            *[f"block:{loss}" for loss in BLOCK_LOSSES[:3]], "hf-ar", "hf-assisted:4", "hf-assisted-heuristic"]  # fmt: skip
+    blocks = [f"block:{loss}" for loss in BLOCK_LOSSES[:3]]
+    return ["ar", "fixed:2", "fixed:4", "fixed:6", "heuristic", "confidence:0.4", *blocks, *PEERS[:1], "hf-assisted:4"]

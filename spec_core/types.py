@@ -62,6 +62,8 @@ class RoundEvent:
     draft_probs: tuple[float, ...]  # q_i(x_i)
     target_probs: tuple[float, ...]  # p_i(x_i)
     accept_probs: tuple[float, ...]  # probability with which the verifier accepted x_i (given the prefix)
+    gold_draft_probs: tuple[float, ...]  # q_i(argmax p_i): the draft's probability of the target's own choice
+    #   at each drafted position (D-PACE's q_j, arXiv 2605.18810), temperature-1 softmax
     accepted: int  # how many leading drafts were kept
     next_token: int  # recovered, bonus, or (plain decoding) the target's token
     next_piece: str
