@@ -40,6 +40,7 @@ def draft_config(target_config: LlamaConfig, num_layers: int, vocab_size: int | 
     cfg.num_hidden_layers = num_layers
     if vocab_size is not None:
         cfg.vocab_size = vocab_size
+        cfg.pad_token_id = None if vocab_size <= (cfg.pad_token_id or 0) else cfg.pad_token_id
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
     cfg.tie_word_embeddings = True
@@ -70,7 +71,9 @@ class FeatureDraft(nn.Module):
     head. The embedding and head are references to the target's and are not part of ``trainable_state``.
     """
 
-    def __init__(self, target: LlamaForCausalLM, num_layers: int = 1, init_from_target: bool = True):
+    def __init__(
+        self, target: LlamaForCausalLM, num_layers: int = 1, init_from_target: bool = True, head_size: int = 0
+    ):
         super().__init__()
         hidden = target.config.hidden_size
         self.config = draft_config(target.config, num_layers, vocab_size=1)  # the body never embeds ids
@@ -78,6 +81,10 @@ class FeatureDraft(nn.Module):
         self.body = LlamaModel(self.config)
         self.embed = [target.model.embed_tokens]  # in a list: shared, not registered as a submodule
         self.head = [target.lm_head]
+        # Trimmed head (0 = full vocabulary): logits only over `vocab_subset`, −inf elsewhere. A draft
+        # distribution with a smaller support keeps speculative sampling exact: q is what tokens are drawn from.
+        self.register_buffer("vocab_subset", torch.arange(head_size, dtype=torch.long), persistent=True)
+        self._head_rows: torch.Tensor | None = None
         with torch.no_grad():  # start as "embedding passes through": fc ≈ [0 | I]
             self.fc.weight.zero_()
             self.fc.weight[:, hidden:].copy_(torch.eye(hidden))
@@ -94,8 +101,23 @@ class FeatureDraft(nn.Module):
         out = self.body(inputs_embeds=x, past_key_values=past_key_values, use_cache=past_key_values is not None)
         return out.last_hidden_state  # [B, T, H]
 
+    def set_vocab_subset(self, subset: torch.Tensor) -> None:
+        self.vocab_subset = subset.to(torch.long)
+        self._head_rows = None
+
+    def head_rows(self) -> torch.Tensor:
+        """``[V', H]`` rows of the target's head for the trimmed vocabulary."""
+        if self._head_rows is None or self._head_rows.device != self.vocab_subset.device:
+            self._head_rows = self.head[0].weight[self.vocab_subset].detach()
+        return self._head_rows
+
     def logits(self, features: torch.Tensor) -> torch.Tensor:
-        return self.head[0](features)
+        """Full-vocabulary logits ``[..., V]`` (−inf outside the trimmed head's vocabulary, if any)."""
+        if self.vocab_subset.numel() == 0:
+            return self.head[0](features)
+        sub = features @ self.head_rows().T  # [..., V']
+        full = sub.new_full((*features.shape[:-1], self.head[0].weight.shape[0]), float("-inf"))
+        return full.index_copy_(-1, self.vocab_subset, sub)
 
 
 def trainable_state(draft: nn.Module) -> dict[str, torch.Tensor]:
@@ -112,7 +134,10 @@ def save_draft(draft: nn.Module, name: str, card: dict, directory: Path = DRAFTS
     """Write ``NAME.safetensors`` + ``NAME.json``; the card gets the weights' sha256."""
     directory.mkdir(parents=True, exist_ok=True)
     weights = directory / f"{name}.safetensors"
-    tensors = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in trainable_state(draft).items()}
+    tensors = {
+        k: (v.detach().to(torch.bfloat16) if v.is_floating_point() else v.detach()).contiguous()
+        for k, v in trainable_state(draft).items()
+    }
     save_file(tensors, str(weights))
     card = {**card, "name": name, "weights": weights.name, "sha256": file_sha256(weights)}
     (directory / f"{name}.json").write_text(json.dumps(card, indent=2) + "\n")
@@ -142,7 +167,7 @@ def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR
     if design == "standalone":
         draft: nn.Module = build_standalone(target, layers, init_from_target=False)
     elif design == "feature":
-        draft = FeatureDraft(target, layers, init_from_target=False)
+        draft = FeatureDraft(target, layers, init_from_target=False, head_size=int(card.get("head_size", 0)))
     else:
         raise SpecScopeError(f"draft {name!r}: unknown design {design!r}")
     missing, unexpected = draft.load_state_dict(load_file(str(weights)), strict=False)

@@ -108,6 +108,7 @@ class Generation:
         drafter = make_drafter(pair, spec.drafter) if spec.kind == "speculative" else None
         target = CachedLM(pair.target, layers=drafter.target_layers if drafter else ())
         target.reset()
+        self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
         ids = list(self.prompt_ids)
         prefill = target.forward(torch.tensor(ids[:-1])) if len(ids) > 1 else None  # the cache holds ids[:-1]
         if drafter is not None:

@@ -147,7 +147,11 @@ def _load_tokenizer(name_or_path: str | Path):
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
     except (OSError, ValueError) as err:
-        raise SpecScopeError(f"cannot load the tokenizer of {str(name_or_path)!r}: {str(err)[:200]}") from err
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise SpecScopeError(
+            f"cannot load the tokenizer of {str(name_or_path)!r}: not a local checkpoint and not reachable on the "
+            f"hub ({first[:160]})"
+        ) from err
 
 
 def load_target(device=None, dtype=None):

@@ -146,3 +146,27 @@ def split_sequences(shards: list[dict[str, torch.Tensor]]):
                 shard["hidden"][a:b],
                 shard["layer_hidden"][a:b],
             )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m spec_core train data``: generate (or resume) the training shards."""
+    import argparse
+
+    defaults = DataConfig(out_dir=Path("data/train"))
+    ap = argparse.ArgumentParser(prog="python -m spec_core train data", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out-dir", type=Path, default=defaults.out_dir)
+    ap.add_argument("--num-prompts", type=int, default=defaults.num_prompts)
+    ap.add_argument("--shard-size", type=int, default=defaults.shard_size)
+    ap.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    ap.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
+    ap.add_argument("--sampled-fraction", type=float, default=defaults.sampled_fraction)
+    ap.add_argument("--seed", type=int, default=defaults.seed)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args(argv)
+    from spec_core.models import load_target
+
+    target, tokenizer = load_target(args.device, "bfloat16")
+    cfg = DataConfig(**{k: v for k, v in vars(args).items() if k != "device"})
+    paths = generate_dataset(target, tokenizer, cfg)
+    print(f"{len(paths)} shards in {cfg.out_dir}")
+    return 0

@@ -1,0 +1,160 @@
+"""Command line: ``python -m spec_core {generate,bench,train,analyze} ...``.
+
+Bad input ends with a one-line ``error: ...`` and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spec_core.errors import SpecScopeError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from err
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pair", default="embedded", help="'embedded' (offline default) or 'TARGET_ID,DRAFT_ID'")
+    p.add_argument("--draft", default=None, help="embedded pair: draft asset name (feature, standalone, truncated)")
+    p.add_argument("--dtype", default=None, help="bfloat16 (default), float32 or float16")
+    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+
+
+def _add_sampling_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-new-tokens", type=_positive_int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _pair(args):
+    import torch
+
+    from spec_core.models import load_pair
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft)
+
+
+def cmd_generate(args) -> int:
+    from spec_core.engine import Generation
+    from spec_core.types import SamplingConfig
+
+    sampling = SamplingConfig(args.temperature, args.top_p, args.top_k, args.seed).validate()
+    pair = _pair(args)
+    run = Generation(pair, args.prompt, args.method, args.max_new_tokens, sampling, chat=not args.no_chat)
+    for event in run.rounds():
+        if args.show_rounds:
+            kept = "".join(event.draft_pieces[: event.accepted])
+            dropped = "".join(event.draft_pieces[event.accepted :])
+            print(f"[{event.index:3d}] +{kept!r} ✗{dropped!r} {event.next_kind}:{event.next_piece!r}", file=sys.stderr)
+    r = run.result()
+    print(r.text)
+    s = r.stats
+    print(f"--- {args.method}: {s.new_tokens} tokens in {s.wall_s:.2f} s ({s.tokens_per_s:.1f} tok/s), "
+          f"{s.target_forwards} target forwards, tau {s.tau:.2f}, acceptance {s.acceptance_rate:.2f}",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from pathlib import Path
+
+    from spec_core.bench import load_prompts, run_bench, summarize
+    from spec_core.methods import parse_method
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise SpecScopeError("--methods is empty")
+    for m in methods:
+        parse_method(m)
+    prompts = load_prompts(args.prompts)[: args.limit]
+    if args.temperature < 0:
+        raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
+    pair = _pair(args)
+    df = run_bench(pair, prompts, methods, args.max_new_tokens, args.temperature, args.repeats, args.seed)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    print(summarize(df).to_string())
+    print(f"wrote {out} ({len(df)} rows; dtype {pair.dtype}, device {pair.device}, draft {pair.draft_design})")
+    return 0
+
+
+def cmd_train(args, rest: list[str]) -> int:
+    if args.what == "draft":
+        from spec_core.train.draft import main
+    elif args.what == "block":
+        from spec_core.train.block import main
+    else:
+        from spec_core.train.data import main
+    return main(rest)
+
+
+def cmd_analyze(args, rest: list[str]) -> int:
+    from spec_core.analyze_block import main
+
+    return main(rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m spec_core", description="SpecScope speculative decoding engine")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate text with one method and print it with its stats")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--method", default="fixed:4", help="ar, fixed:K, heuristic, confidence:T, block:LOSS, ...")
+    g.add_argument("--no-chat", action="store_true", help="feed the prompt raw, without the chat template")
+    g.add_argument("--show-rounds", action="store_true", help="print each round's accepted/rejected drafts")
+    _add_sampling_args(g)
+    _add_model_args(g)
+
+    b = sub.add_parser("bench", help="benchmark methods on a prompt set (CSV + summary)")
+    b.add_argument("--prompts", default="prompts/specscope.jsonl", help="JSON lines with id, category, prompt")
+    b.add_argument("--methods", default="ar,fixed:2,fixed:4,fixed:6,heuristic")
+    b.add_argument("--max-new-tokens", type=_positive_int, default=96)
+    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument("--repeats", type=_positive_int, default=3)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--limit", type=_positive_int, default=None, help="only the first N prompts")
+    b.add_argument("--out", default="runs/bench.csv")
+    _add_model_args(b)
+
+    t = sub.add_parser("train", help="train a learned part: draft | block | data (see `train WHAT --help`)")
+    t.add_argument("what", choices=["draft", "block", "data"])
+    a = sub.add_parser("analyze", help="analyses: block (block drafters per loss)")
+    a.add_argument("what", choices=["block"])
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.command in ("train", "analyze"):
+            return (cmd_train if args.command == "train" else cmd_analyze)(args, rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return {"generate": cmd_generate, "bench": cmd_bench}[args.command](args)
+    except SpecScopeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Benchmark: every method on a prompt set, side by side in one process, against ``ar`` of the same run.
+
+Spec-Bench's habits (Xia et al., arXiv 2401.07851): one call contract for every method, seeded runs, a warm-up,
+repeats interleaved across methods (so machine noise hits all of them alike), medians, and raw per-prompt rows
+written to a CSV that is analysed separately. ``speedup_vs_ar`` is tokens/s over the tokens/s of ``ar`` on the
+same prompt in the same invocation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from spec_core.engine import Generation, prompt_ids
+from spec_core.errors import SpecScopeError
+from spec_core.methods import parse_method
+from spec_core.peers import run_peer
+from spec_core.types import SamplingConfig
+
+COLUMNS = [
+    "method", "prompt_id", "category", "new_tokens", "wall_s", "tokens_per_s", "target_forwards",
+    "drafted_tokens", "accepted_tokens", "tau", "acceptance_rate", "speedup_vs_ar", "output_sha",
+    "first_divergence", "draft_s", "verify_s", "repeats", "temperature", "seed",
+]  # fmt: skip
+
+
+def load_prompts(path: str | Path) -> list[dict]:
+    """Read a JSON-lines prompt file (``id``, ``category``, ``prompt`` per line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecScopeError(f"prompt file {str(path)!r} does not exist")
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecScopeError(f"cannot read prompt file {str(path)!r}: {err}") from err
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SpecScopeError(f"{path.name}:{n}: not JSON ({err.msg})") from err
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise SpecScopeError(f"{path.name}:{n}: each line needs a non-empty 'prompt' string")
+        rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
+    if not rows:
+        raise SpecScopeError(f"prompt file {str(path)!r} has no prompts")
+    return rows
+
+
+def output_sha(token_ids) -> str:
+    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
+
+
+def first_divergence(a, b) -> int:
+    """Index of the first differing token (-1 when identical)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return -1 if len(a) == len(b) else min(len(a), len(b))
+
+
+def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: SamplingConfig) -> dict:
+    """One generation of one method → a dict of raw measurements."""
+    spec = parse_method(method)
+    if spec.kind == "peer":
+        res = run_peer(pair, method, prompt_ids(pair, prompt), max_new_tokens, sampling.temperature,
+                       sampling.top_p, sampling.top_k, sampling.seed)  # fmt: skip
+        n = len(res.token_ids)
+        return {"token_ids": res.token_ids, "wall_s": res.wall_s, "target_forwards": res.target_forwards,
+                "drafted_tokens": float("nan"), "accepted_tokens": float("nan"), "draft_s": float("nan"),
+                "verify_s": float("nan"), "new_tokens": n}  # fmt: skip
+    run = Generation(pair, prompt, method, max_new_tokens, sampling)
+    for _ in run.rounds():
+        pass
+    r = run.result()
+    return {"token_ids": r.token_ids, "wall_s": r.stats.wall_s, "target_forwards": r.stats.target_forwards,
+            "drafted_tokens": r.stats.drafted_tokens, "accepted_tokens": r.stats.accepted_tokens,
+            "draft_s": sum(e.draft_s for e in r.events), "verify_s": sum(e.verify_s for e in r.events),
+            "new_tokens": r.stats.new_tokens}  # fmt: skip
+
+
+def run_bench(
+    pair,
+    prompts: list[dict],
+    methods: list[str],
+    max_new_tokens: int = 96,
+    temperature: float = 0.0,
+    repeats: int = 3,
+    seed: int = 0,
+    warmup: bool = True,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """One row per (method, prompt): medians over ``repeats``; ``ar`` is always run (it is the baseline)."""
+    for m in methods:
+        parse_method(m)
+    methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
+    if repeats < 1 or max_new_tokens < 1:
+        raise SpecScopeError("repeats and max_new_tokens must be >= 1")
+    sampling = SamplingConfig(temperature=temperature, seed=seed).validate()
+    if warmup:  # first calls pay for allocations and lazy loads; measure none of them
+        for m in methods:
+            run_once(pair, m, prompts[0]["prompt"], min(16, max_new_tokens), sampling)
+    raw: dict[tuple[str, str], list[dict]] = {}
+    bar = tqdm(total=repeats * len(prompts) * len(methods), desc="bench", unit="run", disable=not progress)
+    for _ in range(repeats):
+        for p in prompts:
+            for m in methods:
+                raw.setdefault((m, p["id"]), []).append(run_once(pair, m, p["prompt"], max_new_tokens, sampling))
+                bar.update(1)
+    bar.close()
+    rows = []
+    for p in prompts:
+        ar_runs = raw[("ar", p["id"])]
+        ar_tps = statistics.median(r["new_tokens"] / r["wall_s"] for r in ar_runs)
+        for m in methods:
+            runs = raw[(m, p["id"])]
+            wall = statistics.median(r["wall_s"] for r in runs)
+            first = runs[0]
+            tps = statistics.median(r["new_tokens"] / r["wall_s"] for r in runs)
+            rows.append({
+                "method": m, "prompt_id": p["id"], "category": p["category"], "new_tokens": first["new_tokens"],
+                "wall_s": wall, "tokens_per_s": tps, "target_forwards": first["target_forwards"],
+                "drafted_tokens": first["drafted_tokens"], "accepted_tokens": first["accepted_tokens"],
+                "tau": first["new_tokens"] / first["target_forwards"],
+                "acceptance_rate": first["accepted_tokens"] / first["drafted_tokens"] if first["drafted_tokens"] else float("nan"),
+                "speedup_vs_ar": tps / ar_tps, "output_sha": output_sha(first["token_ids"]),
+                "first_divergence": first_divergence(first["token_ids"], ar_runs[0]["token_ids"]),
+                "draft_s": statistics.median(r["draft_s"] for r in runs),
+                "verify_s": statistics.median(r["verify_s"] for r in runs),
+                "repeats": repeats, "temperature": temperature, "seed": seed,
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per method: median speedup and tokens/s, mean τ and α, how many outputs match ``ar`` exactly."""
+    g = df.groupby("method", sort=False)
+    return pd.DataFrame({
+        "speedup_vs_ar (median)": g["speedup_vs_ar"].median(),
+        "tokens_per_s (median)": g["tokens_per_s"].median(),
+        "tau (mean)": g["tau"].mean(),
+        "acceptance (mean)": g["acceptance_rate"].mean(),
+        "same_as_ar": g["first_divergence"].apply(lambda s: f"{int((s == -1).sum())}/{len(s)}"),
+    }).round(3)  # fmt: skip

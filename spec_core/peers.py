@@ -1,0 +1,79 @@
+"""Peers: transformers' own decoding on the same pair, for honest baselines in the same run.
+
+- ``hf-ar`` — ``model.generate`` (greedy or sampling).
+- ``hf-assisted:K`` — assisted generation (transformers' speculative decoding) with a constant window K.
+- ``hf-assisted-heuristic`` — the same with its ``heuristic`` schedule.
+
+transformers can only run a standalone draft (an ordinary causal LM), so a pair whose default draft is
+feature-conditioned runs the peers with the shipped standalone draft (or the truncated fallback).
+Target forward passes are counted with a forward hook (the prefill yields the first token, so it counts).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from spec_core.errors import SpecScopeError
+
+
+@dataclass(frozen=True)
+class PeerResult:
+    token_ids: tuple[int, ...]
+    wall_s: float
+    target_forwards: int
+
+
+def _assistant(pair):
+    if pair.draft_design in ("standalone", "truncated"):
+        return pair.draft
+    if "hf_assistant" not in pair.extras:
+        from spec_core.draft_models import available_drafts, build_truncated, load_draft
+
+        if "standalone" in available_drafts():
+            model, _ = load_draft(pair.target, "standalone")
+        else:
+            model = build_truncated(pair.target)
+        pair.extras["hf_assistant"] = model.to(pair.device)
+    return pair.extras["hf_assistant"]
+
+
+@torch.inference_mode()
+def run_peer(pair, method: str, prompt_ids: list[int], max_new_tokens: int, temperature: float = 0.0,
+             top_p: float = 1.0, top_k: int = 0, seed: int = 0) -> PeerResult:  # fmt: skip
+    """Run one peer method; returns the new token ids, wall seconds and target forward passes."""
+    head, _, arg = method.partition(":")
+    kwargs: dict = {"max_new_tokens": max_new_tokens, "min_new_tokens": 0}
+    if temperature > 0:
+        kwargs |= {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k or None}
+    else:
+        kwargs |= {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    if head == "hf-assisted" or head == "hf-assisted-heuristic":
+        draft = _assistant(pair)
+        draft.generation_config.assistant_confidence_threshold = 0.0  # windows as named, no early stop
+        draft.generation_config.num_assistant_tokens = int(arg) if arg else 5
+        draft.generation_config.num_assistant_tokens_schedule = (
+            "heuristic" if head.endswith("heuristic") else "constant"
+        )
+        kwargs["assistant_model"] = draft
+    elif head != "hf-ar":
+        raise SpecScopeError(f"unknown peer {method!r}")
+    calls = [0]
+    hook = pair.target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    try:
+        torch.manual_seed(seed)
+        ids = torch.tensor([prompt_ids], device=pair.device)
+        eos = sorted(pair.eos_token_ids)
+        t0 = time.perf_counter()
+        out = pair.target.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), eos_token_id=eos or None,
+            pad_token_id=eos[0] if eos else 0, **kwargs,
+        )  # fmt: skip
+        if pair.device.type == "cuda":
+            torch.cuda.synchronize(pair.device)
+        wall = time.perf_counter() - t0
+    finally:
+        hook.remove()
+    return PeerResult(tuple(out[0, ids.shape[1] :].tolist()), wall, calls[0])

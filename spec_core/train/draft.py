@@ -1,0 +1,283 @@
+"""Train a draft for the embedded target by distillation on the target's own answers.
+
+``python -m spec_core train draft --design {feature,standalone}`` (``--help`` for every option):
+
+1. data — the shards of :mod:`spec_core.train.data` (generated first if missing): the target's answers to
+   templated prompts with its last hidden state at every position, so the teacher's logits are
+   ``lm_head(hidden)`` and no target forward runs during training;
+2. loss — KL(target ‖ draft) over a trimmed vocabulary (the most frequent tokens of the data, ``--head-size``),
+   counted on answer positions only (never on prompt or chat-template tokens); the feature design adds
+   EAGLE's feature regression (smooth L1) and a second, unrolled pass whose input features are the draft's own
+   predictions, which is what drafting past the first token sees (Li et al., EAGLE, arXiv 2401.15077;
+   "training-time test" in EAGLE-3, arXiv 2503.01840);
+3. held-out check — greedy agreement of draft and target on answer tokens of held-out shards, one step ahead
+   and with the draft's own features (the unrolled step), logged as training goes;
+4. output — ``assets/drafts/<name>.safetensors`` + ``<name>.json`` (design, data size, steps, wall time,
+   held-out loss and agreement); checkpoints in ``--work-dir`` so a stopped run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from spec_core.draft_models import DRAFTS_DIR, FeatureDraft, build_standalone, save_draft
+from spec_core.train.data import load_shards, split_sequences
+
+
+@dataclass(frozen=True)
+class DraftTrainConfig:
+    data_dir: Path = Path("data/train")
+    design: str = "feature"  # "feature" (EAGLE-style) or "standalone"
+    name: str = ""  # asset name (default: the design)
+    num_layers: int = 1
+    head_size: int = 8192  # trimmed vocabulary of the loss (and of the feature draft's head); 0 = full
+    steps: int = 2000
+    batch_size: int = 8  # sequences per step
+    lr: float = 1e-3
+    warmup: int = 100
+    unroll_weight: float = 0.5  # weight of the unrolled (own-feature) pass; 0 disables it (feature only)
+    feature_weight: float = 0.2  # weight of the feature regression (feature only)
+    heldout_shards: int = 3  # last shards kept out of training
+    eval_every: int = 250
+    seed: int = 0
+    threads: int = 2
+    device: str = "cpu"
+    work_dir: Path = Path("runs/draft")
+    out_dir: Path = DRAFTS_DIR
+    max_shards: int | None = None
+
+
+def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor:
+    """The ``size`` most frequent token ids of the data (plus ``always``), sorted."""
+    counts = torch.zeros(vocab, dtype=torch.long)
+    for tokens, *_ in seqs:
+        counts += torch.bincount(tokens, minlength=vocab)
+    counts[always] = counts.max() + 1
+    return torch.topk(counts, min(size, vocab)).indices.sort().values
+
+
+def collate(batch, device):
+    """Right-padded tensors: tokens [B, T], hidden [B, T, H], loss mask [B, T] (answer positions j ≥ a − 1)."""
+    width = max(len(t) for t, *_ in batch)
+    hidden_size = batch[0][2].shape[-1]
+    tokens = torch.zeros(len(batch), width, dtype=torch.long)
+    hidden = torch.zeros(len(batch), width, hidden_size, dtype=torch.bfloat16)
+    mask = torch.zeros(len(batch), width, dtype=torch.bool)
+    for b, (t, a, h, _) in enumerate(batch):
+        tokens[b, : len(t)], hidden[b, : len(t)] = t, h
+        mask[b, max(a - 1, 0) : len(t) - 1] = True  # logits at j predict token j + 1, an answer token
+    return tokens.to(device), hidden.to(device), mask.to(device)
+
+
+class Distiller:
+    """Computes the losses of one design on a batch (shared by training and the held-out check)."""
+
+    def __init__(self, draft, target, cfg: DraftTrainConfig, subset: torch.Tensor):
+        self.draft, self.target, self.cfg = draft, target, cfg
+        self.head = target.lm_head.weight[subset].detach().float()  # [V', H]
+        self.embed = target.model.embed_tokens
+
+    def _logp(self, states: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(states.float() @ self.head.T, dim=-1)  # [B, T, V']
+
+    def predict(self, tokens, hidden):
+        """Draft features/hidden states aligned with the target's: out[:, j] should match hidden[:, j]."""
+        if self.cfg.design == "standalone":
+            return [self.draft.model(input_ids=tokens).last_hidden_state]  # [B, T, H]
+        h_prev = hidden[:, :-1].to(self.draft.fc.weight.dtype)  # features of positions 0..T-2
+        first = self.draft(h_prev, tokens[:, 1:])  # [B, T-1, H] predicted features of positions 1..T-1
+        outs = [F.pad(first, (0, 0, 1, 0))]  # position 0 has no prediction
+        if self.cfg.unroll_weight > 0:
+            own = torch.cat([h_prev[:, :1], first[:, :-1].detach()], dim=1)  # the draft's own features
+            outs.append(F.pad(self.draft(own, tokens[:, 1:]), (0, 0, 1, 0)))
+        return outs
+
+    def losses(self, tokens, hidden, mask):
+        """(total loss, dict of scalars: kl, agreement per pass)."""
+        teacher = self._logp(hidden[mask])  # [N, V']
+        p_teacher = teacher.exp()
+        total, stats = 0.0, {}
+        for k, out in enumerate(self.predict(tokens, hidden)):
+            student = self._logp(out[mask])
+            kl = (p_teacher * (teacher - student)).sum(-1).mean()
+            weight = 1.0 if k == 0 else self.cfg.unroll_weight
+            total = total + weight * kl
+            if self.cfg.design == "feature":
+                total = total + weight * self.cfg.feature_weight * F.smooth_l1_loss(
+                    out[mask].float(), hidden[mask].float()
+                )
+            stats[f"kl{k}"] = float(kl)
+            stats[f"agree{k}"] = float((student.argmax(-1) == teacher.argmax(-1)).float().mean())
+        return total, stats
+
+
+def build_draft(target, cfg: DraftTrainConfig, subset: torch.Tensor):
+    if cfg.design == "feature":
+        draft = FeatureDraft(target, cfg.num_layers, init_from_target=True, head_size=len(subset))
+        draft.set_vocab_subset(subset)
+    elif cfg.design == "standalone":
+        draft = build_standalone(target, cfg.num_layers, init_from_target=True)
+    else:
+        raise ValueError(f"unknown design {cfg.design!r}")
+    return draft.float().train()
+
+
+@torch.no_grad()
+def heldout(distiller: Distiller, seqs, device, batch_size: int) -> dict[str, float]:
+    distiller.draft.eval()
+    sums: dict[str, float] = {}
+    n = 0
+    for i in range(0, len(seqs), batch_size):
+        tokens, hidden, mask = collate(seqs[i : i + batch_size], device)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            _, stats = distiller.losses(tokens, hidden, mask)
+        weight = int(mask.sum())
+        for k, v in stats.items():
+            sums[k] = sums.get(k, 0.0) + v * weight
+        n += weight
+    distiller.draft.train()
+    return {k: v / n for k, v in sums.items()}
+
+
+def train(cfg: DraftTrainConfig, target=None) -> Path:
+    """Train one draft; returns the path of its weights in ``cfg.out_dir``."""
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    device = torch.device(cfg.device)
+    if target is None:
+        from spec_core.models import load_target
+
+        target, _ = load_target(device, torch.float32)
+    target = target.float().eval().requires_grad_(False)
+    shards = load_shards(cfg.data_dir, cfg.max_shards)
+    if len(shards) <= cfg.heldout_shards:
+        raise SystemExit(f"need more than {cfg.heldout_shards} shards in {cfg.data_dir}, found {len(shards)}")
+    train_seqs = list(split_sequences(shards[: -cfg.heldout_shards]))
+    eval_seqs = list(split_sequences(shards[-cfg.heldout_shards :]))
+    answer_tokens = sum(len(t) - a for t, a, *_ in train_seqs)
+    vocab = target.config.vocab_size
+    subset = vocab_subset(train_seqs, cfg.head_size or vocab, vocab, [target.config.eos_token_id or 0])
+    covered = torch.zeros(vocab, dtype=torch.bool)
+    covered[subset] = True
+    coverage = float(covered[torch.cat([t[a:] for t, a, *_ in eval_seqs])].float().mean())  # of answer tokens
+    draft = build_draft(target, cfg, subset).to(device)
+    distiller = Distiller(draft, target, cfg, subset.to(device))
+    params = [p for p in draft.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * min(s / cfg.steps, 1.0)))
+    )
+    name = cfg.name or cfg.design
+    cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = cfg.work_dir / f"{name}.ckpt.pt"
+    log_path = cfg.work_dir / f"{name}.log.jsonl"
+    step, elapsed = 0, 0.0
+    if ckpt.exists():  # resume
+        state = torch.load(ckpt, weights_only=False)
+        draft.load_state_dict(state["draft"], strict=False)
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        step, elapsed = state["step"], state["elapsed"]
+    rng = random.Random(cfg.seed + step)
+    order: list[int] = []
+    history = []
+    bar = tqdm(total=cfg.steps, initial=step, desc=f"train draft ({name})", unit="step")
+    t_last = time.time()
+    while step < cfg.steps:
+        if len(order) < cfg.batch_size:
+            order = list(range(len(train_seqs)))
+            rng.shuffle(order)
+        batch = [train_seqs[order.pop()] for _ in range(cfg.batch_size)]
+        tokens, hidden, mask = collate(batch, device)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            loss, stats = distiller.losses(tokens, hidden, mask)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        step += 1
+        now = time.time()
+        elapsed += now - t_last
+        t_last = now
+        bar.update(1)
+        bar.set_postfix(loss=f"{float(loss):.3f}", agree=f"{stats['agree0']:.2f}")
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            ev = heldout(distiller, eval_seqs, device, cfg.batch_size)
+            row = {
+                "step": step,
+                "elapsed_s": round(elapsed, 1),
+                "train_loss": float(loss),
+                **{f"heldout_{k}": v for k, v in ev.items()},
+            }
+            history.append(row)
+            with log_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            torch.save({"draft": draft.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "step": step, "elapsed": elapsed}, ckpt)  # fmt: skip
+            t_last = time.time()
+    bar.close()
+    final = history[-1] if history else heldout(distiller, eval_seqs, device, cfg.batch_size)
+    card = {
+        "design": cfg.design,
+        "num_layers": cfg.num_layers,
+        "head_size": len(subset) if cfg.design == "feature" else 0,
+        "target": "SmolLM2-135M-Instruct (embedded, de-quantized Q4_1 GGUF)",
+        "trainable_parameters": sum(p.numel() for p in params),
+        "data": {
+            "dir": str(cfg.data_dir),
+            "train_sequences": len(train_seqs),
+            "train_answer_tokens": answer_tokens,
+            "heldout_sequences": len(eval_seqs),
+            "trimmed_vocab_coverage_heldout": round(coverage, 4),
+        },  # fmt: skip
+        "training": {k: str(v) for k, v in cfg.__dict__.items()} | {"steps_done": step, "wall_s": round(elapsed, 1)},
+        "heldout": {k: round(v, 4) for k, v in final.items() if k != "step"},
+        "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
+        + (" + feature smooth-L1 + unrolled own-feature pass" if cfg.design == "feature" else ""),
+    }
+    return save_draft(draft, name, card, cfg.out_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    defaults = DraftTrainConfig()
+    ap = argparse.ArgumentParser(prog="python -m spec_core train draft", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--design", choices=["feature", "standalone"], default=defaults.design)
+    ap.add_argument("--name", default="", help="asset name (default: the design)")
+    ap.add_argument("--data-dir", type=Path, default=defaults.data_dir)
+    ap.add_argument("--generate-prompts", type=int, default=1280, help="prompts to answer if data is missing")
+    ap.add_argument("--num-layers", type=int, default=defaults.num_layers)
+    ap.add_argument("--head-size", type=int, default=defaults.head_size, help="trimmed vocabulary (0 = full)")
+    ap.add_argument("--steps", type=int, default=defaults.steps)
+    ap.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    ap.add_argument("--lr", type=float, default=defaults.lr)
+    ap.add_argument("--unroll-weight", type=float, default=defaults.unroll_weight)
+    ap.add_argument("--heldout-shards", type=int, default=defaults.heldout_shards)
+    ap.add_argument("--eval-every", type=int, default=defaults.eval_every)
+    ap.add_argument("--max-shards", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=defaults.seed)
+    ap.add_argument("--threads", type=int, default=defaults.threads)
+    ap.add_argument("--device", default=defaults.device)
+    ap.add_argument("--work-dir", type=Path, default=defaults.work_dir)
+    ap.add_argument("--out-dir", type=Path, default=defaults.out_dir)
+    args = ap.parse_args(argv)
+    if not any(args.data_dir.glob("shard_*.safetensors")):
+        from spec_core.models import load_target
+        from spec_core.train.data import DataConfig, generate_dataset
+
+        target, tok = load_target(args.device, "bfloat16")
+        generate_dataset(target, tok, DataConfig(out_dir=args.data_dir, num_prompts=args.generate_prompts))
+    cfg = DraftTrainConfig(**{k: v for k, v in vars(args).items() if k != "generate_prompts"})
+    path = train(cfg)
+    print(f"wrote {path} and {path.with_suffix('.json')}")
+    return 0

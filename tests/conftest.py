@@ -1,0 +1,77 @@
+"""Shared fixtures: tiny random-weight pairs (fast) and the real embedded pair (end to end)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from spec_core.models import ModelPair
+
+torch.set_num_threads(int(os.environ.get("SPECSCOPE_TEST_THREADS", "2")))
+
+
+class TinyTokenizer:
+    """A character tokenizer over a tiny vocabulary, enough for the engine (no chat template, no EOS)."""
+
+    chat_template = None
+    eos_token_id = None
+
+    def __init__(self, vocab: int):
+        self.vocab = vocab
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": [ord(c) % self.vocab for c in text]}
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return "".join(chr(ord("a") + int(i) % 26) for i in ids)
+
+    def batch_decode(self, seqs) -> list[str]:
+        return [self.decode(s) for s in seqs]
+
+    def get_vocab(self) -> dict:
+        return {chr(ord("a") + i): i for i in range(self.vocab)}
+
+
+def tiny_llama(vocab: int, seed: int, layers: int = 2, hidden: int = 32) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
+        initializer_range=0.5,  # large random weights: varied, non-repeating greedy outputs
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+    )  # fmt: skip
+    model = LlamaForCausalLM(cfg).eval()
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = None
+    return model
+
+
+def make_tiny_pair(vocab: int = 16, draft: str = "standalone", target_seed: int = 0, draft_seed: int = 1) -> ModelPair:
+    """A random target + draft sharing a tiny vocabulary. draft: standalone | copy (the target itself) | feature."""
+    from spec_core.draft_models import FeatureDraft
+
+    target = tiny_llama(vocab, target_seed)
+    if draft == "copy":
+        d, design = target, "standalone"
+    elif draft == "feature":
+        torch.manual_seed(draft_seed)
+        d, design = FeatureDraft(target, num_layers=1, init_from_target=False).eval(), "feature"
+    else:
+        d, design = tiny_llama(vocab, draft_seed, layers=1), "standalone"
+    return ModelPair("tiny", target, d, design, TinyTokenizer(vocab), torch.device("cpu"), torch.float32)
+
+
+@pytest.fixture
+def tiny_pair() -> ModelPair:
+    return make_tiny_pair()
+
+
+@pytest.fixture(scope="session")
+def embedded_f32() -> ModelPair:
+    """The real embedded SmolLM2 pair in float32 (converted from the GGUF on first use)."""
+    from spec_core.models import load_pair
+
+    return load_pair("embedded", device="cpu", dtype="float32")

@@ -1,0 +1,107 @@
+"""End to end on the real embedded pair (SmolLM2-135M-Instruct, offline), and the command line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from spec_core.__main__ import main
+from spec_core.engine import generate
+from spec_core.peers import run_peer
+
+pytestmark = pytest.mark.embedded
+PROMPTS = ["Write a Python function that adds two numbers.", "What is the capital of Italy?"]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_float32_greedy_identity(embedded_f32, prompt):
+    ar = generate(embedded_f32, prompt, "ar", max_new_tokens=24)
+    hf = run_peer(embedded_f32, "hf-ar", list(ar.prompt_ids), 24)
+    assert hf.token_ids == ar.token_ids  # our ar is transformers' greedy generate
+    for method in ["fixed:4", "heuristic", "confidence:0.4"]:
+        assert generate(embedded_f32, prompt, method, max_new_tokens=24).token_ids == ar.token_ids, method
+
+
+def test_bfloat16_divergence_is_reported(capsys):
+    """In bf16 a k-token verify pass and a one-token step round differently: report, don't require identity."""
+    from spec_core.bench import first_divergence
+    from spec_core.models import load_pair
+
+    pair = load_pair("embedded", device="cpu", dtype="bfloat16")
+    ar = generate(pair, PROMPTS[0], "ar", max_new_tokens=32)
+    spec = generate(pair, PROMPTS[0], "fixed:4", max_new_tokens=32)
+    print(f"bf16 first divergence fixed:4 vs ar: {first_divergence(spec.token_ids, ar.token_ids)}")
+    assert ar.text.strip() and spec.stats.target_forwards <= ar.stats.target_forwards
+
+
+def test_cli_generate_and_bench(tmp_path, capsys):
+    assert main(["generate", "--prompt", "Say hi.", "--method", "fixed:3", "--max-new-tokens", "8"]) == 0
+    out = capsys.readouterr()
+    assert "fixed:3" in out.err and "tau" in out.err and out.out.strip()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "chat", "prompt": "Say hello."}\n')
+    csv = tmp_path / "bench.csv"
+    rc = main(["bench", "--prompts", str(prompts), "--methods", "fixed:2,hf-ar,hf-assisted:2", "--repeats", "1",
+               "--max-new-tokens", "8", "--out", str(csv)])  # fmt: skip
+    assert rc == 0
+    df = pd.read_csv(csv)
+    needed = {"method", "prompt_id", "category", "new_tokens", "wall_s", "tokens_per_s", "target_forwards",
+              "drafted_tokens", "accepted_tokens", "tau", "speedup_vs_ar", "output_sha"}  # fmt: skip
+    assert needed <= set(df.columns)
+    assert list(df["method"]) == ["ar", "fixed:2", "hf-ar", "hf-assisted:2"]  # ar always runs first
+    assert df.loc[df.method == "ar", "speedup_vs_ar"].item() == 1.0
+    assert (df["tau"] >= 1.0).all()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["generate", "--prompt", "", "--method", "ar"], "prompt is empty"),
+        (["generate", "--prompt", "x", "--method", "warp:9"], "unknown method"),
+        (["generate", "--prompt", "x", "--temperature", "-1"], "temperature"),
+        (["generate", "--prompt", "x", "--dtype", "int3"], "unknown dtype"),
+        (["bench", "--prompts", "/no/such/file.jsonl"], "does not exist"),
+        (["bench", "--methods", "ar,bogus"], "unknown method"),
+    ],
+)
+def test_cli_bad_input_one_line_error(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
+
+
+def test_cli_bad_prompt_file(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert main(["bench", "--prompts", str(bad)]) == 2
+    assert "not JSON" in capsys.readouterr().err
+
+
+def test_unreachable_model_id_is_a_clear_error():
+    from spec_core.errors import SpecScopeError
+    from spec_core.models import load_pair
+
+    with pytest.raises(SpecScopeError, match="cannot load"):
+        load_pair("no-such-org/no-such-model,no-such-org/draft", device="cpu", cached=False)
+
+
+def test_pair_with_different_tokenizers_is_refused(tmp_path):
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from spec_core.errors import SpecScopeError
+    from spec_core.models import embedded_target_dir, load_pair
+
+    tok = AutoTokenizer.from_pretrained(embedded_target_dir())
+    cfg = LlamaConfig(vocab_size=len(tok) + 1, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    for name, extra in [("a", None), ("b", "<|extra|>")]:
+        LlamaForCausalLM(cfg).save_pretrained(tmp_path / name)
+        t = AutoTokenizer.from_pretrained(embedded_target_dir())
+        if extra:
+            t.add_tokens([extra])
+        t.save_pretrained(tmp_path / name)
+    with pytest.raises(SpecScopeError, match="tokenizer"):
+        load_pair(f"{tmp_path / 'a'},{tmp_path / 'b'}", device="cpu", dtype="float32", cached=False)
+    pair = load_pair(f"{tmp_path / 'a'},{tmp_path / 'a'}", device="cpu", dtype="float32", cached=False)
+    assert pair.draft_design == "standalone" and pair.dtype == torch.float32
