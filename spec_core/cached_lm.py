@@ -12,7 +12,7 @@ from transformers import DynamicCache
 class LMOutput:
     """What one forward over T new tokens returns (batch of one)."""
 
-    logits: torch.Tensor  # [T, V] float32
+    logits: torch.Tensor  # [T, V] float32 ([1, V] when only the last position's logits were asked for)
     hidden: torch.Tensor  # [T, H] last hidden state (after the final norm: lm_head(hidden) == logits)
     layer_hidden: torch.Tensor | None = None  # [T, n_layers_requested, H] when layers were requested
 
@@ -39,8 +39,12 @@ class CachedLM:
         self.length = 0
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor) -> LMOutput:
-        """Feed ``tokens`` ``[T]`` after the cached ones; returns logits and hidden states of these T positions."""
+    def forward(self, tokens: torch.Tensor, all_logits: bool = True) -> LMOutput:
+        """Feed ``tokens`` ``[T]`` after the cached ones; returns logits and hidden states of these T positions.
+
+        ``all_logits=False`` computes the logits of the last position only (a prefill needs none: the head is
+        the costliest matrix of a small model's forward).
+        """
         if self.cache is None:
             self.reset()
         out = self.model(
@@ -48,6 +52,7 @@ class CachedLM:
             past_key_values=self.cache,
             use_cache=True,
             output_hidden_states=True,
+            logits_to_keep=0 if all_logits else 1,
         )
         self.length += tokens.numel()
         states = out.hidden_states  # tuple of (n_layers + 1) tensors [1, T, H]; the last is post-norm

@@ -74,7 +74,7 @@ class StandaloneDrafter:
         self.ids, self.round_start = list(prompt_ids), len(prompt_ids)
         self.lm.reset()
         if len(prompt_ids) > 1:
-            self.lm.forward(torch.tensor(prompt_ids[:-1]))
+            self.lm.forward(torch.tensor(prompt_ids[:-1]), all_logits=False)
 
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
         tokens, qs, token_probs, hidden, logits = [], [], [], [], []

@@ -110,7 +110,8 @@ class Generation:
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
         ids = list(self.prompt_ids)
-        prefill = target.forward(torch.tensor(ids[:-1])) if len(ids) > 1 else None  # the cache holds ids[:-1]
+        # the cache holds ids[:-1]; the last prompt token is fed by the first round
+        prefill = target.forward(torch.tensor(ids[:-1]), all_logits=False) if len(ids) > 1 else None
         if drafter is not None:
             drafter.reset(ids, prefill)
             policy = FixedLength(drafter.block_len) if spec.drafter != "default" else make_policy(spec.policy)

@@ -113,20 +113,27 @@ def generate_dataset(model, tokenizer, cfg: DataConfig) -> list[Path]:
             h, lh = hidden_states(model, seqs[j : j + cfg.batch_size])
             last.append(h)
             per_layer.append(lh)
-        lengths = torch.tensor([len(s) for s in seqs])
-        tensors = {
-            "tokens": torch.tensor([t for s in seqs for t in s], dtype=torch.int32),
-            "starts": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
-            "answer_starts": torch.tensor(answer_starts, dtype=torch.long),
-            "hidden": torch.cat(last),
-            "layer_hidden": torch.cat(per_layer),
-        }
-        tmp = paths[i].with_suffix(".tmp")
-        save_file(tensors, str(tmp), metadata={"sampled": str(sampled), "categories": ",".join(categories)})
-        tmp.rename(paths[i])
+        lengths = write_shard(paths[i], seqs, answer_starts, torch.cat(last), torch.cat(per_layer),
+                              {"sampled": str(sampled), "categories": ",".join(categories)})  # fmt: skip
         new = int((lengths - torch.tensor(answer_starts)).sum())
         bar.set_postfix(answer_tokens=new, tok_per_s=f"{new / (time.time() - t0):.0f}")
     return paths
+
+
+def write_shard(path: Path, seqs, answer_starts, hidden, layer_hidden, metadata: dict | None = None):
+    """Write one shard atomically (see the module docstring for its tensors); returns the sequence lengths."""
+    lengths = torch.tensor([len(s) for s in seqs])
+    tensors = {
+        "tokens": torch.tensor([t for s in seqs for t in s], dtype=torch.int32),
+        "starts": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
+        "answer_starts": torch.tensor(answer_starts, dtype=torch.long),
+        "hidden": hidden.to(torch.bfloat16).contiguous(),
+        "layer_hidden": layer_hidden.to(torch.bfloat16).contiguous(),
+    }
+    tmp = Path(path).with_suffix(".tmp")
+    save_file(tensors, str(tmp), metadata=metadata or {})
+    tmp.rename(path)
+    return lengths
 
 
 def load_shards(data_dir: Path, limit: int | None = None) -> list[dict[str, torch.Tensor]]:

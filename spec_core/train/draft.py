@@ -47,6 +47,7 @@ class DraftTrainConfig:
     warmup: int = 100
     unroll_weight: float = 0.5  # weight of the unrolled (own-feature) pass; 0 disables it (feature only)
     feature_weight: float = 0.2  # weight of the feature regression (feature only)
+    prompt_weight: float = 0.25  # weight of prompt positions in the loss (the teacher is valid there too)
     heldout_shards: int = 3  # last shards kept out of training
     eval_every: int = 250
     seed: int = 0
@@ -66,17 +67,22 @@ def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor
     return torch.topk(counts, min(size, vocab)).indices.sort().values
 
 
-def collate(batch, device):
-    """Right-padded tensors: tokens [B, T], hidden [B, T, H], loss mask [B, T] (answer positions j ≥ a − 1)."""
+def collate(batch, device, prompt_weight: float = 0.0):
+    """Right-padded tensors: tokens [B, T], hidden [B, T, H], loss weights [B, T].
+
+    Weight 1 on answer positions (j ≥ a − 1: the logits at j predict answer token j + 1), ``prompt_weight`` on
+    the prompt's positions, 0 on padding. Held-out agreement is counted where the weight is 1 only.
+    """
     width = max(len(t) for t, *_ in batch)
     hidden_size = batch[0][2].shape[-1]
     tokens = torch.zeros(len(batch), width, dtype=torch.long)
     hidden = torch.zeros(len(batch), width, hidden_size, dtype=torch.bfloat16)
-    mask = torch.zeros(len(batch), width, dtype=torch.bool)
+    weight = torch.zeros(len(batch), width)
     for b, (t, a, h, _) in enumerate(batch):
         tokens[b, : len(t)], hidden[b, : len(t)] = t, h
-        mask[b, max(a - 1, 0) : len(t) - 1] = True  # logits at j predict token j + 1, an answer token
-    return tokens.to(device), hidden.to(device), mask.to(device)
+        weight[b, 1 : max(a - 1, 1)] = prompt_weight
+        weight[b, max(a - 1, 0) : len(t) - 1] = 1.0
+    return tokens.to(device), hidden.to(device), weight.to(device)
 
 
 class Distiller:
@@ -102,22 +108,24 @@ class Distiller:
             outs.append(F.pad(self.draft(own, tokens[:, 1:]), (0, 0, 1, 0)))
         return outs
 
-    def losses(self, tokens, hidden, mask):
-        """(total loss, dict of scalars: kl, agreement per pass)."""
-        teacher = self._logp(hidden[mask])  # [N, V']
+    def losses(self, tokens, hidden, weight):
+        """(total loss, dict of scalars: KL and greedy agreement on answer positions, per pass)."""
+        keep = weight > 0
+        w = weight[keep]  # [N]
+        answer = w == 1.0
+        teacher = self._logp(hidden[keep])  # [N, V']
         p_teacher = teacher.exp()
         total, stats = 0.0, {}
         for k, out in enumerate(self.predict(tokens, hidden)):
-            student = self._logp(out[mask])
-            kl = (p_teacher * (teacher - student)).sum(-1).mean()
-            weight = 1.0 if k == 0 else self.cfg.unroll_weight
-            total = total + weight * kl
+            student = self._logp(out[keep])  # [N, V']
+            kl = (p_teacher * (teacher - student)).sum(-1)  # [N]
+            pass_weight = 1.0 if k == 0 else self.cfg.unroll_weight
+            total = total + pass_weight * (kl * w).sum() / w.sum()
             if self.cfg.design == "feature":
-                total = total + weight * self.cfg.feature_weight * F.smooth_l1_loss(
-                    out[mask].float(), hidden[mask].float()
-                )
-            stats[f"kl{k}"] = float(kl)
-            stats[f"agree{k}"] = float((student.argmax(-1) == teacher.argmax(-1)).float().mean())
+                reg = F.smooth_l1_loss(out[keep].float(), hidden[keep].float(), reduction="none").mean(-1)  # [N]
+                total = total + pass_weight * self.cfg.feature_weight * (reg * w).sum() / w.sum()
+            stats[f"kl{k}"] = float(kl[answer].mean().detach())
+            stats[f"agree{k}"] = float((student[answer].argmax(-1) == teacher[answer].argmax(-1)).float().mean())
         return total, stats
 
 
@@ -138,10 +146,10 @@ def heldout(distiller: Distiller, seqs, device, batch_size: int) -> dict[str, fl
     sums: dict[str, float] = {}
     n = 0
     for i in range(0, len(seqs), batch_size):
-        tokens, hidden, mask = collate(seqs[i : i + batch_size], device)
+        tokens, hidden, weights = collate(seqs[i : i + batch_size], device)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            _, stats = distiller.losses(tokens, hidden, mask)
-        weight = int(mask.sum())
+            _, stats = distiller.losses(tokens, hidden, weights)
+        weight = int((weights == 1.0).sum())
         for k, v in stats.items():
             sums[k] = sums.get(k, 0.0) + v * weight
         n += weight
@@ -191,6 +199,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     rng = random.Random(cfg.seed + step)
     order: list[int] = []
     history = []
+    best_score, best_state = -1.0, None  # the held-out best is what ships (the data is small: it can overfit)
     bar = tqdm(total=cfg.steps, initial=step, desc=f"train draft ({name})", unit="step")
     t_last = time.time()
     while step < cfg.steps:
@@ -198,9 +207,9 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             order = list(range(len(train_seqs)))
             rng.shuffle(order)
         batch = [train_seqs[order.pop()] for _ in range(cfg.batch_size)]
-        tokens, hidden, mask = collate(batch, device)
+        tokens, hidden, weights = collate(batch, device, cfg.prompt_weight)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            loss, stats = distiller.losses(tokens, hidden, mask)
+            loss, stats = distiller.losses(tokens, hidden, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -211,23 +220,29 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         elapsed += now - t_last
         t_last = now
         bar.update(1)
-        bar.set_postfix(loss=f"{float(loss):.3f}", agree=f"{stats['agree0']:.2f}")
+        bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{stats['agree0']:.2f}")
         if step % cfg.eval_every == 0 or step == cfg.steps:
             ev = heldout(distiller, eval_seqs, device, cfg.batch_size)
             row = {
                 "step": step,
                 "elapsed_s": round(elapsed, 1),
-                "train_loss": float(loss),
+                "train_loss": float(loss.detach()),
                 **{f"heldout_{k}": v for k, v in ev.items()},
             }
             history.append(row)
+            score = sum(v for k, v in ev.items() if k.startswith("agree")) / sum(1 for k in ev if k.startswith("agree"))
+            if score > best_score:
+                best_score, best_row = score, row
+                best_state = {k: v.detach().clone() for k, v in draft.state_dict().items()}
             with log_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             torch.save({"draft": draft.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                         "step": step, "elapsed": elapsed}, ckpt)  # fmt: skip
             t_last = time.time()
     bar.close()
-    final = history[-1] if history else heldout(distiller, eval_seqs, device, cfg.batch_size)
+    if best_state is not None:
+        draft.load_state_dict(best_state)
+    final = best_row if best_state is not None else heldout(distiller, eval_seqs, device, cfg.batch_size)
     card = {
         "design": cfg.design,
         "num_layers": cfg.num_layers,
@@ -242,7 +257,8 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "trimmed_vocab_coverage_heldout": round(coverage, 4),
         },  # fmt: skip
         "training": {k: str(v) for k, v in cfg.__dict__.items()} | {"steps_done": step, "wall_s": round(elapsed, 1)},
-        "heldout": {k: round(v, 4) for k, v in final.items() if k != "step"},
+        "heldout": {k: round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
+        "history": history,
         "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
         + (" + feature smooth-L1 + unrolled own-feature pass" if cfg.design == "feature" else ""),
     }
@@ -262,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=defaults.batch_size)
     ap.add_argument("--lr", type=float, default=defaults.lr)
     ap.add_argument("--unroll-weight", type=float, default=defaults.unroll_weight)
+    ap.add_argument("--prompt-weight", type=float, default=defaults.prompt_weight)
     ap.add_argument("--heldout-shards", type=int, default=defaults.heldout_shards)
     ap.add_argument("--eval-every", type=int, default=defaults.eval_every)
     ap.add_argument("--max-shards", type=int, default=None)

@@ -1,0 +1,83 @@
+"""The draft-training pipeline end to end on a tiny configuration (seconds), and the shipped drafts."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+from conftest import make_tiny_pair
+
+from spec_core.draft_models import DRAFTS_DIR, available_drafts, file_sha256, load_draft
+from spec_core.engine import generate
+from spec_core.models import ModelPair
+from spec_core.train.data import hidden_states, write_shard
+from spec_core.train.draft import DraftTrainConfig, train
+
+
+def tiny_shards(target, directory, n_shards=3, seqs_per_shard=6, vocab=16):
+    """Synthetic conversations: a random 'prompt' then the tiny target's own greedy answer."""
+    rng = random.Random(0)
+    directory.mkdir(parents=True, exist_ok=True)
+    for i in range(n_shards):
+        seqs, starts = [], []
+        for _ in range(seqs_per_shard):
+            prompt = [rng.randrange(vocab) for _ in range(rng.randint(4, 8))]
+            with torch.no_grad():
+                out = target.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False)
+            seqs.append(out[0].tolist())
+            starts.append(len(prompt))
+        h, lh = hidden_states(target, seqs, layers=(1, 2))
+        write_shard(directory / f"shard_{i:05d}.safetensors", seqs, starts, h, lh)
+
+
+@pytest.mark.parametrize("design", ["feature", "standalone"])
+def test_training_runs_end_to_end_and_ships_a_loadable_draft(tmp_path, design):
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data")
+    cfg = DraftTrainConfig(data_dir=tmp_path / "data", design=design, steps=6, batch_size=4, eval_every=3,
+                           heldout_shards=1, head_size=12, threads=1, warmup=2,
+                           work_dir=tmp_path / "work", out_dir=tmp_path / "assets")  # fmt: skip
+    weights = train(cfg, target=pair.target)
+    card = json.loads(weights.with_suffix(".json").read_text())
+    assert card["design"] == design and card["sha256"] == file_sha256(weights)
+    assert card["data"]["train_answer_tokens"] == 2 * 6 * 12 and card["training"]["steps_done"] == 6
+    assert {"heldout_agree0", "heldout_kl0"} <= set(card["heldout"]) and len(card["history"]) == 2
+    draft, _ = load_draft(pair.target, design, tmp_path / "assets")
+    if design == "feature":
+        assert draft.vocab_subset.numel() == 12
+    trained = ModelPair("tiny", pair.target, draft, design, pair.tokenizer, pair.device, pair.dtype)
+    ar = generate(trained, "abc", "ar", max_new_tokens=16)
+    assert generate(trained, "abc", "fixed:3", max_new_tokens=16).token_ids == ar.token_ids
+
+
+def test_tampered_weights_are_refused(tmp_path):
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data", n_shards=2, seqs_per_shard=2)
+    cfg = DraftTrainConfig(data_dir=tmp_path / "data", steps=1, batch_size=2, eval_every=1, heldout_shards=1,
+                           head_size=8, threads=1, work_dir=tmp_path / "w", out_dir=tmp_path / "a")  # fmt: skip
+    weights = train(cfg, target=pair.target)
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    from spec_core.errors import SpecScopeError
+
+    with pytest.raises(SpecScopeError, match="sha256"):
+        load_draft(pair.target, "feature", tmp_path / "a")
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("name", available_drafts())
+def test_shipped_drafts_load_and_reach_minimum_acceptance(embedded_f32, name):
+    """Every shipped draft matches its card's hash and is accepted often on answer tokens (bf16, greedy)."""
+    from spec_core.models import load_pair
+
+    card = json.loads((DRAFTS_DIR / f"{name}.json").read_text())
+    assert file_sha256(DRAFTS_DIR / card["weights"]) == card["sha256"]
+    pair = load_pair("embedded", device="cpu", dtype="bfloat16", draft=name)
+    prompts = ["Write a Python function that returns the square of a number.", "List three colors.",
+               "What is 12 times 3?"]  # fmt: skip
+    drafted = accepted = 0
+    for prompt in prompts:
+        stats = generate(pair, prompt, "fixed:4", max_new_tokens=32).stats
+        drafted, accepted = drafted + stats.drafted_tokens, accepted + stats.accepted_tokens
+    assert accepted / drafted >= 0.3, f"{name}: acceptance {accepted / drafted:.2f}"
