@@ -92,6 +92,20 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_costs(args) -> int:
+    from spec_core.costs import measure_costs
+    from spec_core.draft_models import available_drafts, build_truncated, load_draft
+
+    pair = _pair(args)
+    drafts = {"truncated": build_truncated(pair.target)}
+    if pair.name == "embedded":
+        drafts |= {name: load_draft(pair.target, name)[0] for name in available_drafts()}
+    df = measure_costs(pair, drafts, args.repeats)
+    print(df.to_string(index=False))
+    print(f"(dtype {pair.dtype}, device {pair.device}, {args.repeats} repeats, context 200 tokens)")
+    return 0
+
+
 def cmd_train(args, rest: list[str]) -> int:
     if args.what == "draft":
         from spec_core.train.draft import main
@@ -131,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="runs/bench.csv")
     _add_model_args(b)
 
+    c = sub.add_parser("costs", help="time target forwards and draft steps side by side")
+    c.add_argument("--repeats", type=_positive_int, default=20)
+    _add_model_args(c)
+
     t = sub.add_parser("train", help="train a learned part: draft | block | data (see `train WHAT --help`)")
     t.add_argument("what", choices=["draft", "block", "data"])
     a = sub.add_parser("analyze", help="analyses: block (block drafters per loss)")
@@ -147,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             return (cmd_train if args.command == "train" else cmd_analyze)(args, rest)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return {"generate": cmd_generate, "bench": cmd_bench}[args.command](args)
+        return {"generate": cmd_generate, "bench": cmd_bench, "costs": cmd_costs}[args.command](args)
     except SpecScopeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

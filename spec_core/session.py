@@ -1,0 +1,175 @@
+"""Running several methods side by side, per-lane statistics, and events on disk (JSON lines).
+
+The app shows two or three methods decoding one prompt at once. On a small CPU, threads would fight for the
+cores and distort every speed figure, so :func:`interleave` advances each method's
+:meth:`~spec_core.engine.Generation.rounds` iterator one round at a time, in turn, on the caller's thread.
+Each lane's speed is then measured on its own clock: the sum of its rounds' ``draft_s + verify_s``.
+
+No gradio, no plotly here: the app and the command line can both use it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from spec_core.errors import SpecScopeError
+from spec_core.types import RoundEvent
+
+_EVENT_FIELDS = {f.name for f in fields(RoundEvent)}
+_TUPLE_FIELDS = tuple(
+    f.name for f in fields(RoundEvent) if f.type.startswith("tuple")
+)  # draft_tokens, draft_pieces, the probabilities, emitted
+
+
+def interleave(
+    lanes: Sequence[Iterable[RoundEvent]], should_stop: Callable[[], bool] | None = None
+) -> Iterator[tuple[int, RoundEvent]]:
+    """Advance each lane's round iterator one round in turn; yield ``(lane index, event)`` until all end.
+
+    ``lanes`` are usually ``Generation(...).rounds()`` iterators. ``should_stop`` is polled between rounds.
+    """
+    iterators = [iter(lane) for lane in lanes]
+    live = list(range(len(iterators)))
+    while live:
+        for i in list(live):
+            if should_stop is not None and should_stop():
+                return
+            try:
+                yield i, next(iterators[i])
+            except StopIteration:
+                live.remove(i)
+
+
+@dataclass(frozen=True)
+class LaneStats:
+    """Totals of one lane so far, timed on the lane's own clock (draft + verify seconds of its rounds)."""
+
+    method: str
+    new_tokens: int
+    busy_s: float  # Σ (draft_s + verify_s): this lane's own compute time
+    tokens_per_s: float
+    target_forwards: int
+    drafted_tokens: int
+    accepted_tokens: int
+    tau: float  # new tokens / target forward passes
+    acceptance_rate: float  # α = accepted / drafted (0 when nothing was drafted)
+    finished: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lane_stats(events: Sequence[RoundEvent], method: str = "") -> LaneStats:
+    """Statistics of one lane from its events alone."""
+    new = sum(len(e.emitted) for e in events)
+    busy = sum(e.draft_s + e.verify_s for e in events)
+    drafted = sum(e.draft_len for e in events)
+    accepted = sum(e.accepted for e in events)
+    return LaneStats(
+        method=method or (events[0].method if events else ""),
+        new_tokens=new,
+        busy_s=busy,
+        tokens_per_s=new / busy if busy > 0 else 0.0,
+        target_forwards=len(events),
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        tau=new / len(events) if events else 0.0,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
+        finished=bool(events) and events[-1].finished,
+    )
+
+
+def speedup(stats: LaneStats, baseline: LaneStats | None) -> float | None:
+    """tokens/s ratio against a baseline lane (plain decoding), None without one or before it has a rate."""
+    if baseline is None or baseline.tokens_per_s <= 0 or stats.tokens_per_s <= 0:
+        return None
+    return stats.tokens_per_s / baseline.tokens_per_s
+
+
+# -- events on disk -----------------------------------------------------------------------------------------
+
+
+def event_record(event: RoundEvent, **meta: Any) -> dict[str, Any]:
+    """One JSON-ready line: ``meta`` (e.g. ``prompt_id``, ``prompt``) plus every event field."""
+    return {**meta, **asdict(event)}
+
+
+def event_from_record(record: Mapping[str, Any]) -> RoundEvent:
+    """Rebuild an event from :func:`event_record`'s output (unknown keys are metadata and ignored)."""
+    missing = {"index", "method", "draft_tokens", "accepted", "next_token", "emitted"} - set(record)
+    if missing:
+        raise SpecScopeError(f"not a SpecScope event: missing {sorted(missing)}")
+    kwargs = {k: v for k, v in record.items() if k in _EVENT_FIELDS}
+    for name in _TUPLE_FIELDS:
+        kwargs[name] = tuple(kwargs.get(name) or ())
+    kwargs.setdefault("context_len", 0)
+    kwargs.setdefault("next_piece", "")
+    kwargs.setdefault("next_kind", "target")
+    kwargs.setdefault("draft_s", 0.0)
+    kwargs.setdefault("verify_s", 0.0)
+    try:
+        return RoundEvent(**kwargs)
+    except TypeError as err:
+        raise SpecScopeError(f"not a SpecScope event: {err}") from err
+
+
+def events_to_jsonl(records: Iterable[Mapping[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+def read_events_jsonl(path: str | Path) -> list[tuple[dict[str, Any], RoundEvent]]:
+    """Read an events file: a list of ``(metadata, event)``; raises :class:`SpecScopeError` on bad input."""
+    out = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecScopeError(f"cannot read the events file {str(path)!r}: {err}") from err
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SpecScopeError(f"events file line {n}: not JSON ({err.msg})") from err
+        if not isinstance(record, dict):
+            raise SpecScopeError(f"events file line {n}: expected an object")
+        try:
+            event = event_from_record(record)
+        except SpecScopeError as err:
+            raise SpecScopeError(f"events file line {n}: {err}") from err
+        out.append(({k: v for k, v in record.items() if k not in _EVENT_FIELDS}, event))
+    if not out:
+        raise SpecScopeError(f"the events file {str(path)!r} holds no events")
+    return out
+
+
+def read_prompts(path: str | Path) -> list[dict[str, str]]:
+    """A prompt file: JSON lines with ``id``, ``category``, ``prompt`` (ARCHITECTURE.md's contract).
+
+    ``category`` may be missing (it becomes ``""``); ids must be unique.
+    """
+    rows: list[dict[str, str]] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecScopeError(f"cannot read the prompt file {str(path)!r}: {err}") from err
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SpecScopeError(f"prompt file line {n}: not JSON ({err.msg})") from err
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise SpecScopeError(f"prompt file line {n}: needs a non-empty string field 'prompt'")
+        rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
+    if not rows:
+        raise SpecScopeError(f"the prompt file {str(path)!r} holds no prompts")
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise SpecScopeError(f"the prompt file {str(path)!r} repeats an id")
+    return rows

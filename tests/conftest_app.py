@@ -1,0 +1,42 @@
+"""Shared helpers for the app tests: a tiny random-weight pair on the CPU (loads in a few seconds).
+
+The draft is the target with noise on its last layer: at temperature 1 (``MIXED`` sampling below) rounds show
+a mix of accepted and rejected drafts (identical weights would accept everything, unrelated ones nothing).
+Greedy decoding on random weights just repeats one token.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_pair(noise: float = 0.05):
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from spec_core.models import ModelPair, embedded_target_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_target_dir())
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
+    )  # fmt: skip
+    target = LlamaForCausalLM(config).eval()
+    draft = copy.deepcopy(target)
+    with torch.no_grad():
+        for p in draft.model.layers[-1].parameters():
+            p.add_(noise * torch.randn_like(p))
+    return ModelPair("tiny", target, draft, "standalone", tokenizer, torch.device("cpu"), torch.float32)
+
+
+MIXED = {"temperature": 1.0, "seed": 1}  # sampling that gives accepted, rejected, recovered and bonus tokens
+
+
+def tiny_loader(name: str = "embedded"):
+    """A pair loader for ``app.build_demo``: every name gets the tiny pair."""
+    return tiny_pair()

@@ -1,0 +1,237 @@
+"""Figures and token HTML asserted as data, from scripted events (no model)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from spec_core import rules
+from spec_core.session import event_from_record, event_record, interleave, lane_stats, read_prompts, speedup
+from spec_core.types import RoundEvent
+from visuals import lens, plots, stepthrough, tokens, views
+from visuals.style import OKABE_ITO, TOKEN_STYLE
+
+
+def ev(index, drafts, accepted, next_piece="N", kind=None, method="fixed:4", cut=None, gold=None, **kw):
+    """A scripted round: drafts are pieces; token ids are their positions; p, q, accept probs are fixed."""
+    n = len(drafts)
+    kind = kind or ("target" if n == 0 else "bonus" if accepted == n else "recovered")
+    emitted = tuple(range(accepted + 1))[:cut] if cut is not None else tuple(range(accepted + 1))
+    return RoundEvent(
+        index=index, method=method, context_len=10 + index, draft_tokens=tuple(range(n)), draft_pieces=tuple(drafts),
+        draft_probs=tuple(0.5 for _ in drafts), target_probs=tuple(0.25 for _ in drafts),
+        accept_probs=tuple(0.5 for _ in drafts), gold_draft_probs=tuple(gold or [0.9 - 0.1 * i for i in range(n)]),
+        accepted=accepted, next_token=99, next_piece=next_piece, next_kind=kind, emitted=emitted,
+        draft_s=0.01, verify_s=0.02, **kw,
+    )  # fmt: skip
+
+
+LANE = [
+    ev(0, ["The", " sky", " is", " red"], 3, " blue"),  # 3 accepted, 1 rejected, recovered
+    ev(1, [" because", " of"], 2, " light"),  # all accepted + bonus
+    ev(2, [" x", " y", " z", " w"], 0, " scattering"),  # nothing accepted
+]
+AR = [ev(i, [], 0, f" t{i}", method="ar") for i in range(5)]
+
+
+def test_token_spans_follow_the_events():
+    spans = tokens.token_spans(LANE)
+    assert [(s.text, s.kind, s.round) for s in spans] == [
+        ("The", "accepted", 0), (" sky", "accepted", 0), (" is", "accepted", 0), (" red", "rejected", 0),
+        (" blue", "recovered", 0),
+        (" because", "accepted", 1), (" of", "accepted", 1), (" light", "bonus", 1),
+        (" x", "rejected", 2), (" y", "rejected", 2), (" z", "rejected", 2), (" w", "rejected", 2),
+        (" scattering", "recovered", 2),
+    ]  # fmt: skip
+    assert tokens.emitted_text(LANE) == "The sky is blue because of light scattering"
+    first = spans[0]
+    assert (first.p, first.q, first.accept_prob, first.position) == (0.25, 0.5, 0.5, 1)
+    assert spans[4].p is None  # the target's own token: no draft numbers
+
+
+def test_token_spans_cut_at_eos_show_only_emitted():
+    cut = ev(0, ["a", "b", "c"], 3, "<eos>", cut=2)  # only "a", "b" made it before the limit
+    assert [(s.text, s.kind) for s in tokens.token_spans([cut])] == [("a", "accepted"), ("b", "accepted")]
+    partly = ev(0, ["a", "b", "c"], 1, "R", cut=2)
+    assert [s.kind for s in tokens.token_spans([partly])] == ["accepted", "rejected", "rejected", "recovered"]
+
+
+def test_plain_decoding_tokens_are_target_kind():
+    assert {s.kind for s in tokens.token_spans(AR)} == {"target"}
+
+
+def test_tokens_html_colours_strikes_and_hover():
+    html = tokens.tokens_html(LANE)
+    assert html.count('data-kind="accepted"') == 5
+    assert html.count('data-kind="rejected"') == 5
+    assert html.count('data-kind="recovered"') == 2 and html.count('data-kind="bonus"') == 1
+    assert "line-through" in html and OKABE_ITO["vermillion"] in html and OKABE_ITO["green"] in html
+    assert "round 0 · accepted draft (position 1)" in html
+    assert "p(x) = 0.250   q(x) = 0.500" in html and "acceptance probability = 0.500" in html
+    assert "·red" in html  # a rejected piece's space is made visible
+    hidden = tokens.tokens_html(LANE, show_rejected=False)
+    assert 'data-kind="rejected"' not in hidden
+    assert "spec-empty" in tokens.tokens_html([], placeholder="waiting")
+
+
+def test_html_escapes_pieces():
+    html = tokens.tokens_html([ev(0, ["<b>"], 1, "&\n")])
+    assert "&lt;b&gt;" in html and "<b>" not in html.replace("<b>Rule", "")
+    assert "&amp;↵\n" in html
+
+
+def test_legend_has_every_kind_in_palette_colours():
+    html = tokens.legend_html()
+    for kind, (colour, label, _) in TOKEN_STYLE.items():
+        assert f'data-kind="{kind}"' in html and colour in html and label.split(" (")[0] in html
+
+
+def test_lane_stats_and_speedup():
+    s = lane_stats(LANE)
+    assert s.new_tokens == 4 + 3 + 1 and s.target_forwards == 3 and s.drafted_tokens == 10
+    assert s.accepted_tokens == 5 and math.isclose(s.acceptance_rate, 0.5) and math.isclose(s.tau, 8 / 3)
+    assert math.isclose(s.busy_s, 0.09) and math.isclose(s.tokens_per_s, 8 / 0.09)
+    base = lane_stats(AR)
+    assert math.isclose(speedup(s, base), (8 / 0.09) / (5 / 0.15))
+    assert speedup(s, None) is None
+    html = tokens.counters_html(s, 2.0)
+    assert "2.00×" in html and "0.50" in html and "2.67" in html
+
+
+def test_draft_lengths_figure_traces():
+    fig = plots.draft_lengths_figure({"fixed:4": LANE, "ar": AR})
+    names = [t.name for t in fig.data]
+    assert names == ["fixed:4 · drafted", "fixed:4 · accepted"]  # ar drafts nothing: left out
+    assert list(fig.data[0].y) == [4, 2, 4] and list(fig.data[1].y) == [3, 2, 0]
+    assert list(fig.data[0].x) == [0, 1, 2]
+    assert fig.layout.xaxis.title.text.startswith("round") and fig.layout.yaxis.title.text == "tokens"
+
+
+def test_acceptance_by_position():
+    pos, rates, counts = plots.acceptance_by_position(LANE)
+    assert pos == [1, 2, 3, 4] and counts == [3, 3, 2, 2]
+    assert rates == [2 / 3, 2 / 3, 1 / 2, 0.0]
+    fig = plots.acceptance_by_position_figure({"fixed:4": LANE})
+    assert list(fig.data[0].y) == rates and fig.layout.yaxis.tickformat == ".0%"
+
+
+def test_accepted_histogram():
+    xs, fractions = plots.accepted_histogram(LANE)
+    assert xs == [0, 1, 2, 3, 4] and fractions == [1 / 3, 0, 1 / 3, 1 / 3, 0]
+    fig = plots.accepted_histogram_figure({"heuristic": LANE, "fixed:4": LANE})
+    assert [t.name for t in fig.data] == ["heuristic", "fixed:4"]
+    assert fig.data[0].marker.color != fig.data[1].marker.color  # distinct series colours
+
+
+def test_empty_figures_say_so():
+    for build in (plots.draft_lengths_figure, plots.accepted_histogram_figure, lens.training_lens_figure):
+        fig = build({"ar": AR})
+        assert fig.layout.annotations and "no drafted rounds" in fig.layout.annotations[0].text
+
+
+def test_lens_weights_match_the_rules():
+    q = [0.9, 0.8, 0.3, 0.1]
+    w = lens.lens_weights(q)
+    assert w["uniform"] == [1.0] * 4
+    assert w["decay"] == pytest.approx([math.exp(-k / 4.0) for k in range(4)])
+    qt = [0.5 * x + 0.5 for x in q]  # α = 0.5
+    prefix = [math.prod(qt[: k + 1]) for k in range(4)]
+    assert w["dpace"] == pytest.approx([sum(prefix[j:]) for j in range(4)])
+    import torch
+
+    assert w["dpace"] == pytest.approx(rules.dpace_weights(torch.tensor(q)).tolist(), rel=1e-6)
+    assert lens.decay_gamma(9) == 7.0 and lens.decay_gamma(8) == 4.0
+
+
+def test_training_lens_figure_uses_a_real_block():
+    gold = [0.9, 0.7, 0.2, 0.05]
+    lane = [ev(0, ["a", "b"], 2), ev(1, ["c", "d", "e", "f"], 2, gold=gold), ev(2, ["g", "h", "i"], 1)]
+    fig = lens.training_lens_figure({"heuristic": lane})
+    assert "round 1" in fig.layout.title.text and "heuristic" in fig.layout.title.text
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name["q_j: draft prob. of target's token"].y) == gold
+    dpace = by_name["D-PACE"]
+    raw = lens.lens_weights(gold)["dpace"]
+    assert list(dpace.y) == pytest.approx([x / sum(raw) for x in raw])
+    assert sum(by_name["uniform"].y) == pytest.approx(1.0)
+    assert dpace.y[0] > dpace.y[-1]  # weight goes to the positions the verifier reaches
+    fig1 = lens.training_lens_figure({"heuristic": lane}, round_index=2)
+    assert "round 2" in fig1.layout.title.text
+
+
+def test_views_registry_by_prefix():
+    keys = [v.key for v in views.views_for(["heuristic", "fixed:4", "ar"])]
+    assert keys[:4] == ["draft_lengths", "acceptance_by_position", "accepted_histogram", "training_lens"]
+    assert "heuristic_window" in keys and "confidence" not in keys
+    assert views.views_for(["ar"]) == []
+    assert "confidence" in [v.key for v in views.views_for(["confidence:0.3+lossless"])]
+    assert views.method_heads("pacer:b=2+diversed") == ("pacer", "diversed")
+
+
+def test_a_plugin_view_appears_for_its_method_only():
+    view = views.View("test_wt", "w_t", "look", lambda lanes: plots.draft_lengths_figure(lanes), prefixes=("zz",))
+    views.register_view(view)
+    try:
+        assert view in views.views_for(["zz:1+lossless"]) and view not in views.views_for(["fixed:4"])
+        lanes = views.lanes_for(view, {"zz:1": LANE, "fixed:4": LANE, "heuristic": LANE, "ar": AR})
+        assert list(lanes) == ["zz:1", "fixed:4"]  # the method plus its fixed-window baseline
+    finally:
+        views.VIEWS.remove(view)
+
+
+def test_explain_rules():
+    assert "min(1, p(x)/q(x))" in views.explain("fixed:4", 0.7)
+    assert "most likely" in views.explain("heuristic", 0.0) and "+2" in views.explain("heuristic", 0.0)
+    assert "Plain decoding" in views.explain("ar", 0.0)
+
+
+def test_stepthrough_steps():
+    e = LANE[0]
+    draft = stepthrough.round_step_html(e, "draft")
+    assert 'data-step="draft"' in draft and "4 tokens drafted" in draft and "<td>?</td>" in draft
+    verify = stepthrough.round_step_html(e, 1)
+    assert "<td>0.250</td>" in verify and "verdict" not in verify
+    accept = stepthrough.round_step_html(e, "accept", temperature=1.0)
+    assert accept.count(">accepted<") == 3 and "rejected (first rejection)" in accept and "recovered" in accept
+    assert "min(1, p(x)/q(x))" in accept
+    emit = stepthrough.round_step_html(e, "emit")
+    assert emit.count('data-kind="accepted"') == 3 and 'data-kind="recovered"' in emit and "Appended 4 tokens" in emit
+    assert "bonus" in stepthrough.round_step_html(LANE[1], "accept")
+    assert "No draft" in stepthrough.round_step_html(AR[0], "draft")
+    with pytest.raises(ValueError):
+        stepthrough.round_step_html(e, 7)
+
+
+def test_interleave_round_robin():
+    out = list(interleave([iter("abc"), iter("x"), iter("pq")]))
+    assert out == [(0, "a"), (1, "x"), (2, "p"), (0, "b"), (2, "q"), (0, "c")]
+    assert list(interleave([iter("abc")], should_stop=lambda: True)) == []
+
+
+def test_event_records_round_trip(tmp_path):
+    records = [event_record(e, prompt_id="p1") for e in LANE]
+    path = tmp_path / "events.jsonl"
+    from spec_core.session import events_to_jsonl, read_events_jsonl
+
+    path.write_text(events_to_jsonl(records))
+    back = read_events_jsonl(path)
+    assert [e for _, e in back] == LANE and back[0][0] == {"prompt_id": "p1"}
+    with pytest.raises(Exception, match="missing"):
+        event_from_record({"index": 0})
+    path.write_text("not json\n")
+    with pytest.raises(Exception, match="line 1"):
+        read_events_jsonl(path)
+
+
+def test_read_prompts(tmp_path):
+    good = tmp_path / "p.jsonl"
+    good.write_text('{"id": "a", "category": "x", "prompt": "hi"}\n\n{"id": "b", "prompt": "yo"}\n')
+    assert read_prompts(good) == [
+        {"id": "a", "category": "x", "prompt": "hi"},
+        {"id": "b", "category": "", "prompt": "yo"},
+    ]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a"}\n')
+    with pytest.raises(Exception, match="prompt"):
+        read_prompts(bad)

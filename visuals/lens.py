@@ -1,0 +1,133 @@
+"""The training lens: how three training schedules would weight the positions of a real drafted block.
+
+For a block the draft just proposed, q_j is the draft's probability of the *target's* token at position j
+(``RoundEvent.gold_draft_probs``, temperature-1 softmax). A block drafter is trained with a per-position
+cross-entropy −log q_j; the schedules differ in the weight each position's loss gets:
+
+- uniform — every position the same;
+- DFlash's decay, w_k = exp(−(k − 1)/γ_w) (DFlash, arXiv 2602.06036; γ_w = 4 for B = 8, 7 for B = 16);
+- D-PACE, w_j = Σ_{k≥j} Π_{i≤k} q̃_i with q̃ = (1 − α)q + α (arXiv 2605.18810; ALGORITHMS.md §3):
+  positions the verifier is likely to reach, and whose acceptance would unlock a long continuation, weigh most.
+
+The weights come from :mod:`spec_core.rules` (the same functions training uses); the figure shows each schedule
+as a share of its block's total weight so that the three are comparable (D-PACE's own weights are not
+normalised; their raw values are in the hover).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+import torch
+
+from spec_core import rules
+from spec_core.types import RoundEvent
+from visuals.plots import base_layout
+from visuals.style import OKABE_ITO, SCHEME_COLOURS
+
+Lanes = Mapping[str, Sequence[RoundEvent]]
+
+DPACE_ALPHA = 0.5  # D-PACE's smoothing; stable for α in [0.3, 0.7], α = 0 collapses (ALGORITHMS.md §3)
+SCHEME_LABELS = {"uniform": "uniform", "decay": "DFlash decay", "dpace": "D-PACE"}
+
+
+def decay_gamma(block_len: int) -> float:
+    """DFlash's γ_w: 4 for blocks of 8, 7 for blocks of 16 (block = anchor + drafted tokens)."""
+    return 4.0 if block_len <= 8 else 7.0
+
+
+def lens_weights(gold_probs: Sequence[float], alpha: float = DPACE_ALPHA) -> dict[str, list[float]]:
+    """Raw per-position weights of the three schedules for one block's q_1..q_γ."""
+    q = torch.tensor(list(gold_probs), dtype=torch.float64)  # [γ]
+    gamma_w = decay_gamma(len(gold_probs) + 1)
+    return {
+        "uniform": rules.uniform_weights(q).tolist(),
+        "decay": rules.decay_weights(q, gamma_w).tolist(),
+        "dpace": rules.dpace_weights(q, alpha).tolist(),
+    }
+
+
+def shares(weights: Sequence[float]) -> list[float]:
+    total = sum(weights)
+    return [w / total for w in weights] if total > 0 else [0.0 for _ in weights]
+
+
+def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, RoundEvent] | None:
+    """The block to show: ``round_index`` of the first drafting lane, else its latest longest block (≥ 2)."""
+    for method, events in lanes.items():
+        blocks = [e for e in events if len(e.gold_draft_probs) >= 2]
+        if not blocks:
+            continue
+        if round_index is not None:
+            chosen = [e for e in blocks if e.index == round_index]
+            if chosen:
+                return method, chosen[0]
+            continue
+        longest = max(e.draft_len for e in blocks)
+        return method, [e for e in blocks if e.draft_len == longest][-1]
+    return None
+
+
+def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA) -> go.Figure:
+    """Bars: each schedule's share of the block's loss weight per position; markers: q_j (right axis)."""
+    fig = go.Figure()
+    picked = pick_block(lanes, round_index)
+    if picked is None:
+        return base_layout(
+            fig,
+            "Training lens: loss weight per block position",
+            "position in the block",
+            "share of the block's loss weight",
+            empty=True,
+        )
+    method, event = picked
+    q = event.gold_draft_probs
+    positions = list(range(1, len(q) + 1))
+    labels = [f"{k}: {piece!r}" for k, piece in zip(positions, event.draft_pieces)]
+    patterns = {"uniform": "", "decay": "/", "dpace": "x"}
+    for scheme, raw in lens_weights(q, alpha).items():
+        fig.add_trace(
+            go.Bar(
+                x=positions,
+                y=shares(raw),
+                name=SCHEME_LABELS[scheme],
+                customdata=list(zip(raw, labels)),
+                marker={"color": SCHEME_COLOURS[scheme], "pattern": {"shape": patterns[scheme]}},
+                hovertemplate="%{customdata[1]}<br>share %{y:.0%} (raw weight %{customdata[0]:.3f})<extra>"
+                + SCHEME_LABELS[scheme]
+                + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=positions,
+            y=list(q),
+            name="q_j: draft prob. of target's token",
+            mode="lines+markers",
+            yaxis="y2",
+            line={"color": OKABE_ITO["black"], "dash": "dot"},
+            marker={"symbol": "diamond"},
+            hovertemplate="position %{x}<br>q_j = %{y:.3f}<extra></extra>",
+        )
+    )
+    if event.accepted < event.draft_len:
+        fig.add_vline(
+            x=event.accepted + 0.5,
+            line={"color": OKABE_ITO["vermillion"], "dash": "dash"},
+            annotation_text=f"first rejection (kept {event.accepted})",
+        )
+    base_layout(
+        fig,
+        f"Training lens: {method}, round {event.index} ({event.draft_len} drafted tokens)",
+        "position in the block",
+        "share of the block's loss weight",
+    )
+    fig.update_layout(
+        barmode="group",
+        yaxis={"tickformat": ".0%", "rangemode": "tozero"},
+        yaxis2={"title": "q_j (probability)", "overlaying": "y", "side": "right", "range": [0, 1.05]},
+        margin={"l": 60, "r": 60, "t": 40, "b": 40},
+    )
+    fig.update_xaxes(dtick=1)
+    return fig

@@ -1,0 +1,246 @@
+"""Plotly figures of a run's rounds, one series per method (lane), so each method sits beside its baseline.
+
+Inputs are ``lanes``: method name → that method's :class:`RoundEvent` list, in round order. Plain decoding
+(``ar``) drafts nothing and is left out of the draft plots. Every figure has titled axes with units, a legend,
+and colours + dashes + markers from :mod:`visuals.style`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from spec_core.types import RoundEvent
+from visuals.style import OKABE_ITO, series_style
+
+Lanes = Mapping[str, Sequence[RoundEvent]]
+
+HEIGHT = 360
+
+
+def drafting_lanes(lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
+    """The lanes that draft (a method whose rounds never drafted — plain decoding — has nothing to show)."""
+    return {m: ev for m, ev in lanes.items() if m != "ar" and (not ev or any(e.draft_len for e in ev))}
+
+
+def base_layout(fig: go.Figure, title: str, x: str, y: str, empty: bool = False) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "font": {"size": 15}},
+        template="plotly_white",
+        height=HEIGHT,
+        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0},
+        xaxis_title=x,
+        yaxis_title=y,
+        hovermode="closest",
+    )
+    if empty:
+        fig.add_annotation(text="no drafted rounds yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig
+
+
+def draft_lengths_figure(lanes: Lanes) -> go.Figure:
+    """Per round: how many tokens were drafted (line) and how many of them were accepted (markers)."""
+    fig = go.Figure()
+    spec = drafting_lanes(lanes)
+    for i, (method, events) in enumerate(spec.items()):
+        colour, dash, marker = series_style(i)
+        rounds = [e.index for e in events]
+        fig.add_trace(
+            go.Scatter(
+                x=rounds,
+                y=[e.draft_len for e in events],
+                name=f"{method} · drafted",
+                mode="lines",
+                line={"color": colour, "dash": dash, "shape": "hv", "width": 2},
+                legendgroup=method,
+                hovertemplate="round %{x}<br>drafted %{y} tokens<extra>" + method + "</extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=rounds,
+                y=[e.accepted for e in events],
+                name=f"{method} · accepted",
+                mode="markers",
+                marker={"color": colour, "symbol": marker, "size": 7},
+                legendgroup=method,
+                hovertemplate="round %{x}<br>accepted %{y} tokens<extra>" + method + "</extra>",
+            )
+        )
+    base_layout(
+        fig,
+        "Draft length and accepted length per round",
+        "round (target forward pass)",
+        "tokens",
+        empty=not any(spec.values()),
+    )
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(tickformat="d", rangemode="tozero")
+    return fig
+
+
+def acceptance_by_position(events: Sequence[RoundEvent]) -> tuple[list[int], list[float], list[int]]:
+    """(positions 1..K, acceptance rate at each, rounds that drafted that far).
+
+    The draft at position k is accepted when ``accepted >= k``; the rate counts only rounds that drafted k.
+    """
+    longest = max((e.draft_len for e in events), default=0)
+    positions, rates, counts = [], [], []
+    for k in range(1, longest + 1):
+        reached = [e for e in events if e.draft_len >= k]
+        positions.append(k)
+        counts.append(len(reached))
+        rates.append(sum(e.accepted >= k for e in reached) / len(reached))
+    return positions, rates, counts
+
+
+def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:
+    """Acceptance rate of the draft at each position of the window (conditional on being drafted)."""
+    fig = go.Figure()
+    spec = drafting_lanes(lanes)
+    for i, (method, events) in enumerate(spec.items()):
+        colour, dash, marker = series_style(i)
+        pos, rates, counts = acceptance_by_position(events)
+        fig.add_trace(
+            go.Scatter(
+                x=pos,
+                y=rates,
+                name=method,
+                mode="lines+markers",
+                customdata=counts,
+                line={"color": colour, "dash": dash, "width": 2},
+                marker={"symbol": marker, "size": 8},
+                hovertemplate="position %{x}<br>accepted in %{y:.0%} of %{customdata} rounds<extra>"
+                + method
+                + "</extra>",
+            )
+        )
+    base_layout(
+        fig,
+        "Acceptance by position in the draft",
+        "position in the draft (1 = first drafted token)",
+        "acceptance rate (fraction of rounds)",
+        empty=not any(spec.values()),
+    )
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def accepted_histogram(events: Sequence[RoundEvent]) -> tuple[list[int], list[float]]:
+    """(accepted length 0..max, fraction of rounds with exactly that many accepted drafts)."""
+    if not events:
+        return [], []
+    top = max(e.draft_len for e in events)
+    counts = [0] * (top + 1)
+    for e in events:
+        counts[e.accepted] += 1
+    return list(range(top + 1)), [c / len(events) for c in counts]
+
+
+def accepted_histogram_figure(lanes: Lanes) -> go.Figure:
+    """How many drafts each round kept: mass at 0 = wasted drafting, mass at the window = window too short."""
+    fig = go.Figure()
+    spec = drafting_lanes(lanes)
+    for i, (method, events) in enumerate(spec.items()):
+        colour, _, _ = series_style(i)
+        xs, fractions = accepted_histogram(events)
+        fig.add_trace(
+            go.Bar(
+                x=xs,
+                y=fractions,
+                name=method,
+                marker={"color": colour, "pattern": {"shape": ["", "/", "x", ".", "-"][i % 5]}},
+                hovertemplate="%{y:.0%} of rounds accepted %{x} drafts<extra>" + method + "</extra>",
+            )
+        )
+    base_layout(
+        fig,
+        "Accepted length per round (histogram)",
+        "drafts accepted in a round (tokens)",
+        "fraction of rounds",
+        empty=not any(spec.values()),
+    )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def heuristic_window_figure(lanes: Lanes) -> go.Figure:
+    """The heuristic schedule at work: the window K per round (+2 after an all-accepted round, else −1)."""
+    fig = go.Figure()
+    for i, (method, events) in enumerate(lanes.items()):
+        colour, dash, marker = series_style(i)
+        xs = [e.index for e in events]
+        windows = [e.policy_trace.get("window", e.draft_len) for e in events]
+        full = ["all accepted" if e.draft_len and e.accepted == e.draft_len else "some rejected" for e in events]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=windows,
+                name=method,
+                mode="lines+markers",
+                customdata=full,
+                line={"color": colour, "dash": dash, "shape": "hv"},
+                marker={"symbol": marker},
+                hovertemplate="round %{x}<br>window %{y}<br>%{customdata}<extra>" + method + "</extra>",
+            )
+        )
+    base_layout(
+        fig,
+        "Draft window chosen by the policy",
+        "round (target forward pass)",
+        "window K (tokens)",
+        empty=not any(lanes.values()),
+    )
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(tickformat="d", rangemode="tozero")
+    return fig
+
+
+def confidence_figure(lanes: Lanes) -> go.Figure:
+    """Every drafted token's own draft probability q(x) by position, against the confidence threshold."""
+    fig = go.Figure()
+    thresholds = set()
+    for i, (method, events) in enumerate(lanes.items()):
+        colour, _, marker = series_style(i)
+        for kind, symbol, keep in (("accepted", marker, True), ("rejected", "x-thin-open", False)):
+            xs, ys, rounds = [], [], []
+            for e in events:
+                for k, q in enumerate(e.draft_probs):
+                    if (k < e.accepted) == keep:
+                        xs.append(k + 1)
+                        ys.append(q)
+                        rounds.append(e.index)
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    name=f"{method} · {kind}",
+                    mode="markers",
+                    customdata=rounds,
+                    marker={
+                        "color": colour if keep else OKABE_ITO["vermillion"],
+                        "symbol": symbol,
+                        "size": 8,
+                        "line": {"width": 1.5, "color": colour if keep else OKABE_ITO["vermillion"]},
+                    },
+                    hovertemplate="round %{customdata}, position %{x}<br>q(x) = %{y:.3f}<extra>" + kind + "</extra>",
+                )
+            )
+        thresholds |= {e.policy_trace["threshold"] for e in events if "threshold" in e.policy_trace}
+    for t in sorted(thresholds):
+        fig.add_hline(y=t, line={"color": OKABE_ITO["black"], "dash": "dash"}, annotation_text=f"threshold {t:g}")
+    base_layout(
+        fig,
+        "Draft confidence q(x) of each drafted token",
+        "position in the draft",
+        "draft probability q(x)",
+        empty=not any(lanes.values()),
+    )
+    fig.update_yaxes(range=[0, 1.05])
+    fig.update_xaxes(dtick=1)
+    return fig

@@ -1,0 +1,97 @@
+"""One round replayed slowly for teaching: draft → verify → accept/reject → emit, with the numbers.
+
+Each step is an HTML card built from the round's event alone: the drafted tokens and q(x); the target's p(x)
+from its single verification pass; each draft's acceptance probability and verdict (the first rejection ends
+the round); the tokens the round finally appended. The rule in force is explained by :func:`visuals.views.explain`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from spec_core.types import RoundEvent
+from visuals.style import TOKEN_STYLE, tint
+from visuals.tokens import TokenSpan, span_html
+from visuals.views import explain
+
+STEPS = ("draft", "verify", "accept", "emit")
+STEP_TITLES = {
+    "draft": "1 · Draft: the small model proposes tokens",
+    "verify": "2 · Verify: one target forward pass scores every drafted position at once",
+    "accept": "3 · Accept / reject, left to right",
+    "emit": "4 · Emit: accepted drafts + the target's own token",
+}
+
+
+def _fmt(values: Sequence[float], i: int) -> str:
+    return f"{values[i]:.3f}" if i < len(values) else "–"
+
+
+def _piece(text: str) -> str:
+    return html.escape(repr(text))
+
+
+def _row_cells(event: RoundEvent, i: int, step: int) -> list[str]:
+    cells = [str(i + 1), _piece(event.draft_pieces[i]), _fmt(event.draft_probs, i)]
+    cells.append(_fmt(event.target_probs, i) if step >= 1 else "?")
+    if step >= 2:
+        cells.append(_fmt(event.accept_probs, i))
+        if i < event.accepted:
+            verdict, kind = "accepted", "accepted"
+        elif i == event.accepted:
+            verdict, kind = "rejected (first rejection)", "rejected"
+        else:
+            verdict, kind = "not checked (after the first rejection)", "rejected"
+        colour = TOKEN_STYLE[kind][0]
+        cells.append(f'<span style="color:{colour};font-weight:600">{verdict}</span>')
+    return cells
+
+
+def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0) -> str:
+    """The card for one step (index into :data:`STEPS` or its name) of one round."""
+    k = STEPS.index(step) if isinstance(step, str) else int(step)
+    if not 0 <= k < len(STEPS):
+        raise ValueError(f"step must be in 0..{len(STEPS) - 1}, got {step!r}")
+    parts = [f'<div class="spec-step" data-step="{STEPS[k]}" data-round="{event.index}">']
+    parts.append(f"<h4>Round {event.index} of {html.escape(event.method)} — {STEP_TITLES[STEPS[k]]}</h4>")
+    if not event.draft_len:
+        parts.append("<p>No draft this round: the target produced one token by itself.</p>")
+    else:
+        why = f" (stopped: {html.escape(event.stop_reason)})" if event.stop_reason else ""
+        parts.append(f"<p>{event.draft_len} tokens drafted{why} after {event.context_len} tokens of context.</p>")
+        head = ["#", "draft token", "q(x) draft", "p(x) target"] + (["accept prob.", "verdict"] if k >= 2 else [])
+        rows = ["<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+        for i in range(event.draft_len):
+            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in _row_cells(event, i, k)) + "</tr>")
+        parts.append('<table class="spec-step-table">' + "".join(rows) + "</table>")
+        if k >= 2:
+            if event.accepted == event.draft_len:
+                parts.append(
+                    f"<p>All {event.draft_len} drafts passed: the target's pass already holds the next "
+                    "position's distribution, so it adds a <b>bonus</b> token for free.</p>"
+                )
+            else:
+                parts.append(
+                    f"<p>{event.accepted} accepted; position {event.accepted + 1} was rejected, so the "
+                    "target's own <b>recovered</b> token takes its place and the rest is discarded.</p>"
+                )
+    if k >= 3:
+        n = len(event.emitted)  # cut at EOS / max_new_tokens
+        spans = [
+            TokenSpan(event.draft_pieces[i], "accepted", event.index, i + 1) for i in range(min(event.accepted, n))
+        ]
+        if n > event.accepted:
+            spans.append(TokenSpan(event.next_piece, event.next_kind, event.index, event.accepted + 1))
+        shown = "".join(span_html(s) for s in spans)
+        parts.append(
+            f"<p>Appended {n} token{'s' if n != 1 else ''} for one target pass: "
+            f'<span class="spec-tokens" style="white-space:pre-wrap">{shown}</span></p>'
+        )
+    colour = TOKEN_STYLE["bonus"][0]
+    parts.append(
+        f'<p class="spec-rule" style="border-left:4px solid {colour};background:{tint(colour, 0.08)};'
+        f'padding:6px 10px"><b>Rule in force.</b> {html.escape(explain(event.method, temperature))}</p>'
+    )
+    parts.append("</div>")
+    return "".join(parts)

@@ -1,0 +1,57 @@
+"""The palette: Okabe & Ito's eight colours, safe for the common colour-vision deficiencies.
+
+Colour is never the only cue: rejected drafts are also struck through, recovered tokens have a dashed
+underline, bonus tokens a double one; plot series also differ by dash and marker.
+Okabe, M. & Ito, K. (2008), "Color Universal Design (CUD): how to make figures and presentations that are
+friendly to colorblind people", https://jfly.uni-koeln.de/color/.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+    "black": "#000000",
+    "grey": "#999999",  # not one of the eight; neutral, for plain target tokens
+}
+
+TokenKind = Literal["accepted", "rejected", "recovered", "bonus", "target"]
+
+# token origin → (colour, label shown in the legend, underline style)
+TOKEN_STYLE: dict[str, tuple[str, str, str]] = {
+    "accepted": (OKABE_ITO["green"], "accepted draft", "solid"),
+    "rejected": (OKABE_ITO["vermillion"], "rejected draft (struck through)", "none"),
+    "recovered": (OKABE_ITO["orange"], "recovered token (target's, at the first rejection)", "dashed"),
+    "bonus": (OKABE_ITO["blue"], "bonus token (target's, every draft accepted)", "double"),
+    "target": (OKABE_ITO["grey"], "plain target token (no draft)", "dotted"),
+}
+
+# plot series, in lane order: colour, dash, marker symbol (three cues per series)
+SERIES = [
+    (OKABE_ITO["blue"], "solid", "circle"),
+    (OKABE_ITO["orange"], "dash", "square"),
+    (OKABE_ITO["purple"], "dot", "diamond"),
+    (OKABE_ITO["black"], "dashdot", "triangle-up"),
+    (OKABE_ITO["sky"], "longdash", "x"),
+]
+
+# the lens's three weighting schemes
+SCHEME_COLOURS = {"uniform": OKABE_ITO["grey"], "decay": OKABE_ITO["orange"], "dpace": OKABE_ITO["blue"]}
+
+
+def series_style(i: int) -> tuple[str, str, str]:
+    """(colour, dash, marker) of the i-th series."""
+    return SERIES[i % len(SERIES)]
+
+
+def tint(hex_colour: str, alpha: float = 0.22) -> str:
+    """``#RRGGBB`` → ``rgba(r, g, b, alpha)`` (a light background that keeps black text readable)."""
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r}, {g}, {b}, {alpha})"

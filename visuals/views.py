@@ -1,0 +1,214 @@
+"""The one place where a method plugs in its own views: a registry keyed by method-name prefix.
+
+The app has a fixed row of figure slots; it asks :func:`views_for` which views the methods on screen get and
+fills the slots in order (hiding the rest). A method with its own internals — PACER's threshold in
+``policy_trace``, DIVERSED's w_t in ``verifier_trace``, a block drafter — adds one module under ``visuals/``
+that calls :func:`register_view` (and, for a new acceptance rule, :func:`register_rule`) and one import line in
+:data:`PLUGIN_MODULES`; no UI code changes.
+
+A *prefix* is the head of one ``+``-part of a method name: ``pacer`` matches ``pacer``, ``pacer:b=2`` and
+``pacer+diversed``; ``block`` matches ``block:dpace``; the empty tuple matches every drafting method.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from spec_core.types import RoundEvent
+from visuals import lens, plots
+
+Lanes = Mapping[str, Sequence[RoundEvent]]
+
+
+@dataclass(frozen=True)
+class View:
+    """One figure the app can show."""
+
+    key: str  # unique id (also the element id of its slot content)
+    title: str  # heading above the figure
+    caption: str  # one line: what to look for
+    build: Callable[[Lanes], go.Figure]  # lanes (method → events) → figure
+    prefixes: tuple[str, ...] = ()  # method-part heads it serves; () = every drafting method
+    with_baselines: bool = True  # also hand it the fixed-window lanes, to draw the baseline beside the method
+
+
+VIEWS: list[View] = []
+RULES: dict[str, tuple[str, Callable[[float], str]]] = {}  # head → ("verifier" | "policy", temperature → text)
+PLUGIN_MODULES: tuple[str, ...] = ()  # e.g. ("visuals.pacer", "visuals.diversed"): imported once by views_for
+
+
+def register_view(view: View) -> View:
+    """Add (or replace, by key) a view; returns it so modules can keep a handle."""
+    for i, known in enumerate(VIEWS):
+        if known.key == view.key:
+            VIEWS[i] = view
+            return view
+    VIEWS.append(view)
+    return view
+
+
+def register_rule(head: str, explain: Callable[[float], str], kind: str = "verifier") -> None:
+    """How the rule of a verifier (or, with ``kind="policy"``, a draft-length policy) reads in the step-through."""
+    if kind not in ("verifier", "policy"):
+        raise ValueError(f"kind must be 'verifier' or 'policy', got {kind!r}")
+    RULES[head] = (kind, explain)
+
+
+def method_heads(method: str) -> tuple[str, ...]:
+    """``"pacer:b=2+diversed"`` → ``("pacer", "diversed")``; ``"ar"`` → ``("ar",)``."""
+    return tuple(part.partition(":")[0].strip() for part in method.split("+") if part.strip())
+
+
+def _serves(view: View, method: str) -> bool:
+    heads = method_heads(method)
+    if "ar" in heads:
+        return False
+    return not view.prefixes or any(h in view.prefixes for h in heads)
+
+
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if not _plugins_loaded:
+        for name in PLUGIN_MODULES:
+            importlib.import_module(name)
+        _plugins_loaded = True
+
+
+def views_for(methods: Sequence[str]) -> list[View]:
+    """The views the given methods get, generic ones first, in registration order."""
+    _load_plugins()
+    return [v for v in VIEWS if any(_serves(v, m) for m in methods)]
+
+
+def lanes_for(view: View, lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
+    """The lanes a view is drawn from: the ones it serves, plus fixed-window baselines when it wants them."""
+    keep = {}
+    for method, events in lanes.items():
+        if _serves(view, method) or (view.with_baselines and method_heads(method)[:1] == ("fixed",)):
+            keep[method] = events
+    return keep
+
+
+def build(view: View, lanes: Lanes) -> go.Figure:
+    return view.build(lanes_for(view, lanes))
+
+
+def explain(method: str, temperature: float) -> str:
+    """The rule in force for a method, in a few sentences (its verifier's, then any policy note)."""
+    _load_plugins()
+    heads = method_heads(method)
+    if "ar" in heads:
+        return RULES["ar"][1](temperature)
+    verifier = next((h for h in heads if RULES.get(h, ("",))[0] == "verifier"), "lossless")
+    text = [RULES[verifier][1](temperature)]
+    text += [RULES[h][1](temperature) for h in heads if RULES.get(h, ("",))[0] == "policy"]
+    if not any(RULES.get(h, ("",))[0] == "policy" for h in heads):
+        text.append(RULES["fixed"][1](temperature))  # no policy named: the default fixed:4 window
+    return " ".join(text)
+
+
+# -- the built-in views and rules (the first users of the registry) -----------------------------------------
+
+register_view(
+    View(
+        "draft_lengths",
+        "Draft length and accepted length per round",
+        "Look for the gap between the line (drafted) and the markers (accepted): that is wasted "
+        "draft work; an adaptive policy should close it where the fixed window cannot.",
+        plots.draft_lengths_figure,
+    )
+)
+register_view(
+    View(
+        "acceptance_by_position",
+        "Acceptance by position in the draft",
+        "Acceptance falls with position: the point where it drops below ~50% is roughly the window worth drafting.",
+        plots.acceptance_by_position_figure,
+    )
+)
+register_view(
+    View(
+        "accepted_histogram",
+        "Accepted length histogram",
+        "A tall bar at 0 means drafting is mostly wasted; a tall bar at the window size means the window is too short.",
+        plots.accepted_histogram_figure,
+    )
+)
+register_view(
+    View(
+        "training_lens",
+        "Training lens (uniform vs DFlash decay vs D-PACE)",
+        "For a real drafted block: D-PACE moves loss weight to the positions the verifier is likely "
+        "to reach (q_j high early), where decay ignores what the draft actually got right.",
+        lens.training_lens_figure,
+        with_baselines=False,
+    )
+)
+register_view(
+    View(
+        "heuristic_window",
+        "Heuristic schedule: the window per round",
+        "The window grows by 2 after a round where every draft passed and shrinks by 1 otherwise.",
+        plots.heuristic_window_figure,
+        prefixes=("heuristic",),
+        with_baselines=False,
+    )
+)
+register_view(
+    View(
+        "confidence",
+        "Confidence policy: q(x) of each drafted token",
+        "Drafting stops once the draft's own probability falls under the threshold (dashed line); "
+        "rejected drafts (×) should sit low.",
+        plots.confidence_figure,
+        prefixes=("confidence",),
+        with_baselines=False,
+    )
+)
+
+
+def _lossless(t: float) -> str:
+    if t == 0:
+        return (
+            "Lossless verification at temperature 0: a draft token is accepted exactly when it is the "
+            "target's own most likely token (p(x) is the largest); at the first mismatch the target's choice "
+            "replaces it (the recovered token), and if all pass the target adds one more (the bonus token)."
+        )
+    return (
+        "Lossless speculative sampling (Leviathan et al. 2023, arXiv 2211.17192; Chen et al. 2023, "
+        "arXiv 2302.01318): accept draft x with probability min(1, p(x)/q(x)); at the first rejection draw the "
+        "recovered token from norm(max(0, p − q)); if all pass, sample a bonus token from p. The output has "
+        "exactly the target's distribution."
+    )
+
+
+register_rule("lossless", _lossless)
+register_rule("ar", lambda t: "Plain decoding: one target forward pass per token, no draft.", "policy")
+register_rule("fixed", lambda t: "Draft length: a fixed window of K tokens every round.", "policy")
+register_rule(
+    "heuristic",
+    lambda t: (
+        "Draft length: transformers' heuristic, window +2 after a round where every "
+        "draft passed, −1 otherwise (floor 1)."
+    ),
+    "policy",
+)
+register_rule(
+    "confidence",
+    lambda t: (
+        "Draft length: stop drafting once the draft's own probability of its last token falls under the threshold T."
+    ),
+    "policy",
+)
+register_rule(
+    "block",
+    lambda t: "Draft: a parallel block drafter proposes a whole block in one forward pass (DFlash, arXiv 2602.06036).",
+    "policy",
+)
