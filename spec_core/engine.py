@@ -153,6 +153,12 @@ class Generation:
                     int(out.logits[-1].argmax()) if sampling.greedy else int(rules.sample(p, self.generator)[0])
                 )
                 accepted, kind, verdict, gold_probs = 0, "target", None, None
+            row = out.logits[accepted if gamma else -1]  # the target's distribution where next_token was chosen
+            if sampling.greedy:
+                next_prob = float(torch.softmax(row, -1)[next_token])
+            else:
+                warped = rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)
+                next_prob = float(warped[0, next_token])
             # 4. roll back to the accepted path
             target.crop(len(ids) + accepted)
             if drafter is not None:
@@ -185,6 +191,7 @@ class Generation:
                 policy_trace=policy.trace() if drafter is not None else {},
                 verifier_trace=verdict.trace if verdict else {},
                 finished=finished,
+                next_prob=next_prob,
             )
             if drafter is not None:
                 policy.end_round(gamma, accepted)

@@ -75,6 +75,7 @@ class RoundEvent:
     policy_trace: dict[str, Any] = field(default_factory=dict)  # policy internals (PACER scores, thresholds)
     verifier_trace: dict[str, Any] = field(default_factory=dict)  # verifier internals (DIVERSED w_t, ...)
     finished: bool = False  # the generation ended with this round (EOS or max_new_tokens)
+    next_prob: float | None = None  # the target's probability of next_token (temperature-1 softmax if greedy)
 
     @property
     def draft_len(self) -> int:

@@ -73,7 +73,7 @@ def token_spans(events: Sequence[RoundEvent]) -> list[TokenSpan]:
                     _at(e.accept_probs, i),
                 )
             )
-        spans.append(TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1))
+        spans.append(TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, getattr(e, "next_prob", None)))
     return spans
 
 
@@ -91,8 +91,10 @@ def _hover(span: TokenSpan) -> str:
         "target": "plain decoding: the target's own token",
     }[span.kind]
     lines = [f"round {span.round} · {what}", f"token {span.text!r}"]
-    if span.p is not None:
+    if span.p is not None and span.q is not None:
         lines.append(f"p(x) = {span.p:.3f}   q(x) = {span.q:.3f}")
+    elif span.p is not None:
+        lines.append(f"p(x) = {span.p:.3f} (the target's probability of its own token)")
     if span.accept_prob is not None:
         lines.append(f"acceptance probability = {span.accept_prob:.3f}")
     return "\n".join(lines)
