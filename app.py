@@ -27,6 +27,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from spec_core.bench import load_prompts
 from spec_core.engine import MAX_NEW_TOKENS_LIMIT, Generation
 from spec_core.errors import SpecScopeError
 from spec_core.methods import known_methods, parse_method
@@ -36,7 +37,6 @@ from spec_core.session import (
     interleave,
     lane_stats,
     read_events_jsonl,
-    read_prompts,
     speedup,
 )
 from spec_core.types import RoundEvent, SamplingConfig
@@ -534,7 +534,7 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
             if not source:
                 raise gr.Error("no prompt set: upload a JSONL file (id, category, prompt per line)")
             try:
-                prompts = read_prompts(source)[:limit]
+                prompts = load_prompts(source)[:limit]
             except SpecScopeError as err:
                 raise gr.Error(str(err)) from err
             yield f"Loading {pname} and running {len(prompts)} prompts × (ar, {method})…", None, None, None, None

@@ -51,6 +51,9 @@ def load_prompts(path: str | Path) -> list[dict]:
         rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
     if not rows:
         raise SpecScopeError(f"prompt file {str(path)!r} has no prompts")
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise SpecScopeError(f"prompt file {str(path)!r} repeats an id")
     return rows
 
 

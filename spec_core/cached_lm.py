@@ -13,7 +13,7 @@ class LMOutput:
     """What one forward over T new tokens returns (batch of one)."""
 
     logits: torch.Tensor  # [T, V] float32 ([1, V] when only the last position's logits were asked for)
-    hidden: torch.Tensor  # [T, H] last hidden state (after the final norm: lm_head(hidden) == logits)
+    hidden: torch.Tensor | None  # [T, H] last hidden state (post-norm: lm_head(hidden) == logits); None if off
     layer_hidden: torch.Tensor | None = None  # [T, n_layers_requested, H] when layers were requested
 
 
@@ -24,9 +24,10 @@ class CachedLM:
     through ``DynamicCache.crop`` (never by slicing tensors by hand).
     """
 
-    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] = ()):
+    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] = (), hidden: bool = True):
         self.model = model
         self.layers = layers  # indices into hidden_states (0 = embeddings, i = output of decoder layer i)
+        self.hidden = hidden or bool(layers)  # collecting every layer's states costs time: only when read
         self.cache: DynamicCache | None = None
         self.length = 0
 
@@ -51,10 +52,12 @@ class CachedLM:
             input_ids=tokens.view(1, -1).to(self.device),
             past_key_values=self.cache,
             use_cache=True,
-            output_hidden_states=True,
+            output_hidden_states=self.hidden,
             logits_to_keep=0 if all_logits else 1,
         )
         self.length += tokens.numel()
+        if not self.hidden:
+            return LMOutput(logits=out.logits[0].float(), hidden=None)
         states = out.hidden_states  # tuple of (n_layers + 1) tensors [1, T, H]; the last is post-norm
         layer_hidden = torch.stack([states[i][0] for i in self.layers], dim=1) if self.layers else None
         return LMOutput(logits=out.logits[0].float(), hidden=states[-1][0], layer_hidden=layer_hidden)

@@ -37,6 +37,7 @@ class DraftChunk:
 
 class Drafter(Protocol):
     target_layers: tuple[int, ...]  # target layers whose hidden states `verified.layer_hidden` must carry
+    needs_target_hidden: bool  # whether `verified.hidden` (the target's last hidden state) is read
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None: ...
 
@@ -64,6 +65,7 @@ class StandaloneDrafter:
     """A causal LM drafting token by token with its own KV cache (rolled back with ``crop``)."""
 
     target_layers: tuple[int, ...] = ()
+    needs_target_hidden = False
 
     def __init__(self, model: torch.nn.Module):
         self.lm = CachedLM(model)
@@ -101,6 +103,7 @@ class FeatureDrafter:
     """
 
     target_layers: tuple[int, ...] = ()
+    needs_target_hidden = True
 
     def __init__(self, draft: torch.nn.Module):
         self.draft = draft

@@ -106,7 +106,11 @@ class Generation:
         pair, sampling, spec = self.pair, self.sampling, self.spec
         t_start = time.perf_counter()
         drafter = make_drafter(pair, spec.drafter) if spec.kind == "speculative" else None
-        target = CachedLM(pair.target, layers=drafter.target_layers if drafter else ())
+        target = CachedLM(
+            pair.target,
+            layers=drafter.target_layers if drafter else (),
+            hidden=bool(drafter) and getattr(drafter, "needs_target_hidden", True),
+        )
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
         ids = list(self.prompt_ids)
@@ -214,7 +218,8 @@ def _rows(out, n: int):
     from spec_core.cached_lm import LMOutput
 
     lh = out.layer_hidden[:n] if out.layer_hidden is not None else None
-    return LMOutput(logits=out.logits[:n], hidden=out.hidden[:n], layer_hidden=lh)
+    hidden = out.hidden[:n] if out.hidden is not None else None
+    return LMOutput(logits=out.logits[:n], hidden=hidden, layer_hidden=lh)
 
 
 def stream(

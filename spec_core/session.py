@@ -145,31 +145,3 @@ def read_events_jsonl(path: str | Path) -> list[tuple[dict[str, Any], RoundEvent
     if not out:
         raise SpecScopeError(f"the events file {str(path)!r} holds no events")
     return out
-
-
-def read_prompts(path: str | Path) -> list[dict[str, str]]:
-    """A prompt file: JSON lines with ``id``, ``category``, ``prompt`` (ARCHITECTURE.md's contract).
-
-    ``category`` may be missing (it becomes ``""``); ids must be unique.
-    """
-    rows: list[dict[str, str]] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecScopeError(f"cannot read the prompt file {str(path)!r}: {err}") from err
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SpecScopeError(f"prompt file line {n}: not JSON ({err.msg})") from err
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-            raise SpecScopeError(f"prompt file line {n}: needs a non-empty string field 'prompt'")
-        rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
-    if not rows:
-        raise SpecScopeError(f"the prompt file {str(path)!r} holds no prompts")
-    ids = [r["id"] for r in rows]
-    if len(set(ids)) != len(ids):
-        raise SpecScopeError(f"the prompt file {str(path)!r} repeats an id")
-    return rows

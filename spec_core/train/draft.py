@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=defaults.steps)
     ap.add_argument("--batch-size", type=int, default=defaults.batch_size)
     ap.add_argument("--lr", type=float, default=defaults.lr)
+    ap.add_argument("--warmup", type=int, default=defaults.warmup)
     ap.add_argument("--unroll-weight", type=float, default=defaults.unroll_weight)
     ap.add_argument("--prompt-weight", type=float, default=defaults.prompt_weight)
     ap.add_argument("--heldout-shards", type=int, default=defaults.heldout_shards)
