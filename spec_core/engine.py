@@ -4,7 +4,9 @@ Speculative round (Leviathan et al. 2023; Chen et al. 2023), with the invariant 
 token but the last one (the *pending* token) at the start of a round:
 
 1. draft — the draft-length policy asks the drafter for chunks until it says stop;
-2. verify — one target forward over [pending, x_1..x_γ] gives p_1..p_{γ+1};
+2. verify — one target forward over [pending, x_1..x_γ] gives p_1..p_{γ+1} (the first round feeds only the
+   drafts: the prefill of the whole prompt already gave p_1, so a generation of N tokens costs N target
+   forwards counting the prefill, exactly like transformers' ``generate``);
 3. accept — the verifier keeps the first ``accepted`` drafts and adds the recovered or bonus token;
 4. roll back — the target cache is cropped to the accepted path, the drafter commits;
 5. emit — the new tokens (cut at EOS / max_new_tokens) and one :class:`RoundEvent`.
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from spec_core import rules
-from spec_core.cached_lm import CachedLM
+from spec_core.cached_lm import CachedLM, LMOutput
 from spec_core.draft_length import DraftSoFar, FixedLength, make_policy
 from spec_core.drafters import make_drafter
 from spec_core.errors import SpecScopeError
@@ -114,10 +116,12 @@ class Generation:
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
         ids = list(self.prompt_ids)
-        # the cache holds ids[:-1]; the last prompt token is fed by the first round
-        prefill = target.forward(torch.tensor(ids[:-1]), all_logits=False) if len(ids) > 1 else None
+        # The prefill runs the whole prompt, so its last position already gives p for the first new token
+        # (as transformers' generate does): the first round feeds only its drafts. From then on the cache
+        # holds every token but the pending one (the recovered / bonus token, not yet run).
+        context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
         if drafter is not None:
-            drafter.reset(ids, prefill)
+            drafter.reset(ids, context if len(ids) > 1 else None)
             policy = FixedLength(drafter.block_len) if spec.drafter != "default" else make_policy(spec.policy)
             verifier = make_verifier(spec.verifier)
         finished = False
@@ -139,9 +143,13 @@ class Generation:
                         qs.append(chunk.probs)
             _sync(pair.device)
             t1 = time.perf_counter()
-            # 2. verify: one target forward over [pending, x_1..x_γ]
+            # 2. verify: one target forward over [pending, x_1..x_γ] (first round: [x_1..x_γ] after the prefill)
             gamma = len(tokens)
-            out = target.forward(torch.tensor([ids[-1], *tokens]))
+            if first is not None:
+                out = _concat(first, target.forward(torch.tensor(tokens))) if tokens else first
+                first = None
+            else:
+                out = target.forward(torch.tensor([ids[-1], *tokens]))
             draft_tokens = torch.tensor(tokens, dtype=torch.long, device=out.logits.device)
             # 3. accept
             if gamma:
@@ -213,13 +221,26 @@ class Generation:
         )
 
 
-def _rows(out, n: int):
-    """The first ``n`` positions of a target output (the accepted path)."""
-    from spec_core.cached_lm import LMOutput
+def _cut(t: torch.Tensor | None, start: int | None, stop: int | None) -> torch.Tensor | None:
+    return t[start:stop] if t is not None else None
 
-    lh = out.layer_hidden[:n] if out.layer_hidden is not None else None
-    hidden = out.hidden[:n] if out.hidden is not None else None
-    return LMOutput(logits=out.logits[:n], hidden=hidden, layer_hidden=lh)
+
+def _split_prefill(prefill: LMOutput) -> tuple[LMOutput, LMOutput]:
+    """(the prompt's positions but the last, without logits; the last position with its logits)."""
+    head = LMOutput(prefill.logits[:0], _cut(prefill.hidden, None, -1), _cut(prefill.layer_hidden, None, -1))
+    last = LMOutput(prefill.logits[-1:], _cut(prefill.hidden, -1, None), _cut(prefill.layer_hidden, -1, None))
+    return head, last
+
+
+def _concat(a: LMOutput, b: LMOutput) -> LMOutput:
+    cat = lambda x, y: torch.cat([x, y]) if x is not None and y is not None else None  # noqa: E731
+    return LMOutput(logits=torch.cat([a.logits, b.logits]), hidden=cat(a.hidden, b.hidden),
+                    layer_hidden=cat(a.layer_hidden, b.layer_hidden))  # fmt: skip
+
+
+def _rows(out: LMOutput, n: int) -> LMOutput:
+    """The first ``n`` positions of a target output (the accepted path)."""
+    return LMOutput(out.logits[:n], _cut(out.hidden, None, n), _cut(out.layer_hidden, None, n))
 
 
 def stream(
