@@ -13,11 +13,12 @@ import time
 import pandas as pd
 import torch
 
-from spec_core.cached_lm import CachedLM
+from spec_core.cached_lm import CachedLM, LMOutput
 from spec_core.drafters import FeatureDrafter, StandaloneDrafter
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
+GREEDY = SamplingConfig()
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -52,14 +53,12 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -
         prefill = target.forward(torch.tensor([ids[0]]))  # any target output: features for the feature draft
         target.crop(CONTEXT)
         hidden = torch.cat([prefill.hidden] * (CONTEXT - 1))
-        from spec_core.cached_lm import LMOutput
-
         drafter.reset(ids, LMOutput(prefill.logits, hidden))
-        sampling = SamplingConfig()
+        verified = LMOutput(prefill.logits, prefill.hidden)
 
-        def step():
-            drafter.propose(1, sampling, gen)
-            drafter.commit(0, ids[-1], LMOutput(prefill.logits, prefill.hidden))
+        def step(drafter=drafter, verified=verified):
+            drafter.propose(1, GREEDY, gen)
+            drafter.commit(0, ids[-1], verified)
 
         rows.append({"what": f"draft step ({name})", "tokens": 1, "ms": _median_ms(step, repeats)})
     df = pd.DataFrame(rows)

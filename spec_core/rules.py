@@ -127,35 +127,85 @@ def uniform_weights(q: torch.Tensor) -> torch.Tensor:
 
 
 def decay_weights(q: torch.Tensor, gamma_w: float) -> torch.Tensor:
-    """DFlash's fixed schedule w_k = exp(−(k − 1)/γ_w) for k = 1..B, broadcast to ``q``'s shape."""
-    k = torch.arange(q.shape[-1], device=q.device, dtype=torch.float32)
+    """DFlash's fixed schedule w_k = exp(−(k − 1)/γ_w) for block positions k = 1..B (anchor excluded).
+
+    ``q`` ``[..., B]`` only gives the shape. DFlash (arXiv 2602.06036) uses γ_w = 7 for B = 16 and 4 for B = 8,
+    in a weighted mean Σ w·CE / Σ w.
+    """
+    k = torch.arange(q.shape[-1], device=q.device, dtype=torch.float32)  # k − 1 = 0..B−1
     return torch.exp(-k / gamma_w).expand_as(q).to(q.dtype)
 
 
-def _smoothed(q: torch.Tensor, alpha: float) -> torch.Tensor:
-    return (1.0 - alpha) * q + alpha
+def _smoothed(q: torch.Tensor, alpha: float, mask: torch.Tensor | None) -> torch.Tensor:
+    """q̃ = (1 − α)·q + α; positions outside ``mask`` become 1 (a no-op inside prefix products)."""
+    smooth = (1.0 - alpha) * q + alpha
+    return smooth if mask is None else torch.where(mask, smooth, torch.ones_like(smooth))
 
 
-def dpace_cumulative_weights(q: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
-    """D-PACE ablation "cumulative only": w_j = P_j = Π_{i≤j} q̃_i."""
-    return torch.cumprod(_smoothed(q, alpha), dim=-1)
+def _suffix_sum(x: torch.Tensor) -> torch.Tensor:
+    """Σ_{k≥j} x_k over the last axis."""
+    return x.flip(-1).cumsum(-1).flip(-1)
 
 
-def dpace_continuation_weights(q: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
-    """D-PACE ablation "continuation only": w_j = f_j = 1 + Σ_{k>j} Π_{j<i≤k} q̃_i = Σ_{k≥j} P_k / P_j."""
-    prefix = dpace_cumulative_weights(q, alpha)
-    return dpace_weights(q, alpha) / prefix.clamp_min(1e-30)
+def dpace_cumulative_weights(q: torch.Tensor, alpha: float = 0.5, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """D-PACE ablation "cumulative only": w_j = P_j = Π_{i≤j} q̃_i (``[..., B]`` → ``[..., B]``)."""
+    return torch.cumprod(_smoothed(q, alpha, mask), dim=-1)
 
 
-def dpace_weights(q: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+def dpace_continuation_weights(q: torch.Tensor, alpha: float = 0.5, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """D-PACE ablation "continuation only": w_j = f_j = 1 + Σ_{k>j} Π_{j<i≤k} q̃_i (= Σ_{k≥j} P_k / P_j).
+
+    Computed by the backward recursion f_B = 1, f_j = 1 + q̃_{j+1}·f_{j+1} rather than as a ratio, so it
+    stays exact when P_j underflows (α = 0 with tiny q). Masked positions add nothing to the sums.
+    """
+    smooth = _smoothed(q, alpha, mask)  # [..., B]
+    valid = torch.ones_like(smooth) if mask is None else mask.to(smooth.dtype)
+    f = torch.empty_like(smooth)
+    carry = torch.zeros_like(smooth[..., 0])  # f_{j+1} including only valid positions k > j
+    for j in range(smooth.shape[-1] - 1, -1, -1):
+        f[..., j] = 1.0 + carry  # the own term (P_j / P_j = 1) plus the continuation
+        nxt = valid[..., j] + carry  # Σ over valid k ≥ j of Π_{j<i≤k} q̃_i, seen from j − 1 after × q̃_j
+        carry = smooth[..., j] * nxt
+    return f
+
+
+def dpace_weights(q: torch.Tensor, alpha: float = 0.5, mask: torch.Tensor | None = None) -> torch.Tensor:
     """D-PACE weights w_j = P_j · f_j = Σ_{k≥j} Π_{i≤k} q̃_i, with q̃ = (1 − α)·q + α (unnormalised).
 
     ``q`` ``[..., B]``: the drafter's probability of the gold (target) token at each block position, anchor
-    excluded; set masked positions to 1 before calling. Use the result as a constant (detach) weight on the
-    unsmoothed cross-entropy −log q_j (D-PACE, arXiv 2605.18810, Eq. for L_D-PACE).
+    excluded. ``mask`` ``[..., B]`` (bool, optional): positions that exist (inside the sequence); outside it
+    q̃ = 1 in the prefix products and the position adds no term to the suffix sums, as in the authors' code
+    (``Lucas-TY/D-PACE``, ``_dpace_weight``); multiply the result by ``mask`` before use. Use the result as a
+    constant (detached) weight on the unsmoothed cross-entropy −log q_j (D-PACE, arXiv 2605.18810).
+
+    Gradient identity (tested): with S̃ = Σ_k Π_{i≤k} q̃_i, ∂S̃/∂log q_j = (1 − α)·q_j / q̃_j · w_j.
     """
-    prefix = dpace_cumulative_weights(q, alpha)  # P_k
-    return prefix.flip(-1).cumsum(-1).flip(-1)  # Σ_{k≥j} P_k
+    prefix = dpace_cumulative_weights(q, alpha, mask)  # P_k  [..., B]
+    terms = prefix if mask is None else prefix * mask.to(prefix.dtype)
+    return _suffix_sum(terms)  # Σ_{k≥j} P_k
+
+
+def position_weights(
+    schedule: str, q: torch.Tensor, alpha: float = 0.5, gamma_w: float = 4.0, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The per-position weights of a block-drafter loss (``schedule`` as in ``block:LOSS``), ``[..., B]``.
+
+    ``uniform`` and ``decay`` are fixed schedules; ``dpace``, ``dpace-cumulative`` and ``dpace-continuation``
+    depend on ``q``. Masked positions get weight 0.
+    """
+    if schedule == "uniform":
+        w = uniform_weights(q)
+    elif schedule == "decay":
+        w = decay_weights(q, gamma_w)
+    elif schedule == "dpace":
+        w = dpace_weights(q, alpha, mask)
+    elif schedule == "dpace-cumulative":
+        w = dpace_cumulative_weights(q, alpha, mask)
+    elif schedule == "dpace-continuation":
+        w = dpace_continuation_weights(q, alpha, mask)
+    else:
+        raise ValueError(f"unknown weight schedule {schedule!r}")
+    return w if mask is None else w * mask.to(w.dtype)
 
 
 def expected_accepted_length(q: torch.Tensor) -> torch.Tensor:
