@@ -38,6 +38,13 @@ def _at(values: Sequence[float], i: int) -> float | None:
     return float(values[i]) if i < len(values) else None
 
 
+def _draft_span(e: RoundEvent, i: int, kind: str) -> TokenSpan:
+    """The i-th drafted token of round ``e`` with its p, q and acceptance probability."""
+    return TokenSpan(
+        e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), _at(e.accept_probs, i)
+    )
+
+
 def token_spans(events: Sequence[RoundEvent]) -> list[TokenSpan]:
     """Every token to show, in order: emitted tokens plus each round's rejected drafts where they were proposed.
 
@@ -47,33 +54,11 @@ def token_spans(events: Sequence[RoundEvent]) -> list[TokenSpan]:
     for e in events:
         n_emitted = len(e.emitted)
         shown_accepted = min(e.accepted, n_emitted)
-        for i in range(shown_accepted):
-            spans.append(
-                TokenSpan(
-                    e.draft_pieces[i],
-                    "accepted",
-                    e.index,
-                    i + 1,
-                    _at(e.target_probs, i),
-                    _at(e.draft_probs, i),
-                    _at(e.accept_probs, i),
-                )
-            )
+        spans += [_draft_span(e, i, "accepted") for i in range(shown_accepted)]
         if n_emitted <= e.accepted:  # cut before the target's own token: nothing after it was output
             continue
-        for i in range(e.accepted, e.draft_len):
-            spans.append(
-                TokenSpan(
-                    e.draft_pieces[i],
-                    "rejected",
-                    e.index,
-                    i + 1,
-                    _at(e.target_probs, i),
-                    _at(e.draft_probs, i),
-                    _at(e.accept_probs, i),
-                )
-            )
-        spans.append(TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, getattr(e, "next_prob", None)))
+        spans += [_draft_span(e, i, "rejected") for i in range(e.accepted, e.draft_len)]
+        spans.append(TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, e.next_prob))
     return spans
 
 
