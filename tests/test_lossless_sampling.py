@@ -82,3 +82,34 @@ def test_broken_rule_fails_the_same_test(setting, monkeypatch, broken):
 def test_exact_distribution_is_a_distribution(setting):
     _, exact = setting
     assert torch.isclose(exact.sum(), torch.tensor(1.0)) and (exact > 0.01).sum() >= 4
+
+
+def exact_first_two_warped(pair, prompt_ids, sampling: SamplingConfig) -> torch.Tensor:
+    """P(t1, t2) under the target with the sampling config's temperature / top-k / top-p applied."""
+    warp = lambda logits: rules.warp_probs(logits, sampling.temperature, sampling.top_k, sampling.top_p)  # noqa: E731
+    with torch.no_grad():
+        ids = torch.tensor([prompt_ids])
+        p1 = warp(pair.target(ids).logits[0, -1:])[0]  # [V]
+        seqs = torch.cat([ids.repeat(VOCAB, 1), torch.arange(VOCAB)[:, None]], dim=1)
+        p2 = warp(pair.target(seqs).logits[:, -1])  # [V, V]
+    return p1[:, None] * p2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sampling", [SamplingConfig(temperature=0.7, top_p=0.9), SamplingConfig(temperature=1.3, top_k=3)]
+)
+@pytest.mark.parametrize("method", ["fixed:3", "heuristic", "confidence:0.3"])
+def test_lossless_with_warping_and_every_policy(setting, sampling, method):
+    """Opt-in (`make test-all`): the same check with top-p / top-k warping applied to both models."""
+    pair, _ = setting
+    exact = exact_first_two_warped(pair, Generation(pair, PROMPT, "ar", 2).prompt_ids, sampling)
+    counts = torch.zeros(VOCAB, VOCAB)
+    for seed in range(DRAWS):
+        run = Generation(pair, PROMPT, method, 2, SamplingConfig(sampling.temperature, sampling.top_p,
+                                                                 sampling.top_k, seed))  # fmt: skip
+        for _ in run.rounds():
+            pass
+        t1, t2 = run.result().token_ids
+        counts[t1, t2] += 1
+    assert float(rules.total_variation((counts / DRAWS).flatten(), exact.flatten())) < TV_LIMIT
