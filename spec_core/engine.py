@@ -160,17 +160,16 @@ class Generation:
                 gold = out.logits[:gamma].argmax(-1, keepdim=True)  # [γ, 1] the target's own choices
                 gold_probs = torch.softmax(torch.stack(draft_logits).float(), -1).gather(-1, gold)[:, 0]
             else:  # plain decoding step (ar, or a policy that drafted nothing)
-                p = rules.warp_probs(out.logits[-1:], sampling.temperature, sampling.top_k, sampling.top_p)
-                next_token = (
-                    int(out.logits[-1].argmax()) if sampling.greedy else int(rules.sample(p, self.generator)[0])
-                )
                 accepted, kind, verdict, gold_probs = 0, "target", None, None
-            row = out.logits[accepted if gamma else -1]  # the target's distribution where next_token was chosen
+            # the target's distribution where next_token is chosen: one warp serves the draw and next_prob
+            row = out.logits[accepted : accepted + 1]  # [1, V]
             if sampling.greedy:
-                next_prob = float(torch.softmax(row, -1)[next_token])
+                dist = torch.softmax(row, -1)
             else:
-                warped = rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)
-                next_prob = float(warped[0, next_token])
+                dist = rules.warp_probs(row, sampling.temperature, sampling.top_k, sampling.top_p)
+            if not gamma:
+                next_token = int(row.argmax()) if sampling.greedy else int(rules.sample(dist, self.generator)[0])
+            next_prob = float(dist[0, next_token])
             # 4. roll back to the accepted path
             target.crop(len(ids) + accepted)
             if drafter is not None:
