@@ -9,7 +9,6 @@ same prompt in the same invocation.
 from __future__ import annotations
 
 import hashlib
-import json
 import statistics
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from tqdm import tqdm
 
 from spec_core.engine import Generation, prompt_ids
 from spec_core.errors import SpecScopeError
+from spec_core.jsonl import read_objects
 from spec_core.methods import parse_method
 from spec_core.peers import run_peer
 from spec_core.types import SamplingConfig
@@ -31,26 +31,11 @@ COLUMNS = [
 
 def load_prompts(path: str | Path) -> list[dict]:
     """Read a JSON-lines prompt file (``id``, ``category``, ``prompt`` per line)."""
-    path = Path(path)
-    if not path.is_file():
-        raise SpecScopeError(f"prompt file {str(path)!r} does not exist")
     rows = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecScopeError(f"cannot read prompt file {str(path)!r}: {err}") from err
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SpecScopeError(f"{path.name}:{n}: not JSON ({err.msg})") from err
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-            raise SpecScopeError(f"{path.name}:{n}: each line needs a non-empty 'prompt' string")
+    for n, row in read_objects(path, "prompt file"):
+        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise SpecScopeError(f"prompt file {Path(path).name}, line {n}: needs a non-empty 'prompt' string")
         rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
-    if not rows:
-        raise SpecScopeError(f"prompt file {str(path)!r} has no prompts")
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
         raise SpecScopeError(f"prompt file {str(path)!r} repeats an id")

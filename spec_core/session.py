@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_core.errors import SpecScopeError
+from spec_core.jsonl import read_objects
 from spec_core.types import RoundEvent
 
 _EVENT_FIELDS = {f.name for f in fields(RoundEvent)}
@@ -124,24 +125,10 @@ def events_to_jsonl(records: Iterable[Mapping[str, Any]]) -> str:
 def read_events_jsonl(path: str | Path) -> list[tuple[dict[str, Any], RoundEvent]]:
     """Read an events file: a list of ``(metadata, event)``; raises :class:`SpecScopeError` on bad input."""
     out = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecScopeError(f"cannot read the events file {str(path)!r}: {err}") from err
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SpecScopeError(f"events file line {n}: not JSON ({err.msg})") from err
-        if not isinstance(record, dict):
-            raise SpecScopeError(f"events file line {n}: expected an object")
+    for n, record in read_objects(path, "events file"):
         try:
             event = event_from_record(record)
         except SpecScopeError as err:
             raise SpecScopeError(f"events file line {n}: {err}") from err
         out.append(({k: v for k, v in record.items() if k not in _EVENT_FIELDS}, event))
-    if not out:
-        raise SpecScopeError(f"the events file {str(path)!r} holds no events")
     return out
