@@ -39,6 +39,26 @@ CODE_TASKS = [
     "implements a stack class",
     "checks if parentheses in a string are balanced",
     "returns the mode of a list",
+    "parses a date string and prints the weekday",
+    "computes the median of a list",
+    "converts a Roman numeral to an integer",
+    "finds all even numbers in a list",
+    "counts how many times each character appears in a string",
+    "implements a queue with two stacks",
+    "checks whether a year is a leap year",
+    "returns the longest word in a sentence",
+    "computes compound interest",
+    "draws a triangle of stars of height n",
+    "shuffles a list without using a library",
+    "finds the missing number in a list from 1 to n",
+    "converts a list of strings to upper case",
+    "reads a CSV file and sums one column",
+    "implements bubble sort",
+    "implements a linked list with insert and delete",
+    "returns the n largest values of a dictionary",
+    "removes punctuation from a string",
+    "computes the distance between two points",
+    "prints a multiplication table",
 ]
 CODE_LANGS = ["Python", "Python", "Python", "JavaScript", "C", "Java", "Rust", "Go"]
 CODE_FORMS = [
@@ -102,6 +122,36 @@ TOPICS = [
     "bridges",
     "tea",
     "glaciers",
+    "the Industrial Revolution",
+    "artificial intelligence",
+    "the ancient Egyptians",
+    "wind turbines",
+    "the rain cycle in cities",
+    "nutrition",
+    "the Silk Road",
+    "electric guitars",
+    "bacteria",
+    "the Amazon river",
+    "social media",
+    "solar panels",
+    "the Cold War",
+    "chess",
+    "deserts",
+    "the theory of evolution",
+    "public transport",
+    "hurricanes",
+    "the periodic table",
+    "smartphones",
+    "jazz music",
+    "the Moon",
+    "plastic pollution",
+    "the Pyramids of Giza",
+    "mental health",
+    "cryptocurrency",
+    "penguins",
+    "the metric system",
+    "space telescopes",
+    "dinosaurs",
 ]
 QA_FORMS = [
     "What is {topic}?",
@@ -112,6 +162,11 @@ QA_FORMS = [
     "What are the main causes and effects of {topic}?",
     "Write a short paragraph about {topic}.",
     "What are common misconceptions about {topic}?",
+    "What are the pros and cons of {topic}?",
+    "Describe the history of {topic} briefly.",
+    "How does {topic} work?",
+    "Write a quiz with three questions about {topic}.",
+    "What would happen without {topic}?",
 ]
 SENTENCE_PARTS = [
     "Researchers studied {topic} for many years.",
@@ -152,6 +207,21 @@ ACTIVITIES = [
     "bake bread",
     "give a good presentation",
     "stay focused",
+    "write a thank-you note",
+    "keep a houseplant alive",
+    "learn to swim as an adult",
+    "ask for a raise",
+    "eat more vegetables",
+    "study for a math test",
+    "clean my kitchen quickly",
+    "start meditating",
+    "write a short story",
+    "choose a first laptop",
+    "prepare a healthy lunch",
+    "drink more water",
+    "get up earlier",
+    "improve my handwriting",
+    "learn to draw",
 ]
 CHAT_FORMS = [
     "How do I {act}?",
@@ -177,6 +247,13 @@ THINGS = [
     "sports",
     "planets",
     "book genres",
+    "vegetables that grow fast",
+    "inventions of the 20th century",
+    "capital cities",
+    "ways to stay healthy",
+    "job interview questions",
+    "birds",
+    "things to do on a rainy day",
 ]
 SENTENCES = [
     "the meeting was moved to next week because many people could not come",
@@ -185,6 +262,10 @@ SENTENCES = [
     "please send me the report before friday",
     "our team won the game after a hard second half",
     "the weather is nice today so we are going to the park",
+    "he dont like coffee but he drink it every morning",
+    "the store closes at nine so we need to hurry",
+    "my brother lost his keys again and we waited outside for an hour",
+    "the new software update made the computer much slower",
 ]
 LIST_FORMS = [
     "List five {things}.",
@@ -194,8 +275,25 @@ LIST_FORMS = [
     "Correct the grammar of this sentence: {sentence}",
     "Translate into French: {sentence}",
     "Make this sentence shorter: {sentence}",
+    "Write an email to a friend about {topic}.",
+    "Write a short poem about {topic}.",
+    "Give me a title for an article about {topic}.",
+    "Write a tweet about {topic}.",
+    "Explain {topic} using an analogy.",
     "Write a haiku about {topic}.",
     "Write a short story about {topic} in three sentences.",
+]
+
+
+STYLE_SUFFIXES = [
+    " Keep it short.",
+    " Please answer in a numbered list.",
+    " Explain it like I am ten years old.",
+    " I am a beginner.",
+    " Answer in two or three sentences.",
+    " Be detailed.",
+    " Use simple words.",
+    " Give an example.",
 ]
 
 
@@ -221,6 +319,8 @@ def make_prompt(rng: random.Random) -> tuple[str, str]:
         text = rng.choice(QA_FORMS).format(topic=topic)
     else:
         text = rng.choice(LIST_FORMS).format(things=rng.choice(THINGS), sentence=rng.choice(SENTENCES), topic=topic)
+    if kind in ("code", "chat", "qa", "lists") and rng.random() < 0.5:
+        text += rng.choice(STYLE_SUFFIXES)  # varies the answers' length and register
     return kind, text
 
 
