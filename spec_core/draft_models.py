@@ -8,7 +8,8 @@ never stored in an asset (they are the target's):
 - ``feature``: EAGLE-style (Li et al., "EAGLE: Speculative Sampling Requires Rethinking Feature
   Uncertainty", arXiv 2401.15077): input at position j is [target feature of position j − 1 ⊕ embedding of
   token j] → Linear(2H → H) → one decoder layer → final norm → the target's head. While drafting past the
-  verified text, the draft feeds its own output feature back in.
+  verified text, the draft feeds its own output feature back in. With ``feature_layers`` the verified
+  positions' feature fuses several target layers (EAGLE-3, arXiv 2503.01840).
 - ``truncated``: the target's first layers with its final norm and head, untrained; the fallback when no
   trained draft is present (clearly not a trained draft).
 
@@ -72,11 +73,25 @@ class FeatureDraft(nn.Module):
     """
 
     def __init__(
-        self, target: LlamaForCausalLM, num_layers: int = 1, init_from_target: bool = True, head_size: int = 0
+        self,
+        target: LlamaForCausalLM,
+        num_layers: int = 1,
+        init_from_target: bool = True,
+        head_size: int = 0,
+        feature_layers: tuple[int, ...] = (),
     ):
         super().__init__()
         hidden = target.config.hidden_size
         self.config = draft_config(target.config, num_layers, vocab_size=1)  # the body never embeds ids
+        # Fused target features (EAGLE-3, Li et al., arXiv 2503.01840): the feature of a verified position is
+        # a learned projection of several target layers' states (indices into hidden_states) and the last one,
+        # each RMS-normalised first (their scales differ by an order of magnitude). Empty: EAGLE-1's feature.
+        self.feature_layers = tuple(int(i) for i in feature_layers)
+        if self.feature_layers:
+            self.fuse = nn.Linear((len(self.feature_layers) + 1) * hidden, hidden, bias=False)
+            with torch.no_grad():  # start as EAGLE-1: the last hidden state passes through
+                self.fuse.weight.zero_()
+                self.fuse.weight[:, -hidden:].copy_(torch.eye(hidden))
         self.fc = nn.Linear(2 * hidden, hidden, bias=True)
         self.body = LlamaModel(self.config)
         self.embed = [target.model.embed_tokens]  # in a list: shared, not registered as a submodule
@@ -94,6 +109,18 @@ class FeatureDraft(nn.Module):
                 self.body.layers[i].load_state_dict(target.model.layers[i].state_dict())
             self.body.norm.load_state_dict(target.model.norm.state_dict())
         self.to(target.dtype)
+
+    def target_features(self, hidden: torch.Tensor, layer_hidden: torch.Tensor | None = None) -> torch.Tensor:
+        """The input feature of verified positions: ``hidden`` ``[..., H]`` (the target's last, post-norm
+        state), fused with ``layer_hidden`` ``[..., L, H]`` (the states of ``feature_layers``) when the draft
+        has them. The draft's own output features feed back in unchanged while drafting."""
+        if not self.feature_layers:
+            return hidden
+        if layer_hidden is None:
+            raise ValueError("this draft fuses target layers: pass their hidden states (layer_hidden)")
+        parts = torch.cat([layer_hidden, hidden.unsqueeze(-2)], dim=-2).to(self.fuse.weight.dtype)  # [..., L+1, H]
+        parts = parts * torch.rsqrt(parts.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(parts.dtype)
+        return self.fuse(parts.flatten(-2))
 
     def forward(self, features: torch.Tensor, token_ids: torch.Tensor, past_key_values=None) -> torch.Tensor:
         # features: [B, T, H] target (or draft) feature of the previous position; token_ids: [B, T]
@@ -167,7 +194,8 @@ def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR
     if design == "standalone":
         draft: nn.Module = build_standalone(target, layers, init_from_target=False)
     elif design == "feature":
-        draft = FeatureDraft(target, layers, init_from_target=False, head_size=int(card.get("head_size", 0)))
+        draft = FeatureDraft(target, layers, init_from_target=False, head_size=int(card.get("head_size", 0)),
+                             feature_layers=tuple(card.get("feature_layers", ())))  # fmt: skip
     else:
         raise SpecScopeError(f"draft {name!r}: unknown design {design!r}")
     missing, unexpected = draft.load_state_dict(load_file(str(weights)), strict=False)

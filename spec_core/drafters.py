@@ -102,12 +102,12 @@ class FeatureDrafter:
     the target's, so ``commit`` crops the cache back to the pairs built from verified features.
     """
 
-    target_layers: tuple[int, ...] = ()
     needs_target_hidden = True
 
     def __init__(self, draft: torch.nn.Module):
         self.draft = draft
         self.device = next(draft.parameters()).device
+        self.target_layers = tuple(getattr(draft, "feature_layers", ()))  # fused-feature drafts read these
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
         hidden = self.draft.config.hidden_size
@@ -115,10 +115,16 @@ class FeatureDrafter:
         self.feats = torch.empty(len(prompt_ids) + 4096, hidden, dtype=next(self.draft.parameters()).dtype,
                                  device=self.device)  # fmt: skip
         self.n_feats = 0
-        if prefill is not None:
-            self._set_feats(0, prefill.hidden)
+        if prefill is not None and prefill.hidden.shape[0]:
+            self._set_feats(0, self._target_features(prefill))
         self.cache = DynamicCache(config=self.draft.config)
         self.cached = 0  # pairs in the cache (positions 1..cached)
+
+    def _target_features(self, out: LMOutput, n: int | None = None) -> torch.Tensor:
+        """The draft's input features for the first ``n`` positions of a target output."""
+        layer_hidden = out.layer_hidden[:n] if out.layer_hidden is not None else None
+        with torch.inference_mode():
+            return self.draft.target_features(out.hidden[:n], layer_hidden).to(self.feats.dtype)
 
     def _set_feats(self, start: int, values: torch.Tensor) -> None:
         end = start + values.shape[0]
@@ -153,7 +159,7 @@ class FeatureDrafter:
     def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
         start = self.round_start - 1  # position of the round's last verified token
         valid_pairs = start  # pairs 1..start were built from verified features only
-        self._set_feats(start, verified.hidden[: accepted + 1].to(self.feats.dtype))
+        self._set_feats(start, self._target_features(verified, accepted + 1))
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
         if self.cached > valid_pairs:
             self.cache.crop(valid_pairs - self.cached)  # negative: number of pairs to drop

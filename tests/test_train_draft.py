@@ -30,6 +30,7 @@ def tiny_shards(target, directory, n_shards=3, seqs_per_shard=6, vocab=16):
             starts.append(len(prompt))
         h, lh = hidden_states(target, seqs, layers=(1, 2))
         write_shard(directory / f"shard_{i:05d}.safetensors", seqs, starts, h, lh)
+    (directory / "config.json").write_text(json.dumps({"target_layers": [1, 2]}))
 
 
 @pytest.mark.parametrize("design", ["feature", "standalone"])
@@ -50,6 +51,39 @@ def test_training_runs_end_to_end_and_ships_a_loadable_draft(tmp_path, design):
     trained = ModelPair("tiny", pair.target, draft, design, pair.tokenizer, pair.device, pair.dtype)
     ar = generate(trained, "abc", "ar", max_new_tokens=16)
     assert generate(trained, "abc", "fixed:3", max_new_tokens=16).token_ids == ar.token_ids
+
+
+def test_fused_feature_draft_trains_with_unrolled_passes_and_stays_lossless(tmp_path):
+    """EAGLE-3-style input features (target layers 1 and 2 fused with the last state), two unrolled passes:
+    the card records the layers, the loaded draft reads them in the engine, and greedy output equals ar."""
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data")
+    cfg = DraftTrainConfig(data_dir=tmp_path / "data", design="feature", steps=4, batch_size=4, eval_every=2,
+                           heldout_shards=1, head_size=0, threads=1, warmup=1, unroll_steps=2,
+                           feature_layers=(2, 1), work_dir=tmp_path / "work", out_dir=tmp_path / "assets")  # fmt: skip
+    weights = train(cfg, target=pair.target)
+    card = json.loads(weights.with_suffix(".json").read_text())
+    assert card["feature_layers"] == [2, 1]
+    assert {"heldout_agree0", "heldout_agree1", "heldout_agree2"} <= set(card["heldout"])
+    draft, _ = load_draft(pair.target, "feature", tmp_path / "assets")
+    assert draft.feature_layers == (2, 1)
+    fused = draft.target_features(torch.randn(3, 32), torch.randn(3, 2, 32))
+    assert fused.shape == (3, 32)
+    with pytest.raises(ValueError, match="layer_hidden"):
+        draft.target_features(torch.randn(3, 32))
+    trained = ModelPair("tiny", pair.target, draft, "feature", pair.tokenizer, pair.device, pair.dtype)
+    ar = generate(trained, "abcab", "ar", max_new_tokens=20)
+    result = generate(trained, "abcab", "fixed:3", max_new_tokens=20)
+    assert result.token_ids == ar.token_ids and result.stats.drafted_tokens > 0
+
+
+def test_feature_layers_missing_from_the_data_are_refused(tmp_path):
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data", n_shards=2, seqs_per_shard=2)
+    cfg = DraftTrainConfig(data_dir=tmp_path / "data", steps=1, batch_size=2, heldout_shards=1, head_size=8,
+                           feature_layers=(3,), threads=1, work_dir=tmp_path / "w", out_dir=tmp_path / "a")  # fmt: skip
+    with pytest.raises(SystemExit, match="not in the data"):
+        train(cfg, target=pair.target)
 
 
 def test_tampered_weights_are_refused(tmp_path):
@@ -86,3 +120,15 @@ def test_shipped_drafts_load_and_reach_minimum_acceptance(embedded_f32, name):
         drafted, accepted = drafted + stats.drafted_tokens, accepted + stats.accepted_tokens
     print(f"{name}: acceptance {accepted / drafted:.3f} at fixed:2")
     assert accepted / drafted >= 0.12, f"{name}: acceptance {accepted / drafted:.2f}"
+
+
+def test_training_reads_several_data_folders_and_holds_out_the_last_shards_of_each(tmp_path):
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "templates", n_shards=2, seqs_per_shard=3)
+    tiny_shards(pair.target, tmp_path / "written", n_shards=3, seqs_per_shard=3)
+    cfg = DraftTrainConfig(data_dir=(tmp_path / "templates", tmp_path / "written"), steps=2, batch_size=2,
+                           eval_every=2, heldout_shards=1, head_size=8, threads=1, work_dir=tmp_path / "w",
+                           out_dir=tmp_path / "a")  # fmt: skip
+    card = json.loads(train(cfg, target=pair.target).with_suffix(".json").read_text())
+    assert card["data"]["train_sequences"] == (1 + 2) * 3 and card["data"]["heldout_sequences"] == 2 * 3
+    assert card["data"]["dir"] == f"{tmp_path / 'templates'}, {tmp_path / 'written'}"

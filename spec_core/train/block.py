@@ -102,7 +102,7 @@ class Sequence:
 
 
 def load_sequences(data_dir: Path, heldout: int, limit: int = 0) -> tuple[list[Sequence], list[Sequence], int]:
-    shards = load_shards(data_dir, limit or None)
+    shards = load_shards(data_dir, limit or None, skip=("hidden",))
     if len(shards) < 2:
         raise SystemExit(f"need at least 2 shards in {data_dir}, found {len(shards)}")
     heldout = max(1, min(heldout, max(2, len(shards) // 10)))  # ~10%, at least a greedy and a sampled shard

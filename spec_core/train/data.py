@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from spec_core.train.prompts import training_prompts
+from spec_core.train.prompts import SOURCES, training_prompts
 
 TARGET_LAYERS = (1, 8, 14, 20, 27)  # ≈ linspace(1, L − 3, 5) for L = 30 (DFlash's choice of layers)
 
@@ -38,6 +39,7 @@ class DataConfig:
     max_new_tokens: int = 192
     sampled_fraction: float = 0.5  # share of shards answered by sampling (T = 0.7, top-p 0.9) instead of greedy
     seed: int = 1234
+    source: str = "templates"  # "templates" or "written" (the prompt bank): see spec_core.train.prompts
 
 
 def chat_ids(tokenizer, prompt: str) -> list[int]:
@@ -87,7 +89,7 @@ def hidden_states(model, sequences: list[list[int]], layers=TARGET_LAYERS):
 def generate_dataset(model, tokenizer, cfg: DataConfig) -> list[Path]:
     """Write the shards of ``cfg`` (skipping finished ones); returns every shard path."""
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    prompts = training_prompts(cfg.num_prompts, cfg.seed)
+    prompts = training_prompts(cfg.num_prompts, cfg.seed, cfg.source)
     n_shards = (len(prompts) + cfg.shard_size - 1) // cfg.shard_size
     paths = [cfg.out_dir / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
     todo = [i for i, p in enumerate(paths) if not p.exists()]
@@ -136,10 +138,20 @@ def write_shard(path: Path, seqs, answer_starts, hidden, layer_hidden, metadata:
     return lengths
 
 
-def load_shards(data_dir: Path, limit: int | None = None) -> list[dict[str, torch.Tensor]]:
-    """Every finished shard of ``data_dir`` (in order), each as its dict of tensors."""
+def load_shards(data_dir: Path, limit: int | None = None, skip: tuple[str, ...] = ()) -> list[dict[str, torch.Tensor]]:
+    """Every finished shard of ``data_dir`` (in order), each as its dict of tensors, leaving out ``skip``.
+
+    The draft trainer skips ``layer_hidden`` (five times the size of ``hidden``), so thousands of
+    conversations fit in memory.
+    """
     paths = sorted(Path(data_dir).glob("shard_*.safetensors"))[:limit]
-    return [load_file(str(p)) for p in paths]
+    if not skip:
+        return [load_file(str(p)) for p in paths]
+    out = []
+    for p in paths:
+        with safe_open(str(p), framework="pt") as f:
+            out.append({k: f.get_tensor(k) for k in f.keys() if k not in skip})
+    return out
 
 
 def split_sequences(shards: list[dict[str, torch.Tensor]]):
@@ -150,8 +162,8 @@ def split_sequences(shards: list[dict[str, torch.Tensor]]):
             yield (
                 shard["tokens"][a:b].long(),
                 int(shard["answer_starts"][k]),
-                shard["hidden"][a:b],
-                shard["layer_hidden"][a:b],
+                shard["hidden"][a:b] if "hidden" in shard else None,
+                shard["layer_hidden"][a:b] if "layer_hidden" in shard else None,
             )
 
 
@@ -168,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
     ap.add_argument("--sampled-fraction", type=float, default=defaults.sampled_fraction)
     ap.add_argument("--seed", type=int, default=defaults.seed)
+    ap.add_argument(
+        "--source",
+        choices=SOURCES,
+        default=defaults.source,
+        help="templated prompts, or the written prompt bank (spec_core/train/prompt_bank)",
+    )
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args(argv)
     from spec_core.models import load_target

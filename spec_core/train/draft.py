@@ -31,12 +31,12 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from spec_core.draft_models import DRAFTS_DIR, FeatureDraft, build_standalone, save_draft
-from spec_core.train.data import load_shards, split_sequences
+from spec_core.train.data import TARGET_LAYERS, load_shards, split_sequences
 
 
 @dataclass(frozen=True)
 class DraftTrainConfig:
-    data_dir: Path = Path("data/train")
+    data_dir: Path | tuple[Path, ...] = Path("data/train")  # one folder of shards, or several
     design: str = "feature"  # "feature" (EAGLE-style) or "standalone"
     name: str = ""  # asset name (default: the design)
     num_layers: int = 1
@@ -45,7 +45,9 @@ class DraftTrainConfig:
     batch_size: int = 8  # sequences per step
     lr: float = 1e-3
     warmup: int = 100
-    unroll_weight: float = 0.5  # weight of the unrolled (own-feature) pass; 0 disables it (feature only)
+    unroll_weight: float = 0.5  # weight of each unrolled (own-feature) pass; 0 disables them (feature only)
+    unroll_steps: int = 1  # unrolled passes: pass k reads the features pass k − 1 predicted (feature only)
+    feature_layers: tuple[int, ...] = ()  # target layers fused into the input feature (EAGLE-3); () = EAGLE-1
     feature_weight: float = 0.2  # weight of the feature regression (feature only)
     prompt_weight: float = 0.25  # weight of prompt positions in the loss (the teacher is valid there too)
     heldout_shards: int = 3  # last shards kept out of training
@@ -67,8 +69,9 @@ def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor
     return torch.topk(counts, min(size, vocab)).indices.sort().values
 
 
-def collate(batch, device, prompt_weight: float = 0.0):
-    """Right-padded tensors: tokens [B, T], hidden [B, T, H], loss weights [B, T].
+def collate(batch, device, prompt_weight: float = 0.0, layers: list[int] | None = None):
+    """Right-padded tensors: tokens [B, T], hidden [B, T, H], loss weights [B, T], and layer_hidden
+    [B, T, L, H] of the data's layers at positions ``layers`` (None when ``layers`` is None).
 
     Weight 1 on answer positions (j ≥ a − 1: the logits at j predict answer token j + 1), ``prompt_weight`` on
     the prompt's positions, 0 on padding. Held-out agreement is counted where the weight is 1 only.
@@ -78,11 +81,17 @@ def collate(batch, device, prompt_weight: float = 0.0):
     tokens = torch.zeros(len(batch), width, dtype=torch.long)
     hidden = torch.zeros(len(batch), width, hidden_size, dtype=torch.bfloat16)
     weight = torch.zeros(len(batch), width)
-    for b, (t, a, h, _) in enumerate(batch):
+    layer_hidden = (
+        None if layers is None else torch.zeros(len(batch), width, len(layers), hidden_size, dtype=torch.bfloat16)
+    )
+    for b, (t, a, h, lh) in enumerate(batch):
         tokens[b, : len(t)], hidden[b, : len(t)] = t, h
+        if layer_hidden is not None:
+            layer_hidden[b, : len(t)] = lh[:, layers]
         weight[b, 1 : max(a - 1, 1)] = prompt_weight
         weight[b, max(a - 1, 0) : len(t) - 1] = 1.0
-    return tokens.to(device), hidden.to(device), weight.to(device)
+    layer_hidden = layer_hidden.to(device) if layer_hidden is not None else None
+    return tokens.to(device), hidden.to(device), weight.to(device), layer_hidden
 
 
 class Distiller:
@@ -96,19 +105,27 @@ class Distiller:
     def _logp(self, states: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(states.float() @ self.head.T, dim=-1)  # [B, T, V']
 
-    def predict(self, tokens, hidden):
-        """Draft features/hidden states aligned with the target's: out[:, j] should match hidden[:, j]."""
+    def predict(self, tokens, hidden, layer_hidden=None):
+        """Draft features/hidden states aligned with the target's: out[:, j] should match hidden[:, j].
+
+        One list entry per pass: pass 0 reads the target's features; unrolled pass k reads the features that
+        pass k − 1 predicted (position j's input is the draft's own prediction for j − 1, as when drafting the
+        (k+1)-th token of a round), EAGLE-3's "training-time test" in its chain form.
+        """
         if self.cfg.design == "standalone":
             return [self.draft.model(input_ids=tokens).last_hidden_state]  # [B, T, H]
-        h_prev = hidden[:, :-1].to(self.draft.fc.weight.dtype)  # features of positions 0..T-2
-        first = self.draft(h_prev, tokens[:, 1:])  # [B, T-1, H] predicted features of positions 1..T-1
-        outs = [F.pad(first, (0, 0, 1, 0))]  # position 0 has no prediction
-        if self.cfg.unroll_weight > 0:
-            own = torch.cat([h_prev[:, :1], first[:, :-1].detach()], dim=1)  # the draft's own features
-            outs.append(F.pad(self.draft(own, tokens[:, 1:]), (0, 0, 1, 0)))
+        lh = layer_hidden[:, :-1] if layer_hidden is not None else None
+        feats = self.draft.target_features(hidden[:, :-1], lh).to(self.draft.fc.weight.dtype)  # positions 0..T-2
+        first_feat = feats[:, :1]
+        pred = self.draft(feats, tokens[:, 1:])  # [B, T-1, H] predicted features of positions 1..T-1
+        outs = [F.pad(pred, (0, 0, 1, 0))]  # position 0 has no prediction
+        for _ in range(self.cfg.unroll_steps if self.cfg.unroll_weight > 0 else 0):
+            own = torch.cat([first_feat, pred[:, :-1].detach()], dim=1)  # the draft's own features
+            pred = self.draft(own, tokens[:, 1:])
+            outs.append(F.pad(pred, (0, 0, 1, 0)))
         return outs
 
-    def losses(self, tokens, hidden, weight):
+    def losses(self, tokens, hidden, weight, layer_hidden=None):
         """(total loss, dict of scalars: KL and greedy agreement on answer positions, per pass)."""
         keep = weight > 0
         w = weight[keep]  # [N]
@@ -116,7 +133,7 @@ class Distiller:
         teacher = self._logp(hidden[keep])  # [N, V']
         p_teacher = teacher.exp()
         total, stats = 0.0, {}
-        for k, out in enumerate(self.predict(tokens, hidden)):
+        for k, out in enumerate(self.predict(tokens, hidden, layer_hidden)):
             student = self._logp(out[keep])  # [N, V']
             kl = (p_teacher * (teacher - student)).sum(-1)  # [N]
             pass_weight = 1.0 if k == 0 else self.cfg.unroll_weight
@@ -131,7 +148,9 @@ class Distiller:
 
 def build_draft(target, cfg: DraftTrainConfig, subset: torch.Tensor):
     if cfg.design == "feature":
-        draft = FeatureDraft(target, cfg.num_layers, init_from_target=True, head_size=len(subset))
+        draft = FeatureDraft(
+            target, cfg.num_layers, init_from_target=True, head_size=len(subset), feature_layers=cfg.feature_layers
+        )
         draft.set_vocab_subset(subset)
     elif cfg.design == "standalone":
         draft = build_standalone(target, cfg.num_layers, init_from_target=True)
@@ -141,14 +160,14 @@ def build_draft(target, cfg: DraftTrainConfig, subset: torch.Tensor):
 
 
 @torch.no_grad()
-def heldout(distiller: Distiller, seqs, device, batch_size: int) -> dict[str, float]:
+def heldout(distiller: Distiller, seqs, device, batch_size: int, layers=None) -> dict[str, float]:
     distiller.draft.eval()
     sums: dict[str, float] = {}
     n = 0
     for i in range(0, len(seqs), batch_size):
-        tokens, hidden, weights = collate(seqs[i : i + batch_size], device)
+        tokens, hidden, weights, layer_hidden = collate(seqs[i : i + batch_size], device, layers=layers)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            _, stats = distiller.losses(tokens, hidden, weights)
+            _, stats = distiller.losses(tokens, hidden, weights, layer_hidden)
         weight = int((weights == 1.0).sum())
         for k, v in stats.items():
             sums[k] = sums.get(k, 0.0) + v * weight
@@ -167,11 +186,14 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
 
         target, _ = load_target(device, torch.float32)
     target = target.float().eval().requires_grad_(False)
-    shards = load_shards(cfg.data_dir, cfg.max_shards)
-    if len(shards) <= cfg.heldout_shards:
-        raise SystemExit(f"need more than {cfg.heldout_shards} shards in {cfg.data_dir}, found {len(shards)}")
-    train_seqs = list(split_sequences(shards[: -cfg.heldout_shards]))
-    eval_seqs = list(split_sequences(shards[-cfg.heldout_shards :]))
+    train_seqs, eval_seqs, layers = [], [], None
+    for data_dir in data_dirs(cfg):  # the last `heldout_shards` of each folder are held out
+        layers = data_layer_positions(data_dir, cfg.feature_layers)
+        shards = load_shards(data_dir, cfg.max_shards, skip=() if layers else ("layer_hidden",))
+        if len(shards) <= cfg.heldout_shards:
+            raise SystemExit(f"need more than {cfg.heldout_shards} shards in {data_dir}, found {len(shards)}")
+        train_seqs += split_sequences(shards[: -cfg.heldout_shards])
+        eval_seqs += split_sequences(shards[-cfg.heldout_shards :])
     answer_tokens = sum(len(t) - a for t, a, *_ in train_seqs)
     vocab = target.config.vocab_size
     subset = vocab_subset(train_seqs, cfg.head_size or vocab, vocab, [target.config.eos_token_id or 0])
@@ -207,9 +229,9 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             order = list(range(len(train_seqs)))
             rng.shuffle(order)
         batch = [train_seqs[order.pop()] for _ in range(cfg.batch_size)]
-        tokens, hidden, weights = collate(batch, device, cfg.prompt_weight)
+        tokens, hidden, weights, layer_hidden = collate(batch, device, cfg.prompt_weight, layers)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            loss, stats = distiller.losses(tokens, hidden, weights)
+            loss, stats = distiller.losses(tokens, hidden, weights, layer_hidden)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -222,7 +244,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         bar.update(1)
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{stats['agree0']:.2f}")
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            ev = heldout(distiller, eval_seqs, device, cfg.batch_size)
+            ev = heldout(distiller, eval_seqs, device, cfg.batch_size, layers)
             row = {
                 "step": step,
                 "elapsed_s": round(elapsed, 1),
@@ -242,15 +264,16 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     bar.close()
     if best_state is not None:
         draft.load_state_dict(best_state)
-    final = best_row if best_state is not None else heldout(distiller, eval_seqs, device, cfg.batch_size)
+    final = best_row if best_state is not None else heldout(distiller, eval_seqs, device, cfg.batch_size, layers)
     card = {
         "design": cfg.design,
         "num_layers": cfg.num_layers,
         "head_size": len(subset) if cfg.design == "feature" else 0,
+        "feature_layers": list(cfg.feature_layers) if cfg.design == "feature" else [],
         "target": "SmolLM2-135M-Instruct (embedded, de-quantized Q4_1 GGUF)",
         "trainable_parameters": sum(p.numel() for p in params),
         "data": {
-            "dir": str(cfg.data_dir),
+            "dir": ", ".join(map(str, data_dirs(cfg))),
             "train_sequences": len(train_seqs),
             "train_answer_tokens": answer_tokens,
             "heldout_sequences": len(eval_seqs),
@@ -260,9 +283,34 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         "heldout": {k: round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
         "history": history,
         "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
-        + (" + feature smooth-L1 + unrolled own-feature pass" if cfg.design == "feature" else ""),
+        + (
+            f" + feature smooth-L1 + {cfg.unroll_steps} unrolled own-feature pass(es)"
+            if cfg.design == "feature"
+            else ""
+        )
+        + (f"; input feature fuses target layers {list(cfg.feature_layers)} (EAGLE-3)" if cfg.feature_layers else ""),
     }
     return save_draft(draft, name, card, cfg.out_dir)
+
+
+def data_dirs(cfg: DraftTrainConfig) -> tuple[Path, ...]:
+    return tuple(map(Path, cfg.data_dir)) if isinstance(cfg.data_dir, (tuple, list)) else (Path(cfg.data_dir),)
+
+
+def _layers(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def data_layer_positions(data_dir: Path, feature_layers: tuple[int, ...]) -> list[int] | None:
+    """Where each of ``feature_layers`` sits in the data's ``layer_hidden`` (None when none are asked for)."""
+    if not feature_layers:
+        return None
+    config = Path(data_dir) / "config.json"
+    stored = json.loads(config.read_text())["target_layers"] if config.exists() else list(TARGET_LAYERS)
+    missing = [i for i in feature_layers if i not in stored]
+    if missing:
+        raise SystemExit(f"layers {missing} are not in the data of {data_dir} (it holds layers {stored})")
+    return [stored.index(i) for i in feature_layers]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m spec_core train draft", description=__doc__.split("\n\n")[0])
     ap.add_argument("--design", choices=["feature", "standalone"], default=defaults.design)
     ap.add_argument("--name", default="", help="asset name (default: the design)")
-    ap.add_argument("--data-dir", type=Path, default=defaults.data_dir)
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        nargs="+",
+        default=[defaults.data_dir],
+        help="folder(s) of shards; the last --heldout-shards of each are held out",
+    )
     ap.add_argument("--generate-prompts", type=int, default=1280, help="prompts to answer if data is missing")
     ap.add_argument("--num-layers", type=int, default=defaults.num_layers)
     ap.add_argument("--head-size", type=int, default=defaults.head_size, help="trimmed vocabulary (0 = full)")
@@ -279,6 +333,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=defaults.lr)
     ap.add_argument("--warmup", type=int, default=defaults.warmup)
     ap.add_argument("--unroll-weight", type=float, default=defaults.unroll_weight)
+    ap.add_argument(
+        "--unroll-steps",
+        type=int,
+        default=defaults.unroll_steps,
+        help="unrolled passes on the draft's own features (training-time test)",
+    )
+    ap.add_argument(
+        "--feature-layers",
+        type=_layers,
+        default=defaults.feature_layers,
+        help="target layers fused into the feature, e.g. 1,14,27 (EAGLE-3; default: none, EAGLE-1)",
+    )
     ap.add_argument("--prompt-weight", type=float, default=defaults.prompt_weight)
     ap.add_argument("--heldout-shards", type=int, default=defaults.heldout_shards)
     ap.add_argument("--eval-every", type=int, default=defaults.eval_every)
@@ -289,12 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", type=Path, default=defaults.work_dir)
     ap.add_argument("--out-dir", type=Path, default=defaults.out_dir)
     args = ap.parse_args(argv)
-    if not any(args.data_dir.glob("shard_*.safetensors")):
+    args.data_dir = tuple(args.data_dir)
+    if not any(args.data_dir[0].glob("shard_*.safetensors")):
         from spec_core.models import load_target
         from spec_core.train.data import DataConfig, generate_dataset
 
         target, tok = load_target(args.device, "bfloat16")
-        generate_dataset(target, tok, DataConfig(out_dir=args.data_dir, num_prompts=args.generate_prompts))
+        generate_dataset(target, tok, DataConfig(out_dir=args.data_dir[0], num_prompts=args.generate_prompts))
     cfg = DraftTrainConfig(**{k: v for k, v in vars(args).items() if k != "generate_prompts"})
     path = train(cfg)
     print(f"wrote {path} and {path.with_suffix('.json')}")

@@ -1,12 +1,23 @@
-"""Training prompts of many kinds, templated by the project (never the benchmark prompts).
+"""Training prompts of many kinds, templated or written by the project (never the benchmark prompts).
 
-Kinds: code, math word problems, summarization, chat, question answering, lists and rewrites. The list is
-deterministic for a seed, so a data run can be resumed shard by shard.
+Kinds: code, math word problems, summarization, chat, question answering, lists and rewrites. Two sources:
+
+- ``templates``: combinations of the lists below (unbounded, but every prompt has a template's shape);
+- ``written``: the prompt bank, ``prompt_bank/*.jsonl`` (``{"category", "prompt"}`` per line), prompts
+  written one by one in the voice of real users, with their own passages to summarize. Templated prompts
+  alone left the draft 15 points less accurate on natural prompts than on held-out templated ones.
+
+Either list is deterministic for a seed, so a data run can be resumed shard by shard.
 """
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
+
+PROMPT_BANK = Path(__file__).resolve().parent / "prompt_bank"
+SOURCES = ("templates", "written")
 
 CODE_TASKS = [
     "reverses a string",
@@ -324,8 +335,28 @@ def make_prompt(rng: random.Random) -> tuple[str, str]:
     return kind, text
 
 
-def training_prompts(n: int, seed: int = 1234) -> list[tuple[str, str]]:
-    """``n`` distinct (category, prompt) pairs, deterministic for ``seed``."""
+def written_prompts(seed: int = 1234, bank: Path = PROMPT_BANK) -> list[tuple[str, str]]:
+    """Every (category, prompt) of the prompt bank, distinct, in a shuffled order fixed by ``seed``."""
+    seen: set[str] = set()
+    out: list[tuple[str, str]] = []
+    for path in sorted(Path(bank).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                if row["prompt"] not in seen:
+                    seen.add(row["prompt"])
+                    out.append((row["category"], row["prompt"]))
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def training_prompts(n: int, seed: int = 1234, source: str = "templates") -> list[tuple[str, str]]:
+    """``n`` distinct (category, prompt) pairs from ``source``, deterministic for ``seed`` (``written``
+    gives at most the bank's size)."""
+    if source == "written":
+        return written_prompts(seed)[:n]
+    if source != "templates":
+        raise ValueError(f"unknown prompt source {source!r} (one of {SOURCES})")
     rng = random.Random(seed)
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
