@@ -58,11 +58,13 @@ class BlockTrainConfig:
     eval_every: int = 100
     init: str = "random"  # "random" (measured better over 150 steps) or "target": layers start as its last ones
     target_layers: tuple[int, ...] = TARGET_LAYERS
-    data: str = "data/train"
+    data: str = "data/train"  # a folder of shards, or several separated by commas
     out_dir: str = str(BLOCK_DIR)
     work_dir: str = "runs/block"
     name: str = ""  # asset name; default LOSS (α = 0.5) or LOSS-alphaA
-    shards: int = 0  # use the first N shards only (0 = all present); fix it so every loss sees the same data
+    shards: int = (
+        0  # use the first N shards of each folder only (0 = all present); fix it so every loss sees the same data
+    )
     autocast: bool = True  # bf16 autocast on the CPU (≈ 5× faster steps here; master weights stay float32)
     threads: int = 1
     progress: bool = True
@@ -101,16 +103,21 @@ class Sequence:
         return max(1, self.answer_start - 1), len(self.tokens) - 2
 
 
-def load_sequences(data_dir: Path, heldout: int, limit: int = 0) -> tuple[list[Sequence], list[Sequence], int]:
-    shards = load_shards(data_dir, limit or None, skip=("hidden",))
-    if len(shards) < 2:
-        raise SystemExit(f"need at least 2 shards in {data_dir}, found {len(shards)}")
-    heldout = max(1, min(heldout, max(2, len(shards) // 10)))  # ~10%, at least a greedy and a sampled shard
-    seqs = [[Sequence(t, a, lh) for t, a, _, lh in split_sequences([s])] for s in shards]
-    keep = lambda xs: [s for s in xs if s.anchor_range[1] >= s.anchor_range[0]]
-    train = keep([s for part in seqs[:-heldout] for s in part])
-    held = keep([s for part in seqs[-heldout:] for s in part])
-    return train, held, len(shards)
+def load_sequences(data: str | Path, heldout: int, limit: int = 0) -> tuple[list[Sequence], list[Sequence], int]:
+    """(train, held-out, shard count) from one folder of shards or several, comma-separated; the last
+    shards of each folder (``heldout``, at most ~10%) are held out."""
+    train, held, total = [], [], 0
+    for data_dir in [Path(d) for d in str(data).split(",") if d.strip()]:
+        shards = load_shards(data_dir, limit or None, skip=("hidden",))
+        if len(shards) < 2:
+            raise SystemExit(f"need at least 2 shards in {data_dir}, found {len(shards)}")
+        n_held = max(1, min(heldout, max(2, len(shards) // 10)))  # ~10%, at least a greedy and a sampled shard
+        seqs = [[Sequence(t, a, lh) for t, a, _, lh in split_sequences([s])] for s in shards]
+        keep = lambda xs: [s for s in xs if s.anchor_range[1] >= s.anchor_range[0]]  # noqa: E731
+        train += keep([s for part in seqs[:-n_held] for s in part])
+        held += keep([s for part in seqs[-n_held:] for s in part])
+        total += len(shards)
+    return train, held, total
 
 
 def sample_blocks(seqs: list[Sequence], n_seqs: int, n_anchors: int, rng: random.Random):
@@ -205,8 +212,7 @@ def lr_at(step: int, cfg: BlockTrainConfig) -> float:
 def train(cfg: BlockTrainConfig) -> Path:
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    data_dir = Path(cfg.data)
-    train_seqs, held_seqs, n_shards = load_sequences(data_dir, cfg.heldout_shards, cfg.shards)
+    train_seqs, held_seqs, n_shards = load_sequences(cfg.data, cfg.heldout_shards, cfg.shards)
     target = load_training_target(torch.float32)
     for p in target.parameters():
         p.requires_grad_(False)
@@ -295,7 +301,7 @@ def train(cfg: BlockTrainConfig) -> Path:
         "loss": cfg.loss,
         "train_config": {**asdict(cfg), "decay_gamma_w": cfg.decay, "target_layers": list(cfg.target_layers)},
         "data": {
-            "dir": str(data_dir),
+            "dir": str(cfg.data),
             "shards": n_shards,
             "train_sequences": len(train_seqs),
             "heldout_sequences": len(held_seqs),
@@ -331,7 +337,7 @@ def parse_args(argv: list[str]) -> BlockTrainConfig:
     ap.add_argument("--eval-every", type=int, default=d.eval_every)
     ap.add_argument("--init", choices=("target", "random"), default=d.init)
     ap.add_argument("--target-layers", default=",".join(map(str, d.target_layers)))
-    ap.add_argument("--data", default=d.data)
+    ap.add_argument("--data", default=d.data, help="folder(s) of shards, comma-separated")
     ap.add_argument("--out-dir", default=d.out_dir)
     ap.add_argument("--work-dir", default=d.work_dir)
     ap.add_argument("--name", default="")
