@@ -202,6 +202,16 @@ def test_training_runs_end_to_end(tmp_path, monkeypatch) -> None:
     assert json.loads((out_dir / "dpace.json").read_text())["steps"] == 8
 
 
+def test_training_data_from_several_folders(tmp_path) -> None:
+    from spec_core.train.block import load_sequences
+
+    target = tiny_target()
+    write_tiny_shards(target, tmp_path / "a", n_shards=2, per_shard=2)
+    write_tiny_shards(target, tmp_path / "b", n_shards=3, per_shard=2)
+    train, held, shards = load_sequences(f"{tmp_path / 'a'},{tmp_path / 'b'}", heldout=1)
+    assert shards == 5 and len(held) == 2 * 2 and len(train) == (1 + 2) * 2
+
+
 def test_analysis_helpers() -> None:
     from types import SimpleNamespace
 
