@@ -35,7 +35,9 @@ def _median_ms(fn, repeats: int) -> float:
 def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -> pd.DataFrame:
     """One row per measured call: ``what``, ``tokens``, ``ms``, ``relative_to_target_1``."""
     gen = torch.Generator(device=pair.device).manual_seed(0)
-    ids = torch.randint(100, 1000, (CONTEXT,), generator=torch.Generator().manual_seed(0)).tolist()
+    vocab = pair.target.config.vocab_size
+    low, high = (100, 1000) if vocab > 1000 else (0, vocab)  # ordinary token ids (any id fits a tiny test model)
+    ids = torch.randint(low, high, (CONTEXT,), generator=torch.Generator().manual_seed(0)).tolist()
     target = CachedLM(pair.target)
     target.reset()
     target.forward(torch.tensor(ids), all_logits=False)
@@ -50,11 +52,11 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -
     base = rows[0]["ms"]
     for name, draft in drafts.items():
         drafter = FeatureDrafter(draft) if hasattr(draft, "fc") else StandaloneDrafter(draft)
-        prefill = target.forward(torch.tensor([ids[0]]))  # any target output: features for the feature draft
-        target.crop(CONTEXT)
-        hidden = torch.cat([prefill.hidden] * (CONTEXT - 1))
-        drafter.reset(ids, LMOutput(prefill.logits, hidden))
-        verified = LMOutput(prefill.logits, prefill.hidden)
+        probe = CachedLM(pair.target, layers=drafter.target_layers)  # the states this drafter reads
+        prefill = probe.forward(torch.tensor([ids[0]]))  # any target output: features for the feature draft
+        repeat = lambda t: torch.cat([t] * (CONTEXT - 1)) if t is not None else None  # noqa: E731
+        drafter.reset(ids, LMOutput(prefill.logits, repeat(prefill.hidden), repeat(prefill.layer_hidden)))
+        verified = prefill
 
         def step(drafter=drafter, verified=verified):
             drafter.propose(1, GREEDY, gen)

@@ -54,6 +54,13 @@ def set_number(page, elem_id: str, value: str) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(value)
     box.press("Enter")
+    box.blur()
+    # the slider's own range input follows once Gradio has taken the value (clicking Run before that raced)
+    page.wait_for_function(
+        "([id, v]) => Number(document.querySelector(`#${id} input[type=range]`)?.value) === Number(v)",
+        arg=[elem_id, value],
+        timeout=10_000,
+    )
 
 
 def run_live(page, timeout_ms: int) -> None:
