@@ -56,9 +56,8 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -
         prefill = probe.forward(torch.tensor([ids[0]]))  # any target output: features for the feature draft
         repeat = lambda t: torch.cat([t] * (CONTEXT - 1)) if t is not None else None  # noqa: E731
         drafter.reset(ids, LMOutput(prefill.logits, repeat(prefill.hidden), repeat(prefill.layer_hidden)))
-        verified = prefill
 
-        def step(drafter=drafter, verified=verified):
+        def step(drafter=drafter, verified=prefill):
             drafter.propose(1, GREEDY, gen)
             drafter.commit(0, ids[-1], verified)
 

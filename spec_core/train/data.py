@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from tqdm import tqdm
 
 from spec_core.train.prompts import SOURCES, training_prompts
@@ -145,8 +145,6 @@ def load_shards(data_dir: Path, limit: int | None = None, skip: tuple[str, ...] 
     conversations fit in memory.
     """
     paths = sorted(Path(data_dir).glob("shard_*.safetensors"))[:limit]
-    if not skip:
-        return [load_file(str(p)) for p in paths]
     out = []
     for p in paths:
         with safe_open(str(p), framework="pt") as f:
