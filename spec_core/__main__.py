@@ -93,7 +93,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_costs(args) -> int:
-    from spec_core.costs import measure_costs
+    from spec_core.costs import acceptance_needed, measure_costs
     from spec_core.draft_models import available_drafts, build_truncated, load_draft
 
     pair = _pair(args)
@@ -103,6 +103,13 @@ def cmd_costs(args) -> int:
     df = measure_costs(pair, drafts, args.repeats)
     print(df.to_string(index=False))
     print(f"(dtype {pair.dtype}, device {pair.device}, {args.repeats} repeats, context 200 tokens)")
+    for name in drafts:
+        if name == "truncated":
+            continue
+        need = acceptance_needed(df, name, args.speedup, args.tau, overhead_ms=args.overhead_ms)
+        print(f"\nper-token acceptance fixed:k needs with the {name} draft (i.i.d. model, Leviathan et al. 2023; "
+              f"engine overhead {args.overhead_ms:g} ms per round)")  # fmt: skip
+        print(need.to_string(index=False))
     return 0
 
 
@@ -147,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("costs", help="time target forwards and draft steps side by side")
     c.add_argument("--repeats", type=_positive_int, default=20)
+    c.add_argument("--speedup", type=float, default=1.5, help="speedup whose needed acceptance is reported")
+    c.add_argument("--tau", type=float, default=3.0, help="τ whose needed acceptance is reported")
+    c.add_argument("--overhead-ms", type=float, default=0.0, help="engine overhead per round in the estimate")
     _add_model_args(c)
 
     t = sub.add_parser("train", help="train a learned part: draft | block | data (see `train WHAT --help`)")

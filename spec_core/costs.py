@@ -3,6 +3,11 @@
 Reports milliseconds per call (median over repeats, after a warm-up) for a target forward over 1, 2, 4, 8 and
 16 new tokens on a cached context, and for one draft step of each design (what a drafted token costs), with the
 ratio draft step / one-token target forward — the c in the usual speedup estimate (Leviathan et al. 2023).
+
+From those costs, :func:`acceptance_needed` answers the inverse question: the per-token acceptance α a fixed window
+must reach for a given speedup (or τ), under the i.i.d. model of Leviathan et al. (2023, §3.1), where a round of
+``fixed:k`` yields E[tokens] = (1 − α^(k+1)) / (1 − α) and costs one target forward over k + 1 tokens plus k
+draft steps (plus the engine's own overhead, 0 unless given: the answer is then a lower bound).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -66,3 +72,38 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -
     df["relative_to_target_1"] = (df["ms"] / base).round(3)
     df["ms"] = df["ms"].round(2)
     return df
+
+
+def expected_tau(alpha: np.ndarray | float, k: int) -> np.ndarray:
+    """E[tokens per round] of ``fixed:k`` at i.i.d. acceptance α: (1 − α^(k+1)) / (1 − α) (Leviathan et al.)."""
+    return np.sum(np.power.outer(np.asarray(alpha, dtype=float), np.arange(k + 1)), axis=-1)
+
+
+def window_speedup(alpha, k: int, costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0) -> np.ndarray:
+    """Expected speedup of ``fixed:k`` over ``ar`` at i.i.d. acceptance α, from a :func:`measure_costs` table.
+
+    A round costs the target forward over k + 1 tokens (interpolated between the measured widths), k steps of
+    ``draft`` and ``overhead_ms``; ``ar`` costs one one-token target forward per token.
+    """
+    target = costs[costs["what"] == "target forward"]
+    verify = float(np.interp(k + 1, target["tokens"], target["ms"]))
+    step = float(costs.loc[costs["what"] == f"draft step ({draft})", "ms"].iloc[0])
+    one = float(target.loc[target["tokens"] == 1, "ms"].iloc[0])
+    return expected_tau(alpha, k) * one / (verify + k * step + overhead_ms)
+
+
+def acceptance_needed(costs: pd.DataFrame, draft: str, speedup: float = 1.5, tau: float = 3.0,
+                      windows=(2, 3, 4, 6), overhead_ms: float = 0.0) -> pd.DataFrame:  # fmt: skip
+    """Per window: the α at which ``fixed:k`` reaches ``speedup`` over ``ar`` and the α at which its τ reaches
+    ``tau`` (NaN where even α → 1 falls short). Both are increasing in α, so each is read off a dense grid."""
+    grid = np.linspace(0.0, 0.9999, 20001)
+    rows = []
+    for k in windows:
+        s, t = window_speedup(grid, k, costs, draft, overhead_ms), expected_tau(grid, k)
+        rows.append({
+            "window": f"fixed:{k}",
+            f"alpha_for_{speedup:g}x": round(float(np.interp(speedup, s, grid, right=np.nan)), 3),
+            f"alpha_for_tau_{tau:g}": round(float(np.interp(tau, t, grid, right=np.nan)), 3),
+            "speedup_at_alpha_1": round(float(window_speedup(1.0 - 1e-9, k, costs, draft, overhead_ms)), 3),
+        })  # fmt: skip
+    return pd.DataFrame(rows)

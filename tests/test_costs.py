@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+import pytest
 from conftest import make_tiny_pair
 
-from spec_core.costs import measure_costs
+from spec_core.costs import acceptance_needed, expected_tau, measure_costs, window_speedup
 from spec_core.draft_models import FeatureDraft
 
 
@@ -15,3 +18,29 @@ def test_costs_time_the_target_and_every_draft_design():
     df = measure_costs(pair, {"standalone": pair.draft, "feature": plain, "fused": fused}, repeats=2)
     assert list(df["what"])[-3:] == ["draft step (standalone)", "draft step (feature)", "draft step (fused)"]
     assert (df["ms"] > 0).all() and df["relative_to_target_1"].iloc[0] == 1.0
+
+
+def _table(verify_ms: dict[int, float], draft_ms: float) -> pd.DataFrame:
+    rows = [{"what": "target forward", "tokens": n, "ms": ms} for n, ms in verify_ms.items()]
+    return pd.DataFrame(rows + [{"what": "draft step (d)", "tokens": 1, "ms": draft_ms}])
+
+
+def test_expected_tau_is_the_geometric_sum():
+    assert expected_tau(0.0, 6) == pytest.approx(1.0)
+    assert expected_tau(0.5, 2) == pytest.approx(1.75)
+    assert expected_tau(0.7, 6) == pytest.approx((1 - 0.7**7) / 0.3)
+
+
+def test_acceptance_needed_inverts_the_speedup_model():
+    costs = _table({1: 40.0, 2: 41.0, 4: 44.0, 8: 48.0, 16: 60.0}, draft_ms=4.0)
+    need = acceptance_needed(costs, "d", speedup=1.5, tau=3.0, windows=(2, 4, 6))
+    for k, alpha in zip((2, 4, 6), need["alpha_for_1.5x"]):
+        assert window_speedup(alpha, k, costs, "d") == pytest.approx(1.5, abs=2e-3)
+    assert expected_tau(need["alpha_for_tau_3"].iloc[2], 6) == pytest.approx(3.0, abs=2e-3)
+    # free drafts and free verification: a window of 2 can reach 1.5x only if α > 0.37 or so
+    free = acceptance_needed(_table({1: 1.0, 4: 1.0}, 0.0), "d", windows=(2,))
+    assert 0.36 < free["alpha_for_1.5x"].iloc[0] < 0.37
+    # overhead raises the bar; past what α → 1 gives, the answer is NaN
+    slower = acceptance_needed(costs, "d", speedup=1.5, tau=3.0, windows=(2, 4, 6), overhead_ms=10.0)
+    assert (slower["alpha_for_1.5x"] > need["alpha_for_1.5x"]).all()
+    assert np.isnan(acceptance_needed(costs, "d", speedup=10.0)["alpha_for_10x"]).all()

@@ -132,3 +132,16 @@ def test_training_reads_several_data_folders_and_holds_out_the_last_shards_of_ea
     card = json.loads(train(cfg, target=pair.target).with_suffix(".json").read_text())
     assert card["data"]["train_sequences"] == (1 + 2) * 3 and card["data"]["heldout_sequences"] == 2 * 3
     assert card["data"]["dir"] == f"{tmp_path / 'templates'}, {tmp_path / 'written'}"
+
+
+def test_train_fraction_shrinks_the_training_set_and_keeps_the_heldout_set(tmp_path):
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data", n_shards=5, seqs_per_shard=2)
+    cards = {}
+    for fraction in (1.0, 0.5):
+        cfg = DraftTrainConfig(data_dir=tmp_path / "data", steps=1, batch_size=2, eval_every=1, heldout_shards=1,
+                               head_size=8, threads=1, train_fraction=fraction, name=f"f{fraction}",
+                               work_dir=tmp_path / "w", out_dir=tmp_path / "a")  # fmt: skip
+        cards[fraction] = json.loads(train(cfg, target=pair.target).with_suffix(".json").read_text())["data"]
+    assert cards[1.0]["train_sequences"] == 4 * 2 and cards[0.5]["train_sequences"] == 2 * 2
+    assert cards[1.0]["heldout_sequences"] == cards[0.5]["heldout_sequences"] == 2

@@ -58,6 +58,7 @@ class DraftTrainConfig:
     work_dir: Path = Path("runs/draft")
     out_dir: Path = DRAFTS_DIR
     max_shards: int | None = None
+    train_fraction: float = 1.0  # train on the first fraction of each folder's training shards (scaling study)
 
 
 def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor:
@@ -192,7 +193,8 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         shards = load_shards(data_dir, cfg.max_shards, skip=() if layers else ("layer_hidden",))
         if len(shards) <= cfg.heldout_shards:
             raise SystemExit(f"need more than {cfg.heldout_shards} shards in {data_dir}, found {len(shards)}")
-        train_seqs += split_sequences(shards[: -cfg.heldout_shards])
+        train_shards = shards[: -cfg.heldout_shards]
+        train_seqs += split_sequences(train_shards[: max(1, round(len(train_shards) * cfg.train_fraction))])
         eval_seqs += split_sequences(shards[-cfg.heldout_shards :])
     answer_tokens = sum(len(t) - a for t, a, *_ in train_seqs)
     vocab = target.config.vocab_size
@@ -349,12 +351,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heldout-shards", type=int, default=defaults.heldout_shards)
     ap.add_argument("--eval-every", type=int, default=defaults.eval_every)
     ap.add_argument("--max-shards", type=int, default=None)
+    ap.add_argument(
+        "--train-fraction",
+        type=float,
+        default=defaults.train_fraction,
+        help="train on this fraction of the training shards; the held-out shards stay the same (data scaling)",
+    )
     ap.add_argument("--seed", type=int, default=defaults.seed)
     ap.add_argument("--threads", type=int, default=defaults.threads)
     ap.add_argument("--device", default=defaults.device)
     ap.add_argument("--work-dir", type=Path, default=defaults.work_dir)
     ap.add_argument("--out-dir", type=Path, default=defaults.out_dir)
     args = ap.parse_args(argv)
+    if not 0 < args.train_fraction <= 1:
+        ap.error(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     args.data_dir = tuple(args.data_dir)
     if not any(args.data_dir[0].glob("shard_*.safetensors")):
         from spec_core.models import load_target
