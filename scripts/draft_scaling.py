@@ -1,0 +1,67 @@
+"""How the feature draft's alignment grows with its training data, and what reaching a target would take.
+
+Usage: ``PYTHONPATH=. .venv/bin/python scripts/draft_scaling.py --tok-per-s 160 CARD.json [CARD.json ...]``
+with the cards of drafts trained by the same recipe on growing ``--train-fraction`` of the same data (the held-out
+shards stay the same, so their held-out agreement is comparable). It prints, per card, the training answer tokens
+and the shipped held-out greedy agreement (1st drafted token, and the 2nd / 3rd on the draft's own features), then
+fits agreement = a + b · log2(tokens) by least squares (``numpy.polyfit``) and extrapolates the answer tokens, and
+the hours of target generation at ``--tok-per-s``, at which the 1st-token agreement would reach each ``--alpha``.
+A log-linear fit on a few points is a rough guide, not a law: it says how far off a target is, not exactly where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def scaling_table(cards: list[dict]) -> pd.DataFrame:
+    rows = []
+    for card in cards:
+        held = card["heldout"]
+        rows.append({
+            "draft": card["name"],
+            "fraction": float(card["training"].get("train_fraction", 1.0)),
+            "train_answer_tokens": card["data"]["train_answer_tokens"],
+            "agree_1st": held["heldout_agree0"],
+            "agree_2nd": held.get("heldout_agree1", float("nan")),
+            "agree_3rd": held.get("heldout_agree2", float("nan")),
+            "best_step": held["step"],
+        })  # fmt: skip
+    return pd.DataFrame(rows).sort_values("train_answer_tokens").reset_index(drop=True)
+
+
+def extrapolate(table: pd.DataFrame, alphas: list[float], tok_per_s: float) -> tuple[float, float, pd.DataFrame]:
+    """(a, b, rows): the fit agree_1st = a + b·log2(tokens) and, per α, the tokens and generation hours it implies."""
+    b, a = np.polyfit(np.log2(table["train_answer_tokens"]), table["agree_1st"], 1)
+    have = float(table["train_answer_tokens"].max())
+    rows = []
+    for alpha in alphas:
+        tokens = 2 ** ((alpha - a) / b) if b > 0 else float("inf")
+        rows.append({"alpha": alpha, "answer_tokens": tokens, "times_the_data": tokens / have,
+                     "generation_hours": tokens / tok_per_s / 3600})  # fmt: skip
+    return float(a), float(b), pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cards", nargs="+", type=Path, help="JSON cards of drafts trained on growing data fractions")
+    ap.add_argument("--alpha", default="0.55,0.69", help="first-token agreements to extrapolate to")
+    ap.add_argument("--tok-per-s", type=float, required=True, help="the target's batched generation rate here")
+    a = ap.parse_args(argv)
+    table = scaling_table([json.loads(p.read_text()) for p in a.cards])
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    if len(table) < 2:
+        return 0
+    intercept, slope, rows = extrapolate(table, [float(x) for x in a.alpha.split(",")], a.tok_per_s)
+    print(f"\nfit: agree_1st = {intercept:.4f} + {slope:.4f} * log2(answer tokens)  (+{slope:.4f} per doubling)")
+    print(rows.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
