@@ -113,20 +113,21 @@ def cmd_costs(args) -> int:
     return 0
 
 
-def cmd_train(args, rest: list[str]) -> int:
-    if args.what == "draft":
+def cmd_delegated(command: str, what: str, rest: list[str]) -> int:
+    """``train WHAT ...`` and ``analyze WHAT ...``: hand the rest of the command line (``--help`` included) to the
+    module that owns it, so ``train draft --help`` lists the draft trainer's own options."""
+    if command == "analyze":
+        from spec_core.analyze_block import main
+    elif what == "draft":
         from spec_core.train.draft import main
-    elif args.what == "block":
+    elif what == "block":
         from spec_core.train.block import main
     else:
         from spec_core.train.data import main
     return main(rest)
 
 
-def cmd_analyze(args, rest: list[str]) -> int:
-    from spec_core.analyze_block import main
-
-    return main(rest)
+DELEGATED = {"train": ("draft", "block", "data"), "analyze": ("block",)}  # commands owned by their modules
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,19 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(c)
 
     t = sub.add_parser("train", help="train a learned part: draft | block | data (see `train WHAT --help`)")
-    t.add_argument("what", choices=["draft", "block", "data"])
-    a = sub.add_parser("analyze", help="analyses: block (block drafters per loss)")
-    a.add_argument("what", choices=["block"])
+    t.add_argument("what", choices=DELEGATED["train"])
+    a = sub.add_parser("analyze", help="analyses: block (block drafters per loss; see `analyze block --help`)")
+    a.add_argument("what", choices=DELEGATED["analyze"])
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
     try:
-        if args.command in ("train", "analyze"):
-            return (cmd_train if args.command == "train" else cmd_analyze)(args, rest)
+        if len(argv) >= 2 and argv[1] in DELEGATED.get(argv[0], ()):  # before parsing: their --help is their own
+            return cmd_delegated(argv[0], argv[1], argv[2:])
+        args, rest = parser.parse_known_args(argv)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return {"generate": cmd_generate, "bench": cmd_bench, "costs": cmd_costs}[args.command](args)

@@ -105,3 +105,26 @@ def test_pair_with_different_tokenizers_is_refused(tmp_path):
         load_pair(f"{tmp_path / 'a'},{tmp_path / 'b'}", device="cpu", dtype="float32", cached=False)
     pair = load_pair(f"{tmp_path / 'a'},{tmp_path / 'a'}", device="cpu", dtype="float32", cached=False)
     assert pair.draft_design == "standalone" and pair.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["train", "draft", "--help"], "--feature-layers"),
+        (["train", "block", "--help"], "--block-size"),
+        (["train", "data", "--help"], "--num-prompts"),
+        (["analyze", "block", "--help"], "--heldout-blocks"),
+    ],
+)
+def test_cli_train_and_analyze_help_is_the_command_s_own(argv, option, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert f"python -m spec_core {argv[0]} {argv[1]}" in out and option in out
+
+
+def test_cli_train_without_what_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["train"])
+    assert done.value.code == 2 and "draft" in capsys.readouterr().err
