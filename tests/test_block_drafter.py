@@ -226,3 +226,18 @@ def test_analysis_helpers() -> None:
     for shares in w.values():
         assert sum(shares) == pytest.approx(1.0)
     assert w["dpace"][0] > w["uniform"][0]
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("loss", BLOCK_LOSSES)
+def test_shipped_block_drafters_are_lossless_on_the_embedded_target(embedded_f32, loss) -> None:
+    """Every shipped ``assets/block`` drafter loads (its card's sha256 checked), keeps float32 greedy decoding
+    identical to ``ar`` and gets drafted tokens accepted: the untrained drafter would sit at τ = 1.00."""
+    torch.set_num_threads(2)
+    pair = ModelPair("embedded", embedded_f32.target, None, "none", embedded_f32.tokenizer, embedded_f32.device,
+                     embedded_f32.dtype)  # fmt: skip
+    prompt = "Write a Python function that returns the square of a number."
+    ar = engine.generate(pair, prompt, "ar", max_new_tokens=40)
+    block = engine.generate(pair, prompt, f"block:{loss}", max_new_tokens=40)
+    assert block.token_ids == ar.token_ids
+    assert block.stats.accepted_tokens > 0, f"block:{loss}: no drafted token accepted"
