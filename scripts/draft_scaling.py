@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     intercept, slope, rows = extrapolate(table, [float(x) for x in a.alpha.split(",")], a.tok_per_s)
     print(f"\nfit: agree_1st = {intercept:.4f} + {slope:.4f} * log2(answer tokens)  (+{slope:.4f} per doubling)")
-    print(rows.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+    print(rows.to_string(index=False, formatters={"alpha": "{:.2f}".format} | {
+        c: "{:,.1f}".format for c in ("answer_tokens", "times_the_data", "generation_hours")}))  # fmt: skip
     return 0
 
 
