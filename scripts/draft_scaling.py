@@ -50,7 +50,7 @@ def extrapolate(table: pd.DataFrame, alphas: list[float], tok_per_s: float) -> t
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cards", nargs="+", type=Path, help="JSON cards of drafts trained on growing data fractions")
-    ap.add_argument("--alpha", default="0.55,0.69", help="first-token agreements to extrapolate to")
+    ap.add_argument("--alpha", default="0.55,0.6,0.69", help="first-token agreements to extrapolate to")
     ap.add_argument("--tok-per-s", type=float, required=True, help="the target's batched generation rate here")
     a = ap.parse_args(argv)
     table = scaling_table([json.loads(p.read_text()) for p in a.cards])
