@@ -49,18 +49,30 @@ def open_page(pw, url: str, width: int = 1280, height: int = 900):
     return browser, page
 
 
-def set_number(page, elem_id: str, value: str) -> None:
-    """Type into a slider's number box (open the Settings accordion first)."""
+def set_number(page, elem_id: str, value: str, attempts: int = 5) -> None:
+    """Type into a slider's number box (open the Settings accordion first).
+
+    Gradio takes the value once the slider's own range input follows it; clicking Run before that raced. The
+    box can also be re-rendered under the typing while the accordion opens, which drops the value (seen about
+    one run in three), so the typing is retried until the range input agrees.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(value)
-    box.press("Enter")
-    box.blur()
-    # the slider's own range input follows once Gradio has taken the value (clicking Run before that raced)
-    page.wait_for_function(
-        "([id, v]) => Number(document.querySelector(`#${id} input[type=range]`)?.value) === Number(v)",
-        arg=[elem_id, value],
-        timeout=10_000,
-    )
+    for attempt in range(attempts):
+        box.fill(value)
+        box.press("Enter")
+        box.blur()
+        try:
+            page.wait_for_function(
+                "([id, v]) => Number(document.querySelector(`#${id} input[type=range]`)?.value) === Number(v)",
+                arg=[elem_id, value],
+                timeout=3_000,
+            )
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
 
 
 def run_live(page, timeout_ms: int) -> None:
