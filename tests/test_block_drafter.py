@@ -3,6 +3,7 @@ losslessness, cache consistency with the training forward, and D-PACE training e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -234,8 +235,7 @@ def test_shipped_block_drafters_are_lossless_on_the_embedded_target(embedded_f32
     """Every shipped ``assets/block`` drafter loads (its card's sha256 checked), keeps float32 greedy decoding
     identical to ``ar`` and gets drafted tokens accepted: the untrained drafter would sit at τ = 1.00."""
     torch.set_num_threads(2)
-    pair = ModelPair("embedded", embedded_f32.target, None, "none", embedded_f32.tokenizer, embedded_f32.device,
-                     embedded_f32.dtype)  # fmt: skip
+    pair = dataclasses.replace(embedded_f32, extras={})  # its own drafter cache
     prompt = "Write a Python function that returns the square of a number."
     ar = engine.generate(pair, prompt, "ar", max_new_tokens=40)
     block = engine.generate(pair, prompt, f"block:{loss}", max_new_tokens=40)

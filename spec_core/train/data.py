@@ -138,18 +138,27 @@ def write_shard(path: Path, seqs, answer_starts, hidden, layer_hidden, metadata:
     return lengths
 
 
-def load_shards(data_dir: Path, limit: int | None = None, skip: tuple[str, ...] = ()) -> list[dict[str, torch.Tensor]]:
-    """Every finished shard of ``data_dir`` (in order), each as its dict of tensors, leaving out ``skip``.
+def shard_paths(data_dir: Path, limit: int | None = None) -> list[Path]:
+    """The finished shards of ``data_dir``, in order (the first ``limit`` of them)."""
+    return sorted(Path(data_dir).glob("shard_*.safetensors"))[:limit]
+
+
+def read_shards(paths: list[Path], skip: tuple[str, ...] = ()) -> list[dict[str, torch.Tensor]]:
+    """Each shard of ``paths`` as its dict of tensors, leaving out ``skip``.
 
     The draft trainer skips ``layer_hidden`` (five times the size of ``hidden``), so thousands of
     conversations fit in memory.
     """
-    paths = sorted(Path(data_dir).glob("shard_*.safetensors"))[:limit]
     out = []
     for p in paths:
         with safe_open(str(p), framework="pt") as f:
             out.append({k: f.get_tensor(k) for k in f.keys() if k not in skip})
     return out
+
+
+def load_shards(data_dir: Path, limit: int | None = None, skip: tuple[str, ...] = ()) -> list[dict[str, torch.Tensor]]:
+    """Every finished shard of ``data_dir`` (in order, the first ``limit``), leaving out ``skip``."""
+    return read_shards(shard_paths(data_dir, limit), skip)
 
 
 def split_sequences(shards: list[dict[str, torch.Tensor]]):

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from spec_core.draft_models import DRAFTS_DIR, FeatureDraft, build_standalone, save_draft
-from spec_core.train.data import TARGET_LAYERS, load_shards, split_sequences
+from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
 
 
 @dataclass(frozen=True)
@@ -190,12 +190,14 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     train_seqs, eval_seqs, layers = [], [], None
     for data_dir in data_dirs(cfg):  # the last `heldout_shards` of each folder are held out
         layers = data_layer_positions(data_dir, cfg.feature_layers)
-        shards = load_shards(data_dir, cfg.max_shards, skip=() if layers else ("layer_hidden",))
-        if len(shards) <= cfg.heldout_shards:
-            raise SystemExit(f"need more than {cfg.heldout_shards} shards in {data_dir}, found {len(shards)}")
-        train_shards = shards[: -cfg.heldout_shards]
-        train_seqs += split_sequences(train_shards[: max(1, round(len(train_shards) * cfg.train_fraction))])
-        eval_seqs += split_sequences(shards[-cfg.heldout_shards :])
+        paths, skip = shard_paths(data_dir, cfg.max_shards), () if layers else ("layer_hidden",)
+        if len(paths) <= cfg.heldout_shards:
+            raise SystemExit(f"need more than {cfg.heldout_shards} shards in {data_dir}, found {len(paths)}")
+        train_paths = paths[: -cfg.heldout_shards]  # only the shards used are read (--train-fraction)
+        train_seqs += split_sequences(
+            read_shards(train_paths[: max(1, round(len(train_paths) * cfg.train_fraction))], skip)
+        )
+        eval_seqs += split_sequences(read_shards(paths[-cfg.heldout_shards :], skip))
     answer_tokens = sum(len(t) - a for t, a, *_ in train_seqs)
     vocab = target.config.vocab_size
     subset = vocab_subset(train_seqs, cfg.head_size or vocab, vocab, [target.config.eos_token_id or 0])
