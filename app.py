@@ -27,7 +27,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from spec_core.bench import load_prompts
+from spec_core.analysis.bench import load_prompts
 from spec_core.engine import MAX_NEW_TOKENS_LIMIT, Generation
 from spec_core.errors import SpecScopeError
 from spec_core.methods import known_methods, parse_method

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from spec_core.draft_models import load_draft
+from spec_core.drafters.assets import load_draft
 from spec_core.engine import generate
 from spec_core.jsonl import read_objects
 from spec_core.models import ModelPair, load_pair

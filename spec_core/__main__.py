@@ -71,7 +71,7 @@ def cmd_generate(args) -> int:
 def cmd_bench(args) -> int:
     from pathlib import Path
 
-    from spec_core.bench import load_prompts, run_bench, summarize
+    from spec_core.analysis.bench import load_prompts, run_bench, summarize
     from spec_core.methods import parse_method
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -93,13 +93,18 @@ def cmd_bench(args) -> int:
 
 
 def cmd_costs(args) -> int:
-    from spec_core.costs import acceptance_needed, measure_costs
-    from spec_core.draft_models import available_drafts, build_truncated, load_draft
+    from spec_core.analysis.bench import load_prompts
+    from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
+    from spec_core.drafters.assets import available_drafts, load_draft
+    from spec_core.drafters.networks import build_truncated
 
     pair = _pair(args)
     drafts = {"truncated": build_truncated(pair.target)}
     if pair.name == "embedded":
         drafts |= {name: load_draft(pair.target, name)[0] for name in available_drafts()}
+    own = pair.draft_card.get("name") or "pair"
+    if own not in drafts and pair.draft is not None:
+        drafts[own] = pair.draft
     df = measure_costs(pair, drafts, args.repeats)
     print(df.to_string(index=False))
     print(f"(dtype {pair.dtype}, device {pair.device}, {args.repeats} repeats, context 200 tokens)")
@@ -110,24 +115,49 @@ def cmd_costs(args) -> int:
         print(f"\nper-token acceptance fixed:k needs with the {name} draft (i.i.d. model, Leviathan et al. 2023; "
               f"engine overhead {args.overhead_ms:g} ms per round)")  # fmt: skip
         print(need.to_string(index=False))
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if methods and pair.draft is not None:
+        prompts = [p["prompt"] for p in load_prompts(args.prompts)[: args.limit]]
+        rounds = round_breakdown(pair, df, own, prompts, methods, args.max_new_tokens, args.round_repeats)
+        print(f"\nwhere a round's time goes ({own} draft; ms per round; {len(prompts)} prompts × "
+              f"{args.round_repeats} repeats, {args.max_new_tokens} new tokens, greedy) and the decode speedup "
+              "over ar, measured vs predicted by the cost model for the same rounds")  # fmt: skip
+        print(rounds.to_string(index=False))
     return 0
 
 
-def cmd_delegated(command: str, what: str, rest: list[str]) -> int:
-    """``train WHAT ...`` and ``analyze WHAT ...``: hand the rest of the command line (``--help`` included) to the
-    module that owns it, so ``train draft --help`` lists the draft trainer's own options."""
-    if command == "analyze":
-        from spec_core.analyze_block import main
-    elif what == "draft":
-        from spec_core.train.draft import main
-    elif what == "block":
-        from spec_core.train.block import main
-    else:
-        from spec_core.train.data import main
-    return main(rest)
+DELEGATED = {  # commands owned by their modules: `main(argv) -> int` there, so their --help is their own
+    ("train", "draft"): "spec_core.train.draft",
+    ("train", "block"): "spec_core.train.block",
+    ("train", "data"): "spec_core.train.data",
+    ("train", "pacer"): "spec_core.train.pacer",
+    ("train", "diversed"): "spec_core.train.diversed",
+    ("analyze", "block"): "spec_core.analysis.block",
+    ("analyze", "policies"): "spec_core.analysis.policies",
+    ("pareto", None): "spec_core.analysis.pareto",
+    ("loadtest", None): "spec_core.analysis.loadtest",
+}
+HELP = {
+    "train": "train a learned part: draft | block | data | pacer | diversed (see `train WHAT --help`)",
+    "analyze": "analyses: block (block drafters per loss) | policies (policy replay and oracle)",
+    "pareto": "acceptance vs quality of the verifiers on the evaluation split (see `pareto --help`)",
+    "loadtest": "concurrent gradio_client users against a running app: latency, errors, isolation",
+}
 
 
-DELEGATED = {"train": ("draft", "block", "data"), "analyze": ("block",)}  # commands owned by their modules
+def cmd_delegated(module: str, rest: list[str]) -> int:
+    """Hand the rest of the command line (``--help`` included) to the module that owns the command."""
+    import importlib
+
+    return importlib.import_module(module).main(rest)
+
+
+def _delegated(argv: list[str]) -> tuple[str, list[str]] | None:
+    if argv and (argv[0], None) in DELEGATED:
+        return DELEGATED[(argv[0], None)], argv[1:]
+    if len(argv) >= 2 and (argv[0], argv[1]) in DELEGATED:
+        return DELEGATED[(argv[0], argv[1])], argv[2:]
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,12 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--speedup", type=float, default=1.5, help="speedup whose needed acceptance is reported")
     c.add_argument("--tau", type=float, default=3.0, help="τ whose needed acceptance is reported")
     c.add_argument("--overhead-ms", type=float, default=0.0, help="engine overhead per round in the estimate")
+    c.add_argument("--methods", default="fixed:2,fixed:4", help="methods whose rounds are broken down ('' = none)")
+    c.add_argument("--prompts", default="prompts/specscope.jsonl")
+    c.add_argument("--limit", type=_positive_int, default=4, help="prompts for the round breakdown")
+    c.add_argument("--max-new-tokens", type=_positive_int, default=96)
+    c.add_argument("--round-repeats", type=_positive_int, default=3)
     _add_model_args(c)
 
-    t = sub.add_parser("train", help="train a learned part: draft | block | data (see `train WHAT --help`)")
-    t.add_argument("what", choices=DELEGATED["train"])
-    a = sub.add_parser("analyze", help="analyses: block (block drafters per loss; see `analyze block --help`)")
-    a.add_argument("what", choices=DELEGATED["analyze"])
+    for command in ("train", "analyze", "pareto", "loadtest"):
+        d = sub.add_parser(command, help=HELP[command])
+        whats = [what for (cmd, what) in DELEGATED if cmd == command and what]
+        if whats:
+            d.add_argument("what", choices=whats)
     return ap
 
 
@@ -171,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     try:
-        if len(argv) >= 2 and argv[1] in DELEGATED.get(argv[0], ()):  # before parsing: their --help is their own
-            return cmd_delegated(argv[0], argv[1], argv[2:])
+        if (delegated := _delegated(argv)) is not None:  # before parsing: their --help is their own
+            return cmd_delegated(*delegated)
         args, rest = parser.parse_known_args(argv)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")

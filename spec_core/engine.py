@@ -14,6 +14,7 @@ token but the last one (the *pending* token) at the start of a round:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
@@ -21,27 +22,19 @@ import torch
 
 from spec_core import rules
 from spec_core.cached_lm import CachedLM, LMOutput
-from spec_core.draft_length import DraftSoFar, FixedLength, make_policy
 from spec_core.drafters import make_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.methods import MethodSpec, parse_method
-from spec_core.types import GenerationResult, RoundEvent, SamplingConfig, Stats
+from spec_core.policies import DraftSoFar, make_policy
+from spec_core.policies.fixed import FixedLength
+from spec_core.prompting import prompt_ids
+from spec_core.types import GenerationResult, RoundEvent, RoundInputs, SamplingConfig, Stats
 from spec_core.verifiers import make_verifier
 
 MAX_NEW_TOKENS_LIMIT = 4096
 DRAFT_OVERSHOOT = 64  # positions a round may draft past the final length (cache room to check for)
 
-
-def prompt_ids(pair, prompt: str, chat: bool = True) -> list[int]:
-    """Token ids of ``prompt``, through the target's chat template when it has one and ``chat`` is on."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise SpecScopeError("the prompt is empty; type something to continue")
-    tok = pair.tokenizer
-    if chat and getattr(tok, "chat_template", None):
-        from spec_core.train.data import chat_ids
-
-        return chat_ids(tok, prompt)
-    return tok(prompt, add_special_tokens=True)["input_ids"]
+__all__ = ["Generation", "generate", "prompt_ids", "stream"]
 
 
 def _sync(device: torch.device) -> None:
@@ -56,17 +49,17 @@ class Generation:
         self,
         pair,
         prompt: str,
-        method: str = "fixed:4",
+        method: str | MethodSpec = "fixed:4",
         max_new_tokens: int = 128,
         sampling: SamplingConfig | None = None,
         chat: bool = True,
         should_stop: Callable[[], bool] | None = None,
     ):
         self.pair, self.sampling = pair, (sampling or SamplingConfig()).validate()
-        self.spec: MethodSpec = parse_method(method)
+        self.spec: MethodSpec = method if isinstance(method, MethodSpec) else parse_method(method)
         if self.spec.kind == "peer":
             raise SpecScopeError(f"{method!r} runs transformers' own generate; use spec_core.peers or `bench`")
-        if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
             raise SpecScopeError(
                 f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS_LIMIT}], got {max_new_tokens!r}"
             )
@@ -85,9 +78,6 @@ class Generation:
 
     # -- helpers ------------------------------------------------------------------------------------------
 
-    def _pieces(self, tokens: list[int]) -> tuple[str, ...]:
-        return tuple(self.pair.tokenizer.batch_decode([[t] for t in tokens])) if tokens else ()
-
     def _emit(self, accepted_tokens: list[int], next_token: int) -> tuple[tuple[int, ...], bool]:
         """Append this round's tokens, cut at EOS and at max_new_tokens; returns (emitted, finished)."""
         emitted: list[int] = []
@@ -103,15 +93,25 @@ class Generation:
 
     # -- the loop -----------------------------------------------------------------------------------------
 
+    def _parts(self):
+        """(drafter, policy, verifier) of a speculative method, built with the loaded pair; Nones for ``ar``."""
+        spec, pair = self.spec, self.pair
+        if spec.kind != "speculative":
+            return None, None, None
+        drafter = make_drafter(pair, spec.drafter)
+        policy = make_policy(spec.policy, pair) if spec.policy is not None else FixedLength(drafter.block_len)
+        return drafter, policy, make_verifier(spec.verifier, pair)
+
     @torch.inference_mode()
     def rounds(self) -> Iterator[RoundEvent]:
         pair, sampling, spec = self.pair, self.sampling, self.spec
         t_start = time.perf_counter()
-        drafter = make_drafter(pair, spec.drafter) if spec.kind == "speculative" else None
+        drafter, policy, verifier = self._parts()
+        speculative = drafter is not None
         target = CachedLM(
             pair.target,
-            layers=drafter.target_layers if drafter else (),
-            hidden=bool(drafter) and getattr(drafter, "needs_target_hidden", True),
+            layers=drafter.target_layers if speculative else (),
+            hidden=speculative and (drafter.needs_target_hidden or verifier.needs_target_hidden),
         )
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
@@ -120,19 +120,20 @@ class Generation:
         # (as transformers' generate does): the first round feeds only its drafts. From then on the cache
         # holds every token but the pending one (the recovered / bonus token, not yet run).
         context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
-        if drafter is not None:
+        if speculative:
             drafter.reset(ids, context if len(ids) > 1 else None)
-            policy = FixedLength(drafter.block_len) if spec.drafter != "default" else make_policy(spec.policy)
-            verifier = make_verifier(spec.verifier)
         finished = False
         while not finished:
             t0 = time.perf_counter()
-            # 1. draft
+            # 1. draft: the policy asks for chunks until it says stop
             tokens, qs, token_probs, hidden, draft_logits = [], [], [], [], []
-            if drafter is not None:
+            propose_s = 0.0
+            if speculative:
                 budget = self.max_new_tokens - len(self.new_tokens) - 1
                 while (n := policy.next_chunk(DraftSoFar(tokens, token_probs, hidden, budget))) > 0:
+                    tp = time.perf_counter()
                     chunk = drafter.propose(n, sampling, self.generator)
+                    propose_s += time.perf_counter() - tp
                     if not chunk.tokens:
                         break
                     tokens += chunk.tokens
@@ -150,65 +151,97 @@ class Generation:
                 first = None
             else:
                 out = target.forward(torch.tensor([ids[-1], *tokens]))
-            draft_tokens = torch.tensor(tokens, dtype=torch.long, device=out.logits.device)
+            _sync(pair.device)
+            target_s = time.perf_counter() - t1
             # 3. accept
+            inputs = verdict = None
             if gamma:
-                draft_probs = torch.cat(qs) if qs else None
-                verdict = verifier.verify(out.logits, draft_probs, draft_tokens, sampling, self.generator)
+                inputs = RoundInputs(
+                    draft_tokens=torch.tensor(tokens, dtype=torch.long, device=out.logits.device),
+                    draft_logits=torch.stack(draft_logits),
+                    sampled_probs=torch.cat(qs) if qs else None,
+                    draft_hidden=torch.stack(hidden),
+                    target_logits=out.logits,
+                    target_hidden=out.hidden if verifier.needs_target_hidden else None,
+                )
+                verdict = verifier.verify(inputs, sampling, self.generator)
                 accepted, next_token = verdict.accepted, verdict.next_token
                 kind = "bonus" if accepted == gamma else "recovered"
-                gold = out.logits[:gamma].argmax(-1, keepdim=True)  # [γ, 1] the target's own choices
-                gold_probs = torch.softmax(torch.stack(draft_logits).float(), -1).gather(-1, gold)[:, 0]
             else:  # plain decoding step (ar, or a policy that drafted nothing)
-                accepted, kind, verdict, gold_probs = 0, "target", None, None
+                accepted, kind = 0, "target"
             # the target's distribution where next_token is chosen: one warp serves the draw and next_prob
             row = out.logits[accepted : accepted + 1]  # [1, V]
-            if sampling.greedy:
-                dist = torch.softmax(row, -1)
-            else:
-                dist = rules.warp_probs(row, sampling.temperature, sampling.top_k, sampling.top_p)
+            dist = None if sampling.greedy else rules.warp_probs(row, sampling.temperature, sampling.top_k,
+                                                                 sampling.top_p)  # fmt: skip
             if not gamma:
-                next_token = int(row.argmax()) if sampling.greedy else int(rules.sample(dist, self.generator)[0])
-            next_prob = float(dist[0, next_token])
+                next_token = int(row.argmax()) if dist is None else int(rules.sample(dist, self.generator)[0])
+            next_id = torch.tensor([next_token], device=row.device)
+            next_prob = rules.softmax_at(row, next_id) if dist is None else dist[0, next_id]  # [1]
             # 4. roll back to the accepted path
             target.crop(len(ids) + accepted)
-            if drafter is not None:
+            if speculative:
                 drafter.commit(accepted, next_token, _rows(out, accepted + 1))
             ids += [*tokens[:accepted], next_token]
             # 5. emit
             emitted, finished = self._emit(tokens[:accepted], next_token)
             if self.should_stop is not None and self.should_stop():
                 finished = True
+            if speculative:
+                stop_reason, policy_trace = policy.stop_reason, policy.trace()
+                if inputs is not None:
+                    policy.end_round(inputs, accepted)
+            event = self._event(tokens, token_probs, inputs, verdict, accepted, next_token, next_prob, kind,
+                                emitted, finished, len(ids) - accepted - 1)  # fmt: skip
             _sync(pair.device)
             t2 = time.perf_counter()
-            event = RoundEvent(
-                index=len(self.events),
-                method=spec.name,
-                context_len=len(ids) - accepted - 1,
-                draft_tokens=tuple(tokens),
-                draft_pieces=self._pieces(tokens),
-                draft_probs=tuple(token_probs),
-                target_probs=tuple(verdict.target_probs.tolist()) if verdict else (),
-                accept_probs=tuple(verdict.accept_probs.tolist()) if verdict else (),
-                gold_draft_probs=tuple(gold_probs.tolist()) if gold_probs is not None else (),
-                accepted=accepted,
-                next_token=next_token,
-                next_piece=self._pieces([next_token])[0],
-                next_kind=kind,
-                emitted=emitted,
-                draft_s=t1 - t0,
-                verify_s=t2 - t1,
-                stop_reason=policy.stop_reason if drafter is not None else "",
-                policy_trace=policy.trace() if drafter is not None else {},
-                verifier_trace=verdict.trace if verdict else {},
-                finished=finished,
-                next_prob=next_prob,
-            )
-            if drafter is not None:
-                policy.end_round(gamma, accepted)
+            event = dataclasses.replace(
+                event, draft_s=t1 - t0, verify_s=t2 - t1, target_s=target_s,
+                engine_s=(t1 - t0 - propose_s) + (t2 - t1 - target_s),
+                stop_reason=stop_reason if speculative else "", policy_trace=policy_trace if speculative else {},
+            )  # fmt: skip
             self.events.append(event)
             self.wall_s = time.perf_counter() - t_start
             yield event
+
+    def _event(self, tokens, token_probs, inputs, verdict, accepted, next_token, next_prob, kind, emitted, finished,
+               context_len) -> RoundEvent:  # fmt: skip
+        """The round's display record: the per-token probabilities in one host copy, pieces from the pair's cache.
+
+        ``next_prob`` ``[1]`` is the target's probability of ``next_token`` (its temperature-1 softmax when greedy,
+        else the warped distribution).
+        """
+        gamma = len(tokens)
+        if gamma:
+            gold = inputs.target_logits[:gamma].argmax(-1)  # [γ] the target's own choices
+            rows = torch.cat([verdict.target_probs.float(), verdict.accept_probs.float(),
+                              rules.softmax_at(inputs.draft_logits, gold), next_prob.float()])  # fmt: skip
+            values = rows.tolist()  # the one host copy of the round's display numbers
+            target_probs, accept_probs = tuple(values[:gamma]), tuple(values[gamma : 2 * gamma])
+            gold_probs, next_value = tuple(values[2 * gamma : 3 * gamma]), values[-1]
+        else:
+            target_probs = accept_probs = gold_probs = ()
+            next_value = float(next_prob)
+        return RoundEvent(
+            index=len(self.events),
+            method=self.spec.name,
+            context_len=context_len,
+            draft_tokens=tuple(tokens),
+            draft_pieces=self.pair.pieces(tokens),
+            draft_probs=tuple(token_probs),
+            target_probs=target_probs,
+            accept_probs=accept_probs,
+            gold_draft_probs=gold_probs,
+            accepted=accepted,
+            next_token=next_token,
+            next_piece=self.pair.pieces([next_token])[0],
+            next_kind=kind,
+            emitted=emitted,
+            draft_s=0.0,
+            verify_s=0.0,
+            verifier_trace=verdict.trace if verdict is not None else {},
+            finished=finished,
+            next_prob=next_value,
+        )
 
     def result(self) -> GenerationResult:
         return GenerationResult(

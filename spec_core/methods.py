@@ -3,7 +3,11 @@
 ``ar`` is plain decoding. A speculative method is ``POLICY``, ``VERIFIER`` or ``POLICY+VERIFIER`` (e.g.
 ``fixed:4``, ``heuristic``, ``confidence:0.4``, ``fixed:4+lossless``); a missing policy is ``fixed:4`` and a
 missing verifier ``lossless``. ``block:LOSS`` drafts with a parallel block drafter (one draft forward per
-round). Peers run transformers itself: ``hf-ar``, ``hf-assisted:K``, ``hf-assisted-heuristic``.
+round) and combines with a verifier (``block:dpace+lossless``). Peers run transformers itself: ``hf-ar``,
+``hf-assisted:K``, ``hf-assisted-heuristic``.
+
+A name is parsed once, where it enters (CLI, API, UI): :func:`parse_method` validates every part and loads
+nothing; the engine builds the parts from the :class:`MethodSpec` with the loaded pair.
 """
 
 from __future__ import annotations
@@ -11,27 +15,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from spec_core.draft_length import POLICIES, make_policy
 from spec_core.errors import SpecScopeError
-from spec_core.verifiers import VERIFIERS, make_verifier
+from spec_core.policies import POLICIES, parse_policy
+from spec_core.rules import BLOCK_LOSSES
+from spec_core.types import PartSpec
+from spec_core.verifiers import VERIFIERS, parse_verifier
 
 DEFAULT_POLICY = "fixed:4"
+DEFAULT_VERIFIER = "lossless"
 PEERS = ("hf-ar", "hf-assisted", "hf-assisted-heuristic")
-BLOCK_LOSSES = ("uniform", "decay", "dpace", "dpace-cumulative", "dpace-continuation")
+MethodKind = Literal["ar", "speculative", "peer"]
 
 
 @dataclass(frozen=True)
 class MethodSpec:
     name: str  # as written by the user
-    kind: Literal["ar", "speculative", "peer"]
-    policy: str = ""  # e.g. "fixed:4" (speculative only)
-    verifier: str = "lossless"
+    kind: MethodKind
+    policy: PartSpec | None = None  # speculative with the default drafter only (a block drafter sets its length)
+    verifier: PartSpec | None = None  # speculative only
     drafter: str = "default"  # "default" (the pair's draft) or "block:LOSS"
 
 
 def parse_method(name: str) -> MethodSpec:
     """Validate and split a method name; raises :class:`SpecScopeError` with the known names otherwise."""
-    name = (name or "").strip()
+    name = (name or "").strip() if isinstance(name, str) else ""
     if not name:
         raise SpecScopeError("the method is empty; try 'ar', 'fixed:4' or 'heuristic'")
     if name == "ar":
@@ -46,23 +53,22 @@ def parse_method(name: str) -> MethodSpec:
     policy, verifier, drafter = None, None, "default"
     for part in name.split("+"):
         head, _, arg = part.partition(":")
-        if head == "block":
+        if head == "block" and drafter == "default":
             if arg not in BLOCK_LOSSES:
                 raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {part!r}")
             drafter = part
         elif head in POLICIES and policy is None:
-            make_policy(part)  # validates the parameter now, not mid-generation
-            policy = part
+            policy = parse_policy(part)
         elif head in VERIFIERS and verifier is None:
-            make_verifier(part)
-            verifier = part
+            verifier = parse_verifier(part)
         else:
             known = ["ar", *sorted(POLICIES), *sorted(VERIFIERS), "block:LOSS", *PEERS]
-            raise SpecScopeError(f"unknown method part {part!r} in {name!r}; known: {', '.join(known)}")
+            raise SpecScopeError(f"unknown method part {part!r} (or one given twice) in {name!r}; known: {', '.join(known)}")
     if drafter != "default" and policy is not None:
-        raise SpecScopeError(f"{name!r}: a block drafter sets its own length (one block a round); drop {policy!r}")
-    return MethodSpec(name, "speculative", policy or ("" if drafter != "default" else DEFAULT_POLICY),
-                      verifier or "lossless", drafter)  # fmt: skip
+        raise SpecScopeError(f"{name!r}: a block drafter sets its own length (one block a round); drop {policy.text!r}")
+    if drafter == "default" and policy is None:
+        policy = parse_policy(DEFAULT_POLICY)
+    return MethodSpec(name, "speculative", policy, verifier or parse_verifier(DEFAULT_VERIFIER), drafter)
 
 
 def known_methods() -> list[str]:

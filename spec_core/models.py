@@ -43,6 +43,15 @@ class ModelPair:
     dtype: torch.dtype
     draft_card: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)  # lazily loaded learned parts (block drafters, heads)
+    piece_cache: dict[int, str] = field(default_factory=dict, repr=False)  # token id → its text alone
+
+    def pieces(self, tokens) -> tuple[str, ...]:
+        """The text of each token alone (decoded once per token id, then cached: events carry pieces)."""
+        cache = self.piece_cache
+        missing = [t for t in dict.fromkeys(tokens) if t not in cache]
+        if missing:
+            cache.update(zip(missing, self.tokenizer.batch_decode([[t] for t in missing])))
+        return tuple(cache[t] for t in tokens)
 
     @property
     def eos_token_ids(self) -> set[int]:
@@ -209,7 +218,8 @@ def _load_pair_uncached(name: str, dev: torch.device, dt: torch.dtype, draft: st
 
 
 def _load_embedded(dev: torch.device, dt: torch.dtype, draft: str | None) -> ModelPair:
-    from spec_core.draft_models import available_drafts, build_truncated, load_draft
+    from spec_core.drafters.assets import available_drafts, load_draft
+    from spec_core.drafters.networks import build_truncated
 
     target, tokenizer = load_target(dev, dt)
     choice = draft or (DEFAULT_DRAFT if DEFAULT_DRAFT in available_drafts() else "truncated")

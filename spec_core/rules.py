@@ -211,3 +211,13 @@ def position_weights(
 def expected_accepted_length(q: torch.Tensor) -> torch.Tensor:
     """Surrogate S̃ = Σ_k Π_{i≤k} q_i of the expected accepted length (tail-sum identity), over the last axis."""
     return torch.cumprod(q, dim=-1).sum(-1)
+
+
+def softmax_at(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """softmax(logits)[i, tokens[i]] for each row, ``[N, V]`` × ``[N]`` → ``[N]``, without the full softmax:
+    exp(logit − logsumexp)."""
+    logits = logits.float()
+    return (logits.gather(-1, tokens[:, None])[:, 0] - torch.logsumexp(logits, -1)).exp()
+
+
+BLOCK_LOSSES = ("uniform", "decay", "dpace", "dpace-cumulative", "dpace-continuation")  # position_weights' schedules

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
+
+import torch
 
 from spec_core.errors import SpecScopeError
 
@@ -46,6 +49,43 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
+class PartSpec:
+    """One validated part of a method name, e.g. the ``fixed:4`` of ``fixed:4+lossless``."""
+
+    text: str  # as written, e.g. "pacer:b=2,t=0.5"
+    family: str  # the registry key, e.g. "pacer"
+    params: Any = None  # what the family's ``parse`` returned (frozen: ints, floats, frozen dataclasses)
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """What one round produced, handed to the verifier and (after verification) to the draft-length policy.
+
+    Shapes: γ drafted tokens, V the vocabulary, H_d / H_t the draft's / target's hidden size. Tensors live on
+    the pair's device. ``draft_probs`` is filled lazily: greedy verification never needs the full softmax.
+    """
+
+    draft_tokens: torch.Tensor  # [γ] long: x_1..x_γ
+    draft_logits: torch.Tensor  # [γ, V] float32: the draft's raw logits at each drafted position
+    sampled_probs: torch.Tensor | None  # [γ, V] the warped q each token was drawn from (None at temperature 0)
+    draft_hidden: torch.Tensor  # [γ, H_d]: the draft's last hidden state at each drafted position
+    target_logits: torch.Tensor  # [γ + 1, V] float32: the target over [pending, x_1..x_γ]
+    target_hidden: torch.Tensor | None = None  # [γ + 1, H_t] last hidden states, when the verifier asks
+
+    @property
+    def gamma(self) -> int:
+        return int(self.draft_tokens.shape[0])
+
+    @cached_property
+    def draft_probs(self) -> torch.Tensor:
+        """[γ, V] q: the warped distribution tokens were drawn from; at temperature 0 the draft's own softmax
+        (temperature 1), so that an ensemble ν = w·p + (1 − w)·q can be formed in greedy mode too."""
+        if self.sampled_probs is not None:
+            return self.sampled_probs
+        return torch.softmax(self.draft_logits.float(), dim=-1)
+
+
+@dataclass(frozen=True)
 class RoundEvent:
     """One speculative round (or one plain decoding step), as the UI and the benchmark see it.
 
@@ -76,6 +116,9 @@ class RoundEvent:
     verifier_trace: dict[str, Any] = field(default_factory=dict)  # verifier internals (DIVERSED w_t, ...)
     finished: bool = False  # the generation ended with this round (EOS or max_new_tokens)
     next_prob: float | None = None  # the target's probability of next_token (temperature-1 softmax if greedy)
+    target_s: float = 0.0  # wall seconds of the target forward alone (inside verify_s)
+    engine_s: float = 0.0  # wall seconds that were neither a draft step nor the target forward (policy, rule,
+    #   rollback, bookkeeping, this event): the engine's own work
 
     @property
     def draft_len(self) -> int:

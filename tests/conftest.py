@@ -51,7 +51,7 @@ def tiny_llama(vocab: int, seed: int, layers: int = 2, hidden: int = 32) -> Llam
 
 def make_tiny_pair(vocab: int = 16, draft: str = "standalone", target_seed: int = 0, draft_seed: int = 1) -> ModelPair:
     """A random target + draft sharing a tiny vocabulary. draft: standalone | copy (the target itself) | feature."""
-    from spec_core.draft_models import FeatureDraft
+    from spec_core.drafters.networks import FeatureDraft
 
     target = tiny_llama(vocab, target_seed)
     if draft == "copy":

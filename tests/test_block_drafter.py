@@ -12,9 +12,11 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from spec_core import engine
-from spec_core.block_drafter import BlockDrafter, BlockDraftModel, load_block_model, make_block_drafter
+from spec_core.drafters.block.assets import load_block_model
+from spec_core.drafters.block.network import BlockDraftModel
+from spec_core.drafters.block.runtime import BlockDrafter, make_block_drafter
 from spec_core.errors import SpecScopeError
-from spec_core.methods import BLOCK_LOSSES
+from spec_core.rules import BLOCK_LOSSES
 from spec_core.models import ModelPair
 
 VOCAB, LAYERS = 64, (1, 2, 3)
@@ -216,7 +218,7 @@ def test_training_data_from_several_folders(tmp_path) -> None:
 def test_analysis_helpers() -> None:
     from types import SimpleNamespace
 
-    from spec_core.analyze_block import acceptance_curve, block_weights
+    from spec_core.analysis.block import acceptance_curve, block_weights
 
     events = [SimpleNamespace(draft_len=3, accepted=a) for a in (0, 1, 3, 2)] + [
         SimpleNamespace(draft_len=1, accepted=1)

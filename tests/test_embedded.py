@@ -8,7 +8,7 @@ import torch
 
 from spec_core.__main__ import main
 from spec_core.engine import generate
-from spec_core.peers import run_peer
+from spec_core.analysis.peers import run_peer
 
 pytestmark = pytest.mark.embedded
 PROMPTS = ["Write a Python function that adds two numbers.", "What is the capital of Italy?"]
@@ -25,7 +25,7 @@ def test_float32_greedy_identity(embedded_f32, prompt):
 
 def test_bfloat16_divergence_is_reported(capsys):
     """In bf16 a k-token verify pass and a one-token step round differently: report, don't require identity."""
-    from spec_core.bench import first_divergence
+    from spec_core.analysis.bench import first_divergence
     from spec_core.models import load_pair
 
     pair = load_pair("embedded", device="cpu", dtype="bfloat16")

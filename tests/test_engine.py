@@ -9,7 +9,7 @@ from conftest import make_tiny_pair
 from spec_core.cached_lm import CachedLM
 from spec_core.engine import Generation, generate, stream
 from spec_core.errors import SpecScopeError
-from spec_core.peers import run_peer
+from spec_core.analysis.peers import run_peer
 from spec_core.types import SamplingConfig
 
 PROMPT = "speculative decoding"

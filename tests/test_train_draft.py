@@ -9,7 +9,8 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core.draft_models import DRAFTS_DIR, available_drafts, file_sha256, load_draft
+from spec_core.assets import DRAFTS_DIR, file_sha256
+from spec_core.drafters.assets import available_drafts, load_draft
 from spec_core.engine import generate
 from spec_core.models import ModelPair
 from spec_core.train.data import hidden_states, write_shard

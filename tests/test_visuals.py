@@ -7,7 +7,7 @@ import math
 import pytest
 
 from spec_core import rules
-from spec_core.bench import load_prompts as read_prompts
+from spec_core.analysis.bench import load_prompts as read_prompts
 from spec_core.session import event_from_record, event_record, interleave, lane_stats, speedup
 from spec_core.types import RoundEvent
 from visuals import lens, plots, stepthrough, tokens, views

@@ -33,8 +33,10 @@ import torch
 import torch.nn.functional as F
 
 from spec_core import rules
-from spec_core.block_drafter import BLOCK_DIR, BlockDraftModel, save_block_model
-from spec_core.methods import BLOCK_LOSSES
+from spec_core.assets import BLOCK_DIR
+from spec_core.drafters.block.assets import save_block_model
+from spec_core.drafters.block.network import BlockDraftModel
+from spec_core.rules import BLOCK_LOSSES
 from spec_core.train.data import TARGET_LAYERS, load_shards, split_sequences
 
 ROOT = Path(__file__).resolve().parents[2]

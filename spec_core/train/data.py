@@ -25,6 +25,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from spec_core.prompting import chat_ids
 from spec_core.train.prompts import SOURCES, training_prompts
 
 TARGET_LAYERS = (1, 8, 14, 20, 27)  # ≈ linspace(1, L − 3, 5) for L = 30 (DFlash's choice of layers)
@@ -40,16 +41,6 @@ class DataConfig:
     sampled_fraction: float = 0.5  # share of shards answered by sampling (T = 0.7, top-p 0.9) instead of greedy
     seed: int = 1234
     source: str = "templates"  # "templates" or "written" (the prompt bank): see spec_core.train.prompts
-
-
-def chat_ids(tokenizer, prompt: str) -> list[int]:
-    """The prompt as the target sees it (its chat template with the assistant turn opened)."""
-    ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
-    )
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in some versions
-        ids = ids["input_ids"]
-    return list(ids)
 
 
 @torch.inference_mode()

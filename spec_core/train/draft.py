@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from spec_core.draft_models import DRAFTS_DIR, FeatureDraft, build_standalone, save_draft
+from spec_core.assets import DRAFTS_DIR
+from spec_core.drafters.assets import save_draft
+from spec_core.drafters.networks import FeatureDraft, build_standalone
 from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
 
 

@@ -20,7 +20,8 @@ import pandas as pd
 import torch
 
 from spec_core.cached_lm import CachedLM, LMOutput
-from spec_core.drafters import FeatureDrafter, StandaloneDrafter
+from spec_core.drafters.feature import FeatureDrafter
+from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
@@ -107,3 +108,62 @@ def acceptance_needed(costs: pd.DataFrame, draft: str, speedup: float = 1.5, tau
             "speedup_at_alpha_1": round(float(window_speedup(1.0 - 1e-9, k, costs, draft, overhead_ms)), 3),
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Where a round's time goes, and the speedup the model predicts from the rounds a method actually ran
+
+
+def target_ms(costs: pd.DataFrame, width: int | np.ndarray) -> np.ndarray:
+    """A target forward over ``width`` new tokens, interpolated between the measured widths (ms)."""
+    target = costs[costs["what"] == "target forward"]
+    return np.interp(width, target["tokens"], target["ms"])
+
+
+def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
+    """The cost model's time for these rounds: per round, a target forward over γ + 1 tokens and γ draft steps
+    (plain decoding: one one-token forward). Nothing for the engine's own work."""
+    gammas = np.array([e.draft_len for e in events])
+    widths = np.where(gammas > 0, gammas + 1, 1)
+    step = float(costs.loc[costs["what"] == f"draft step ({draft})", "ms"].iloc[0]) if (gammas > 0).any() else 0.0
+    return float(target_ms(costs, widths).sum() + gammas.sum() * step)
+
+
+def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], methods: list[str],
+                    max_new_tokens: int = 96, repeats: int = 3) -> pd.DataFrame:  # fmt: skip
+    """Per method (``ar`` first, interleaved with the others): ms per round spent in draft steps, in the target
+    forward and in the engine's own work (policy, rule, rollback, event), from the events' timers; τ; and the
+    decode speedup over ``ar`` measured (lane clocks: Σ draft_s + verify_s) beside the one the cost model
+    predicts for the same rounds (:func:`predicted_ms`). Medians over ``repeats`` per prompt, then means."""
+    from spec_core.engine import Generation
+
+    methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
+    for m in methods:  # warm-up: allocations, lazy loads
+        list(Generation(pair, prompts[0], m, 8, GREEDY).rounds())
+    per: dict[str, list[dict]] = {m: [] for m in methods}
+    for prompt in prompts:
+        runs: dict[str, list[dict]] = {m: [] for m in methods}
+        for _ in range(repeats):
+            for m in methods:
+                events = list(Generation(pair, prompt, m, max_new_tokens, GREEDY).rounds())
+                busy = sum(e.draft_s + e.verify_s for e in events)
+                runs[m].append({
+                    "tokens": sum(len(e.emitted) for e in events), "rounds": len(events), "busy_ms": busy * 1000,
+                    "target_ms": sum(e.target_s for e in events) * 1000,
+                    "engine_ms": sum(e.engine_s for e in events) * 1000,
+                    "model_ms": predicted_ms(events, costs, draft),
+                })  # fmt: skip
+        med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in runs.items()}
+        for m in methods:
+            r, a = med[m], med["ar"]
+            per[m].append({
+                "rounds": r["rounds"], "tau": r["tokens"] / r["rounds"],
+                "draft_ms": (r["busy_ms"] - r["target_ms"] - r["engine_ms"]) / r["rounds"],
+                "target_ms": r["target_ms"] / r["rounds"], "engine_ms": r["engine_ms"] / r["rounds"],
+                "measured_speedup": (r["tokens"] / r["busy_ms"]) / (a["tokens"] / a["busy_ms"]),
+                "predicted_speedup": (r["tokens"] / r["model_ms"]) / (a["tokens"] / a["model_ms"]),
+            })  # fmt: skip
+    rows = [{"method": m, **{k: float(np.mean([p[k] for p in ps])) for k in ps[0]}} for m, ps in per.items()]
+    df = pd.DataFrame(rows)
+    df["gap_pct"] = 100 * (df["measured_speedup"] / df["predicted_speedup"] - 1)
+    return df.round(3)

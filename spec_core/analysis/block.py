@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from spec_core import rules
-from spec_core.block_drafter import BLOCK_DIR, load_block_model
-from spec_core.methods import BLOCK_LOSSES
+from spec_core.assets import BLOCK_DIR
+from spec_core.drafters.block.assets import load_block_model
+from spec_core.rules import BLOCK_LOSSES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVAL_PROMPTS = [  # used only when prompts/specscope.jsonl is absent; none of them is a training prompt
     ("code", "Write a Python function that returns the list of prime numbers below n."),
     (
@@ -37,7 +38,7 @@ EVAL_PROMPTS = [  # used only when prompts/specscope.jsonl is absent; none of th
     ("qa", "Why is the sky blue?"),
     ("lists", "List five fruits that are rich in vitamin C."),
 ]
-SCHEDULES = ("uniform", "decay", "dpace", "dpace-cumulative", "dpace-continuation")
+SCHEDULES = BLOCK_LOSSES  # every weight schedule, drawn along real blocks
 
 
 def eval_prompts(path: Path, n: int) -> list[tuple[str, str, str]]:

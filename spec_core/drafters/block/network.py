@@ -1,4 +1,4 @@
-"""Parallel block drafter (DFlash-style) for a target, its asset files, and the runtime drafter.
+"""The parallel block drafter network (DFlash-style) for a target; the runtime drafter is in :mod:`.runtime`.
 
 DFlash (Chen et al., "DFlash: Block Diffusion for Flash Speculative Decoding", arXiv 2602.06036; code
 ``z-lab/dflash``) drafts a whole block in one forward pass. Our version for the embedded target:
@@ -20,28 +20,17 @@ DFlash (Chen et al., "DFlash: Block Diffusion for Flash Speculative Decoding", a
 Training (``spec_core.train.block``) weights the per-position cross-entropy by a fixed schedule (uniform,
 DFlash's decay) or by D-PACE (arXiv 2605.18810, :func:`spec_core.rules.dpace_weights`).
 
-An asset is ``assets/block/LOSS.safetensors`` (trainable weights, bf16) + ``LOSS.json`` (its card, with the
-weights' sha256).
+Assets (``assets/block/LOSS``) are read and written by :mod:`.assets`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half
-
-from spec_core.cached_lm import LMOutput
-from spec_core.drafters import DraftChunk, draw
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
-
-BLOCK_DIR = Path(__file__).resolve().parent.parent / "assets" / "block"
 
 
 @dataclass(frozen=True)
@@ -241,136 +230,3 @@ class BlockDraftModel(nn.Module):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("rotary")}
 
 
-class BlockDrafter:
-    """Drafts one block per round: ``block_len = B − 1`` tokens from one forward of :class:`BlockDraftModel`.
-
-    Per request it keeps, for every context position (all tokens before the pending one), each layer's
-    context keys/values; :meth:`commit` appends those of the positions the target just verified, from
-    ``verified.layer_hidden``. Nothing of old positions is recomputed.
-    """
-
-    def __init__(self, model: BlockDraftModel):
-        self.model = model.eval()
-        self.target_layers = model.config.target_layers
-        self.block_len = model.config.block_size - 1
-        self.device = model.fc.weight.device
-        self.ids: list[int] = []
-        self.ctx_kv: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self.n_ctx = 0
-        self.drafted: list[int] = []
-
-    @torch.inference_mode()
-    def _extend(self, layer_hidden: torch.Tensor) -> None:
-        """Append the context K/V of ``layer_hidden`` ``[T, L, H]`` (positions n_ctx..n_ctx+T−1)."""
-        new = self.model.context_kv(self.model.project_context(layer_hidden.to(self.device)), self.n_ctx)
-        if self.ctx_kv:
-            self.ctx_kv = [(torch.cat([k, nk]), torch.cat([v, nv])) for (k, v), (nk, nv) in zip(self.ctx_kv, new)]
-        else:
-            self.ctx_kv = new
-        self.n_ctx += layer_hidden.shape[0]
-
-    def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
-        self.ids, self.ctx_kv, self.n_ctx, self.drafted = list(prompt_ids), [], 0, []
-        if prefill is not None:
-            if prefill.layer_hidden is None:
-                raise SpecScopeError("the block drafter needs the target's layer hidden states (CachedLM layers=)")
-            self._extend(prefill.layer_hidden)  # positions 0..len−2
-
-    @torch.inference_mode()
-    def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
-        n = min(n, self.block_len - len(self.drafted))
-        if n <= 0:
-            return DraftChunk([], None, [], [], [])
-        if not self.ctx_kv:  # a one-token prompt: empty context
-            h, d = self.model.config.num_kv_heads, self.model.config.head_dim
-            empty = torch.empty(0, h, d, dtype=self.model.fc.weight.dtype, device=self.device)
-            self.ctx_kv = [(empty, empty) for _ in self.model.layers]
-        anchor_pos = len(self.ids) - 1  # the pending token; the context holds positions 0..anchor_pos−1
-        assert self.n_ctx == anchor_pos, (self.n_ctx, anchor_pos)
-        kv = [(k[None], v[None]) for k, v in self.ctx_kv]  # add S = 1
-        tokens = torch.tensor([[self.ids[-1]]], device=self.device)
-        hidden = self.model.block_states(tokens, torch.tensor([[anchor_pos]], device=self.device), kv, None)[0, 0]
-        hidden = hidden[1 : n + 1]  # [n, H] block positions 1..n
-        logits = self.model.logits(hidden).float()  # [n, V]
-        out_tokens, qs, token_probs = [], [], []
-        for row in logits:  # each position from its own warped distribution (q rows are what was sampled)
-            token, q, prob = draw(row, sampling, generator)
-            out_tokens.append(token), qs.append(q), token_probs.append(prob)
-        self.drafted += out_tokens
-        probs = torch.stack(qs) if qs[0] is not None else None
-        return DraftChunk(out_tokens, probs, token_probs, list(hidden), list(logits))
-
-    def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
-        self.ids += [*self.drafted[:accepted], next_token]
-        self.drafted = []
-        if verified.layer_hidden is None:
-            raise SpecScopeError("the block drafter needs the target's layer hidden states (CachedLM layers=)")
-        self._extend(verified.layer_hidden[: accepted + 1])  # [pending, x_1..x_accepted]
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Assets
-
-
-def save_block_model(model: BlockDraftModel, name: str, card: dict, directory: Path = BLOCK_DIR) -> Path:
-    """Write ``NAME.safetensors`` (bf16 trainable weights) + ``NAME.json`` (card with config and sha256)."""
-    from spec_core.draft_models import file_sha256
-
-    directory.mkdir(parents=True, exist_ok=True)
-    weights = directory / f"{name}.safetensors"
-    tensors = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.trainable_state().items()}
-    save_file(tensors, str(weights))
-    card = {**card, "name": name, "design": "block", "config": asdict(model.config), "weights": weights.name,
-            "sha256": file_sha256(weights)}  # fmt: skip
-    (directory / f"{name}.json").write_text(json.dumps(card, indent=2) + "\n")
-    return weights
-
-
-def load_block_model(target, name: str, directory: Path = BLOCK_DIR) -> tuple[BlockDraftModel, dict]:
-    """Build the block drafter of card ``name`` around ``target`` and load its weights (hash-checked)."""
-    from spec_core.draft_models import file_sha256
-
-    path = directory / f"{name}.json"
-    if not path.exists():
-        have = sorted(p.stem for p in directory.glob("*.json"))
-        raise SpecScopeError(
-            f"no block drafter {name!r} in {directory} (available: {have}); train it with "
-            f"`python -m spec_core train block --loss {name}`"
-        )
-    card = json.loads(path.read_text())
-    weights = directory / card["weights"]
-    if not weights.exists() or file_sha256(weights) != card["sha256"]:
-        raise SpecScopeError(f"block drafter {name!r}: {weights.name} is missing or does not match its card's sha256")
-    cfg = dict(card["config"])
-    config = BlockConfig(**{**cfg, "target_layers": tuple(cfg["target_layers"])})
-    if config.hidden_size != target.config.hidden_size:
-        raise SpecScopeError(f"block drafter {name!r} was trained for hidden size {config.hidden_size}")
-    model = BlockDraftModel(config, target.model.embed_tokens, target.lm_head)
-    missing, unexpected = model.load_state_dict(load_file(str(weights)), strict=False)
-    missing = [k for k in missing if not k.startswith("rotary")]
-    if missing or unexpected:
-        raise SpecScopeError(f"block drafter {name!r}: weights do not fit ({missing[:3]}, {unexpected[:3]})")
-    return model.to(next(target.parameters()).dtype).eval(), card
-
-
-def make_block_drafter(pair, spec: str) -> BlockDrafter:
-    """The drafter of method ``block:LOSS`` for ``pair`` (loaded once, then cached in ``pair.extras``).
-
-    A model already in ``pair.extras["block:LOSS"]`` is used as is (tests and ablations inject one there);
-    otherwise the asset ``assets/block/LOSS`` is loaded, which exists for the embedded target only.
-    """
-    from spec_core.methods import BLOCK_LOSSES
-
-    loss = spec.partition(":")[2]
-    if loss not in BLOCK_LOSSES:
-        raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {spec!r}")
-    key = f"block:{loss}"
-    if key not in pair.extras:
-        if pair.name != "embedded":
-            raise SpecScopeError(
-                f"{spec!r} needs a block drafter trained for the target; the shipped ones are for the embedded "
-                f"pair only, not {pair.name!r}"
-            )
-        model, _ = load_block_model(pair.target, loss)
-        pair.extras[key] = model.to(pair.device)
-    return BlockDrafter(pair.extras[key])

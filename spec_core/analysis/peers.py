@@ -30,7 +30,8 @@ def _assistant(pair):
     if pair.draft_design in ("standalone", "truncated"):
         return pair.draft
     if "hf_assistant" not in pair.extras:
-        from spec_core.draft_models import available_drafts, build_truncated, load_draft
+        from spec_core.drafters.assets import available_drafts, load_draft
+        from spec_core.drafters.networks import build_truncated
 
         if "standalone" in available_drafts():
             model, _ = load_draft(pair.target, "standalone")

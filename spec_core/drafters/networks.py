@@ -1,4 +1,4 @@
-"""The draft networks for a target, and how they are saved to / loaded from ``assets/``.
+"""The draft networks for a target (their assets are read and written by :mod:`spec_core.drafters.assets`).
 
 Three designs, all sharing the target's tokenizer, input embedding and (tied) output head, which are
 never stored in an asset (they are the target's):
@@ -12,27 +12,15 @@ never stored in an asset (they are the target's):
   positions' feature fuses several target layers (EAGLE-3, arXiv 2503.01840).
 - ``truncated``: the target's first layers with its final norm and head, untrained; the fallback when no
   trained draft is present (clearly not a trained draft).
-
-An asset is ``NAME.safetensors`` (trainable weights only) plus ``NAME.json`` (its card: design, config,
-training data, results, and the sha256 of the weights file).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel
-
-from spec_core.errors import SpecScopeError
-
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-DRAFTS_DIR = ASSETS / "drafts"
 
 
 def draft_config(target_config: LlamaConfig, num_layers: int, vocab_size: int | None = None) -> LlamaConfig:
@@ -151,55 +139,3 @@ def trainable_state(draft: nn.Module) -> dict[str, torch.Tensor]:
     """The weights an asset stores: everything but the target's shared embedding and head."""
     state = draft.state_dict()
     return {k: v for k, v in state.items() if not k.startswith(("model.embed_tokens", "lm_head", "embed", "head"))}
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def save_draft(draft: nn.Module, name: str, card: dict, directory: Path = DRAFTS_DIR) -> Path:
-    """Write ``NAME.safetensors`` + ``NAME.json``; the card gets the weights' sha256."""
-    directory.mkdir(parents=True, exist_ok=True)
-    weights = directory / f"{name}.safetensors"
-    tensors = {
-        k: (v.detach().to(torch.bfloat16) if v.is_floating_point() else v.detach()).contiguous()
-        for k, v in trainable_state(draft).items()
-    }
-    save_file(tensors, str(weights))
-    card = {**card, "name": name, "weights": weights.name, "sha256": file_sha256(weights)}
-    (directory / f"{name}.json").write_text(json.dumps(card, indent=2) + "\n")
-    return weights
-
-
-def available_drafts(directory: Path = DRAFTS_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.json"))
-
-
-def read_card(name: str, directory: Path = DRAFTS_DIR) -> dict:
-    path = directory / f"{name}.json"
-    if not path.exists():
-        raise SpecScopeError(f"no draft named {name!r} in {directory} (available: {available_drafts(directory)})")
-    return json.loads(path.read_text())
-
-
-def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR) -> tuple[nn.Module, dict]:
-    """Build the draft described by card ``name`` around ``target`` and load its weights (hash-checked)."""
-    card = read_card(name, directory)
-    weights = directory / card["weights"]
-    if not weights.exists():
-        raise SpecScopeError(f"draft {name!r}: weights file {weights} is missing")
-    if file_sha256(weights) != card["sha256"]:
-        raise SpecScopeError(f"draft {name!r}: {weights.name} does not match the sha256 in its card")
-    design, layers = card["design"], int(card["num_layers"])
-    if design == "standalone":
-        draft: nn.Module = build_standalone(target, layers, init_from_target=False)
-    elif design == "feature":
-        draft = FeatureDraft(target, layers, init_from_target=False, head_size=int(card.get("head_size", 0)),
-                             feature_layers=tuple(card.get("feature_layers", ())))  # fmt: skip
-    else:
-        raise SpecScopeError(f"draft {name!r}: unknown design {design!r}")
-    missing, unexpected = draft.load_state_dict(load_file(str(weights)), strict=False)
-    missing = [k for k in missing if not k.startswith(("model.embed_tokens", "lm_head"))]
-    if missing or unexpected:
-        raise SpecScopeError(f"draft {name!r}: weights do not fit ({missing[:3]} missing, {unexpected[:3]} extra)")
-    return draft.to(target.dtype).eval(), card

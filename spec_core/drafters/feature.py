@@ -1,0 +1,85 @@
+"""EAGLE-style drafting (Li et al., arXiv 2401.15077) on the target's features; network in :mod:`.networks`."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from spec_core.cached_lm import LMOutput
+from spec_core.drafters.base import DraftChunk, chunk_of, draw
+from spec_core.types import SamplingConfig
+
+
+class FeatureDrafter:
+    """EAGLE-style drafting: pair j = (feature of position j − 1, token j) → predicted feature of position j.
+
+    ``feats[i]`` is the feature of position i: the target's (verified) or the draft's own (while drafting).
+    The draft cache holds pairs for positions 1..``cached``; a pair is valid only while its input feature is
+    the target's, so ``commit`` crops the cache back to the pairs built from verified features.
+    """
+
+    needs_target_hidden = True
+
+    def __init__(self, draft: torch.nn.Module):
+        self.draft = draft
+        self.device = next(draft.parameters()).device
+        self.target_layers = tuple(getattr(draft, "feature_layers", ()))  # fused-feature drafts read these
+
+    def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
+        hidden = self.draft.config.hidden_size
+        self.ids, self.round_start = list(prompt_ids), len(prompt_ids)
+        self.feats = torch.empty(len(prompt_ids) + 4096, hidden, dtype=next(self.draft.parameters()).dtype,
+                                 device=self.device)  # fmt: skip
+        self.n_feats = 0
+        if prefill is not None and prefill.hidden.shape[0]:
+            self._set_feats(0, self._target_features(prefill))
+        self.cache = DynamicCache(config=self.draft.config)
+        self.cached = 0  # pairs in the cache (positions 1..cached)
+
+    def _target_features(self, out: LMOutput, n: int | None = None) -> torch.Tensor:
+        """The draft's input features for the first ``n`` positions of a target output."""
+        layer_hidden = out.layer_hidden[:n] if out.layer_hidden is not None else None
+        with torch.inference_mode():
+            return self.draft.target_features(out.hidden[:n], layer_hidden).to(self.feats.dtype)
+
+    def _set_feats(self, start: int, values: torch.Tensor) -> None:
+        end = start + values.shape[0]
+        if end > self.feats.shape[0]:
+            grown = torch.empty(2 * end, self.feats.shape[1], dtype=self.feats.dtype, device=self.device)
+            grown[: self.n_feats] = self.feats[: self.n_feats]
+            self.feats = grown
+        self.feats[start:end] = values
+        self.n_feats = end
+
+    @torch.inference_mode()
+    def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
+        tokens, qs, token_probs, hidden, logits = [], [], [], [], []
+        for _ in range(n):
+            length = len(self.ids)
+            first = self.cached + 1  # first position whose pair is not cached yet
+            if first > length - 1 or self.n_feats < length - 1:
+                break  # nothing to condition on (a one-token prompt): draft nothing this round
+            ids = torch.tensor(self.ids[first:length], device=self.device)[None]  # [1, m]
+            feats = self.feats[first - 1 : length - 1][None]  # [1, m, H]
+            out = self.draft(feats, ids, past_key_values=self.cache)[0]  # [m, H]
+            self.cached = length - 1
+            feature = out[-1]  # predicted feature of position length − 1
+            row = self.draft.logits(feature).float()  # [V]
+            token, q, prob = draw(row, sampling, generator)
+            self._set_feats(length - 1, feature[None])
+            self.ids.append(token)
+            tokens.append(token), qs.append(q), token_probs.append(prob), hidden.append(feature)
+            logits.append(row)
+        return chunk_of(tokens, qs, token_probs, hidden, logits)
+
+    def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
+        start = self.round_start - 1  # position of the round's last verified token
+        valid_pairs = start  # pairs 1..start were built from verified features only
+        self._set_feats(start, self._target_features(verified, accepted + 1))
+        self.ids = self.ids[: self.round_start + accepted] + [next_token]
+        if self.cached > valid_pairs:
+            self.cache.crop(valid_pairs - self.cached)  # negative: number of pairs to drop
+            self.cached = valid_pairs
+        self.round_start = len(self.ids)
+
+

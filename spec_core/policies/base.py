@@ -1,0 +1,52 @@
+"""The draft-length policy protocol: how many tokens the draft proposes in a round (ALGORITHMS.md §1).
+
+A policy is asked, before each chunk of drafting, how many more tokens to draft (0 = stop and verify), and
+hears each round's outcome afterwards. While drafting it sees what was drafted so far (:class:`DraftSoFar`)
+and must stay within ``budget`` (tokens still allowed by ``max_new_tokens``); after verification it receives
+the round's :class:`~spec_core.types.RoundInputs` and how many drafts were kept.
+
+A family is a class with ``prefix``, ``parse(arg) -> params`` (pure: validates a method string, loads nothing)
+and ``build(params, pair) -> policy`` (may load trained weights matched to the pair's draft).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from spec_core.errors import SpecScopeError
+from spec_core.types import RoundInputs
+
+
+@dataclass(frozen=True)
+class DraftSoFar:
+    """What the drafter produced so far in this round."""
+
+    tokens: list[int]  # drafted token ids
+    token_probs: list[float]  # the draft's own (temperature-1) probability of each drafted token
+    hidden: list[torch.Tensor]  # the draft's hidden state per drafted token, [H_d] each (learned policies read it)
+    budget: int  # tokens still allowed this round (max_new_tokens − generated − 1 for the target's token)
+
+
+class DraftLengthPolicy(Protocol):
+    name: str
+    stop_reason: str  # why the last round's drafting stopped ("window", "threshold", "max", "budget", ...)
+
+    def next_chunk(self, so_far: DraftSoFar) -> int:
+        """How many tokens to draft next (0 = stop). Sets ``stop_reason`` when it returns 0."""
+
+    def end_round(self, inputs: RoundInputs, accepted: int) -> None:
+        """The round's outcome: what was drafted and verified, and how many drafts were kept."""
+
+    def trace(self) -> dict[str, Any]:
+        """Internals to show in the round's event (JSON-ready)."""
+
+
+def number(text: str, kind: type, what: str):
+    """``kind(text)`` or a :class:`SpecScopeError` that names ``what``."""
+    try:
+        return kind(text)
+    except ValueError as err:
+        raise SpecScopeError(f"{what}: expected a {kind.__name__}, got {text!r}") from err

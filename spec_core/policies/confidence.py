@@ -1,0 +1,47 @@
+"""``confidence:T`` — transformers' ``assistant_confidence_threshold`` idea (ALGORITHMS.md §1): stop drafting
+once the draft's own probability of its token falls under T (their default 0.4), up to a maximum length."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from spec_core.errors import SpecScopeError
+from spec_core.policies.base import DraftSoFar, number
+from spec_core.types import RoundInputs
+
+
+class ConfidenceLength:
+    """Stop when the draft's probability of its last token is under ``threshold`` (or at ``max_len``)."""
+
+    prefix: ClassVar[str] = "confidence"
+
+    def __init__(self, threshold: float = 0.4, max_len: int = 16):
+        self.threshold, self.max_len = threshold, max_len
+        self.name, self.stop_reason = f"confidence:{threshold:g}", ""
+
+    @classmethod
+    def parse(cls, arg: str | None) -> float:
+        threshold = 0.4 if arg is None else number(arg, float, "confidence:T")
+        if not 0.0 <= threshold <= 1.0:
+            raise SpecScopeError(f"confidence:T needs 0 <= T <= 1, got {threshold}")
+        return threshold
+
+    @classmethod
+    def build(cls, threshold: float, pair=None) -> ConfidenceLength:
+        return cls(threshold)
+
+    def next_chunk(self, so_far: DraftSoFar) -> int:
+        n = len(so_far.tokens)
+        if n and so_far.token_probs[-1] < self.threshold:
+            self.stop_reason = "confidence"
+            return 0
+        if n >= min(self.max_len, so_far.budget):
+            self.stop_reason = "max" if n >= self.max_len else "budget"
+            return 0
+        return 1
+
+    def end_round(self, inputs: RoundInputs, accepted: int) -> None:
+        pass
+
+    def trace(self) -> dict:
+        return {"threshold": self.threshold}

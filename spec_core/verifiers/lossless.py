@@ -1,0 +1,45 @@
+"""``lossless`` — standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023, arXiv 2302.01318).
+
+The output has exactly the target's distribution; at temperature 0 it accepts while x_i == argmax p_i and the
+next token is the target's argmax (ALGORITHMS.md §0).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from spec_core import rules
+from spec_core.errors import SpecScopeError
+from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.verifiers.base import Verdict
+
+
+class LosslessVerifier:
+    """Standard speculative sampling; greedy at temperature 0 (accept while x_i == argmax p_i)."""
+
+    prefix: ClassVar[str] = "lossless"
+    name = "lossless"
+    lossless = True
+    needs_target_hidden = False
+
+    @classmethod
+    def parse(cls, arg: str | None) -> None:
+        if arg is not None:
+            raise SpecScopeError("lossless takes no parameter")
+
+    @classmethod
+    def build(cls, params: None = None, pair=None) -> LosslessVerifier:
+        return cls()
+
+    def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:
+        x, logits = inputs.draft_tokens, inputs.target_logits  # [γ], [γ + 1, V]
+        gamma = x.shape[0]
+        idx = torch.arange(gamma, device=x.device)
+        if sampling.greedy:
+            a, accepted, nxt = rules.verify_greedy(logits.argmax(-1), x)
+            return Verdict(a, accepted, nxt, rules.softmax_at(logits[:gamma], x))
+        p = rules.warp_probs(logits, sampling.temperature, sampling.top_k, sampling.top_p)  # [γ + 1, V]
+        a, accepted, nxt = rules.verify_drafts(p[:gamma], inputs.draft_probs, x, p[gamma], generator)
+        return Verdict(a, accepted, nxt, p[idx, x])
