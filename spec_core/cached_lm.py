@@ -40,11 +40,18 @@ class CachedLM:
         self.length = 0
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, all_logits: bool = True) -> LMOutput:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        all_logits: bool = True,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> LMOutput:
         """Feed ``tokens`` ``[T]`` after the cached ones; returns logits and hidden states of these T positions.
 
         ``all_logits=False`` computes the logits of the last position only (a prefill needs none: the head is
-        the costliest matrix of a small model's forward).
+        the costliest matrix of a small model's forward). A token tree passes its nodes' ``positions`` ``[T]``
+        and a 4D ``mask`` ``[1, 1, T, cached + T]`` (see :func:`spec_core.drafters.tree.attention_mask`).
         """
         if self.cache is None:
             self.reset()
@@ -54,6 +61,8 @@ class CachedLM:
             use_cache=True,
             output_hidden_states=self.hidden,
             logits_to_keep=0 if all_logits else 1,
+            position_ids=positions.view(1, -1).to(self.device) if positions is not None else None,
+            attention_mask=mask,
         )
         self.length += tokens.numel()
         if not self.hidden:
@@ -67,3 +76,15 @@ class CachedLM:
         if length < self.length:
             self.cache.crop(length - self.length)  # negative: this transformers version takes -(count to remove)
             self.length = length
+
+    def gather(self, keep: torch.Tensor) -> None:
+        """Keep only the cached positions ``keep`` ``[n]`` (ascending): a tree round compacted to its accepted path.
+
+        Cropping cannot do it (the accepted nodes are not a prefix of what the tree pass cached), so each layer's
+        keys and values are gathered along the sequence axis.
+        """
+        keep = keep.to(self.device)
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+        self.length = int(keep.numel())

@@ -59,7 +59,11 @@ class Generation:
         self.spec: MethodSpec = method if isinstance(method, MethodSpec) else parse_method(method)
         if self.spec.kind == "peer":
             raise SpecScopeError(f"{method!r} runs transformers' own generate; use spec_core.peers or `bench`")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_LIMIT
+        ):
             raise SpecScopeError(
                 f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS_LIMIT}], got {max_new_tokens!r}"
             )
@@ -102,9 +106,15 @@ class Generation:
         policy = make_policy(spec.policy, pair) if spec.policy is not None else FixedLength(drafter.block_len)
         return drafter, policy, make_verifier(spec.verifier, pair)
 
-    @torch.inference_mode()
     def rounds(self) -> Iterator[RoundEvent]:
-        pair, sampling, spec = self.pair, self.sampling, self.spec
+        """One event per round until EOS, ``max_new_tokens`` or ``should_stop``."""
+        if self.spec.drafter.startswith("tree"):
+            return self._tree_rounds()
+        return self._chain_rounds()
+
+    @torch.inference_mode()
+    def _chain_rounds(self) -> Iterator[RoundEvent]:
+        pair, sampling = self.pair, self.sampling
         t_start = time.perf_counter()
         drafter, policy, verifier = self._parts()
         speculative = drafter is not None
@@ -203,6 +213,112 @@ class Generation:
             self.wall_s = time.perf_counter() - t_start
             yield event
 
+    @torch.inference_mode()
+    def _tree_rounds(self) -> Iterator[RoundEvent]:
+        """Token-tree rounds (EAGLE-2, arXiv 2406.16858): draft a tree, verify every node in one target forward
+        with a tree mask, walk down the accepted path, compact both caches to it (a gather, not a crop)."""
+        from spec_core.drafters.tree import TreeShape, attention_mask, make_tree_drafter, verification_inputs
+        from spec_core.verifiers.tree import verify_tree
+
+        pair, sampling = self.pair, self.sampling
+        shape = TreeShape.parse(self.spec.drafter.partition(":")[2] or None)
+        t_start = time.perf_counter()
+        drafter = make_tree_drafter(pair)
+        target = CachedLM(pair.target, layers=drafter.target_layers, hidden=True)
+        target.reset()
+        self.target_lm, self.drafter = target, drafter
+        ids = list(self.prompt_ids)
+        context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
+        drafter.reset(ids, context if len(ids) > 1 else None)
+        finished = False
+        while not finished:
+            t0 = time.perf_counter()
+            # 1. draft a tree (budget: never more depth than tokens still allowed)
+            budget = self.max_new_tokens - len(self.new_tokens) - 1
+            tree = drafter.propose_tree(dataclasses.replace(shape, depth=min(shape.depth, budget))) if budget else None
+            t1 = time.perf_counter()
+            # 2. verify every node in one target forward: [pending, nodes] (first round: the nodes only)
+            if tree is None:
+                out = first if first is not None else target.forward(torch.tensor([ids[-1]]))
+            else:
+                tokens, positions, visible = verification_inputs(tree, ids[-1], len(ids) - 1)
+                skip = 1 if first is not None else 0  # the prefill already ran the pending token
+                mask = attention_mask(visible[skip:, skip:], target.length, pair.target, pair.device)
+                tail = target.forward(tokens[skip:], positions=positions[skip:], mask=mask)
+                out = _concat(first, tail) if first is not None else tail
+            first = None
+            _sync(pair.device)
+            target_s = time.perf_counter() - t1
+            # 3. accept: walk down the tree
+            if tree is not None:
+                verdict = verify_tree(tree, out.logits, sampling, self.generator)
+                path, next_token, kind = verdict.path, verdict.next_token, verdict.kind
+            else:
+                path, kind = [], "target"
+                row = out.logits[:1]
+                next_token = int(row.argmax()) if sampling.greedy else int(rules.sample(
+                    rules.warp_probs(row, sampling.temperature, sampling.top_k, sampling.top_p), self.generator)[0])  # fmt: skip
+            path_tokens = [int(tree.tokens[i]) for i in path] if tree is not None else []
+            # 4. compact both caches to the accepted path
+            rows = torch.tensor([0, *[1 + i for i in path]])
+            if tree is not None:
+                target.gather(torch.cat([torch.arange(len(ids)), len(ids) + torch.tensor(path, dtype=torch.long)]))
+                drafter.commit_path(path_tokens, next_token, _select(out, rows))
+            else:
+                target.crop(len(ids))
+                drafter.commit(0, next_token, _rows(out, 1))
+            ids += [*path_tokens, next_token]
+            # 5. emit
+            emitted, finished = self._emit(path_tokens, next_token)
+            if self.should_stop is not None and self.should_stop():
+                finished = True
+            event = self._tree_event(tree, verdict if tree is not None else None, path_tokens, next_token, kind,
+                                     emitted, finished, len(ids) - len(path_tokens) - 1, out.logits)  # fmt: skip
+            _sync(pair.device)
+            t2 = time.perf_counter()
+            event = dataclasses.replace(event, draft_s=t1 - t0, verify_s=t2 - t1, target_s=target_s,
+                                        engine_s=t2 - t1 - target_s)  # fmt: skip
+            self.events.append(event)
+            self.wall_s = time.perf_counter() - t_start
+            yield event
+
+    def _tree_event(self, tree, verdict, path_tokens, next_token, kind, emitted, finished, context_len,
+                    logits) -> RoundEvent:  # fmt: skip
+        """A tree round as a chain-shaped event (the accepted path, then the first child rejected at the last node)
+        plus the whole tree in ``tree`` for the tree view."""
+        tree_record: dict = {}
+        drafted = list(path_tokens)
+        nodes = list(verdict.path) if verdict is not None else []
+        last_rejected = [n for n, a in verdict.tried if n not in verdict.path] if verdict is not None else []
+        if verdict is not None:
+            leaf_parent = verdict.path[-1] if verdict.path else -1
+            rejected_here = [n for n in last_rejected if int(tree.parents[n]) == leaf_parent]
+            if rejected_here:
+                nodes.append(rejected_here[0])
+                drafted.append(int(tree.tokens[rejected_here[0]]))
+            tried = dict(verdict.tried)
+            values = torch.stack([tree.draft_probs.float(), verdict.target_probs.float()]).tolist()
+            tree_record = {
+                "tokens": tree.tokens.tolist(), "pieces": list(self.pair.pieces(tree.tokens.tolist())),
+                "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
+                "draft_probs": values[0], "target_probs": values[1], "path": list(verdict.path),
+                "tried": [[n, a] for n, a in verdict.tried],
+            }  # fmt: skip
+            draft_probs = tuple(values[0][n] for n in nodes)
+            target_probs = tuple(values[1][n] for n in nodes)
+            accept_probs = tuple(tried.get(n, 0.0) for n in nodes)
+        else:
+            draft_probs = target_probs = accept_probs = ()
+        row = logits[1 + verdict.path[-1] if verdict is not None and verdict.path else 0]  # where next_token came from
+        next_prob = float(rules.softmax_at(row[None], torch.tensor([next_token], device=row.device))[0])
+        return RoundEvent(
+            index=len(self.events), method=self.spec.name, context_len=context_len, draft_tokens=tuple(drafted),
+            draft_pieces=self.pair.pieces(drafted), draft_probs=draft_probs, target_probs=target_probs,
+            accept_probs=accept_probs, gold_draft_probs=(), accepted=len(path_tokens), next_token=next_token,
+            next_piece=self.pair.pieces([next_token])[0], next_kind=kind, emitted=emitted, draft_s=0.0, verify_s=0.0,
+            finished=finished, next_prob=next_prob, tree=tree_record,
+        )  # fmt: skip
+
     def _event(self, tokens, token_probs, inputs, verdict, accepted, next_token, next_prob, kind, emitted, finished,
                context_len) -> RoundEvent:  # fmt: skip
         """The round's display record: the per-token probabilities in one host copy, pieces from the pair's cache.
@@ -268,6 +384,12 @@ def _concat(a: LMOutput, b: LMOutput) -> LMOutput:
     cat = lambda x, y: torch.cat([x, y]) if x is not None and y is not None else None  # noqa: E731
     return LMOutput(logits=torch.cat([a.logits, b.logits]), hidden=cat(a.hidden, b.hidden),
                     layer_hidden=cat(a.layer_hidden, b.layer_hidden))  # fmt: skip
+
+
+def _select(out: LMOutput, rows: torch.Tensor) -> LMOutput:
+    """The target output at positions ``rows`` (a tree's accepted path)."""
+    pick = lambda x: x.index_select(0, rows.to(x.device)) if x is not None else None  # noqa: E731
+    return LMOutput(pick(out.logits), pick(out.hidden), pick(out.layer_hidden))
 
 
 def _rows(out: LMOutput, n: int) -> LMOutput:

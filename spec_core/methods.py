@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from spec_core.drafters.tree import TreeShape
 from spec_core.errors import SpecScopeError
 from spec_core.policies import POLICIES, parse_policy
 from spec_core.rules import BLOCK_LOSSES
@@ -53,7 +54,10 @@ def parse_method(name: str) -> MethodSpec:
     policy, verifier, drafter = None, None, "default"
     for part in name.split("+"):
         head, _, arg = part.partition(":")
-        if head == "block" and drafter == "default":
+        if head == "tree" and drafter == "default":
+            TreeShape.parse(arg or None)  # validates the shape now
+            drafter = part
+        elif head == "block" and drafter == "default":
             if arg not in BLOCK_LOSSES:
                 raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {part!r}")
             drafter = part
@@ -62,10 +66,16 @@ def parse_method(name: str) -> MethodSpec:
         elif head in VERIFIERS and verifier is None:
             verifier = parse_verifier(part)
         else:
-            known = ["ar", *sorted(POLICIES), *sorted(VERIFIERS), "block:LOSS", *PEERS]
-            raise SpecScopeError(f"unknown method part {part!r} (or one given twice) in {name!r}; known: {', '.join(known)}")
+            known = ["ar", *sorted(POLICIES), *sorted(VERIFIERS), "block:LOSS", "tree", *PEERS]
+            raise SpecScopeError(
+                f"unknown method part {part!r} (or one given twice) in {name!r}; known: {', '.join(known)}"
+            )
     if drafter != "default" and policy is not None:
-        raise SpecScopeError(f"{name!r}: a block drafter sets its own length (one block a round); drop {policy.text!r}")
+        raise SpecScopeError(
+            f"{name!r}: a {drafter.partition(':')[0]} drafter sets its own length; drop {policy.text!r}"
+        )
+    if drafter.startswith("tree") and verifier is not None and verifier.family != "lossless":
+        raise SpecScopeError(f"{name!r}: a token tree is verified losslessly (multi-candidate); drop {verifier.text!r}")
     if drafter == "default" and policy is None:
         policy = parse_policy(DEFAULT_POLICY)
     return MethodSpec(name, "speculative", policy, verifier or parse_verifier(DEFAULT_VERIFIER), drafter)
@@ -74,4 +84,5 @@ def parse_method(name: str) -> MethodSpec:
 def known_methods() -> list[str]:
     """Examples of every family, for help texts and the UI."""
     blocks = [f"block:{loss}" for loss in BLOCK_LOSSES[:3]]
-    return ["ar", "fixed:2", "fixed:4", "fixed:6", "heuristic", "confidence:0.4", *blocks, *PEERS[:1], "hf-assisted:4"]
+    return ["ar", "fixed:2", "fixed:4", "fixed:6", "heuristic", "confidence:0.4", *blocks, "tree", *PEERS[:1],
+            "hf-assisted:4"]  # fmt: skip

@@ -119,6 +119,8 @@ class RoundEvent:
     target_s: float = 0.0  # wall seconds of the target forward alone (inside verify_s)
     engine_s: float = 0.0  # wall seconds that were neither a draft step nor the target forward (policy, rule,
     #   rollback, bookkeeping, this event): the engine's own work
+    tree: dict[str, Any] = field(default_factory=dict)  # a token-tree round: tokens, pieces, parents, depths,
+    #   draft_probs, target_probs (per node), path (accepted nodes), tried ([node, acceptance probability])
 
     @property
     def draft_len(self) -> int:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import DynamicCache
 from conftest import make_tiny_pair
 from test_block_drafter import tiny_pair as tiny_block_pair
+from transformers import DynamicCache
 
 from spec_core.cached_lm import CachedLM
 from spec_core.engine import Generation

@@ -54,5 +54,3 @@ def draw(logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Genera
 def chunk_of(tokens, qs, token_probs, hidden, logits) -> DraftChunk:
     probs = torch.stack(qs) if qs and qs[0] is not None else None
     return DraftChunk(tokens, probs, token_probs, hidden, logits)
-
-

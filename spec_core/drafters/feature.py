@@ -81,5 +81,3 @@ class FeatureDrafter:
             self.cache.crop(valid_pairs - self.cached)  # negative: number of pairs to drop
             self.cached = valid_pairs
         self.round_start = len(self.ids)
-
-

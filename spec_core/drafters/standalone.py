@@ -40,5 +40,3 @@ class StandaloneDrafter:
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
         self.lm.crop(min(self.lm.length, len(self.ids) - 1))
         self.round_start = len(self.ids)
-
-

@@ -228,5 +228,3 @@ class BlockDraftModel(nn.Module):
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """What an asset stores (the rotary tables are recomputed; embedding and head are the target's)."""
         return {k: v for k, v in self.state_dict().items() if not k.startswith("rotary")}
-
-

@@ -1,0 +1,123 @@
+"""Token trees (EAGLE-2, arXiv 2406.16858): the tree mask, cache compaction, and losslessness (greedy and sampled)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import make_tiny_pair
+from test_lossless_sampling import exact_first_two
+
+from spec_core import rules
+from spec_core.cached_lm import CachedLM
+from spec_core.drafters.tree import DraftTree, TreeShape, ancestor_matrix, attention_mask, verification_inputs
+from spec_core.engine import Generation, generate
+from spec_core.errors import SpecScopeError
+from spec_core.methods import parse_method
+from spec_core.types import SamplingConfig
+
+PROMPT = "speculative decoding"
+
+
+def _tree(parents: list[int], tokens: list[int]) -> DraftTree:
+    depths = []
+    for p in parents:
+        depths.append(1 if p < 0 else depths[p] + 1)
+    n = len(parents)
+    return DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.tensor(depths), torch.full((n,), 0.5),
+                     torch.linspace(0.9, 0.1, n))  # fmt: skip
+
+
+def test_ancestor_matrix():
+    a = ancestor_matrix(torch.tensor([-1, -1, 0, 0, 2]))
+    assert a[4].tolist() == [True, False, True, False, True]  # 4 → 2 → 0
+    assert a[1].tolist() == [False, True, False, False, False]
+
+
+@pytest.mark.parametrize("first_round", [False, True])
+def test_tree_mask_gives_each_path_its_chain_logits(first_round):
+    """One forward over [pending, nodes] with the tree mask = each root-to-node path run as a plain chain."""
+    pair = make_tiny_pair(vocab=16)
+    prefix = [3, 1, 4, 1, 5, 9]
+    tree = _tree([-1, -1, 0, 0, 1, 2, 2, 4], [2, 7, 1, 8, 2, 8, 1, 8])
+    lm = CachedLM(pair.target)
+    lm.reset()
+    cached = prefix if first_round else prefix[:-1]  # the first round's pending token is already cached
+    lm.forward(torch.tensor(cached))
+    tokens, positions, visible = verification_inputs(tree, prefix[-1], len(prefix) - 1)
+    skip = 1 if first_round else 0
+    mask = attention_mask(visible[skip:, skip:], lm.length, pair.target, torch.device("cpu"))
+    out = lm.forward(tokens[skip:], positions=positions[skip:], mask=mask).logits  # [N + 1 − skip, V]
+    with torch.no_grad():
+        for i in range(tree.size):
+            path = [int(tree.tokens[j]) for j in tree.path_to(i)]
+            chain = pair.target(torch.tensor([prefix + path])).logits[0, -1]
+            assert torch.allclose(out[1 + i - skip], chain, atol=1e-4), i
+
+
+def test_shape_parsing():
+    assert TreeShape.parse("nodes=8,topk=2") == TreeShape(nodes=8, depth=6, topk=2)
+    for bad in ["nodes=0", "depth=x", "width=3", "topk=99"]:
+        with pytest.raises(SpecScopeError, match="tree"):
+            TreeShape.parse(bad)
+    for bad in ["tree+fixed:3", "tree:nodes=0", "tree+static:0.5"]:
+        with pytest.raises(SpecScopeError):
+            parse_method(bad)
+    assert parse_method("tree:depth=3").drafter == "tree:depth=3"
+
+
+def _branches_deep(events) -> bool:
+    """Some round's tree has a node with two or more children below the first level."""
+    for e in events:
+        parents = e.tree.get("parents", [])
+        counts = {p: parents.count(p) for p in parents if p >= 0}
+        if any(c >= 2 for c in counts.values()):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("method", ["tree", "tree:nodes=6,depth=3,topk=2", "tree:nodes=40,depth=8,topk=4"])
+def test_greedy_tree_equals_ar(method):
+    pair = make_tiny_pair(draft="feature")
+    ar = generate(pair, PROMPT, "ar", max_new_tokens=40)
+    res = generate(pair, PROMPT, method, max_new_tokens=40)
+    assert res.token_ids == ar.token_ids
+    assert _branches_deep(res.events) and res.stats.target_forwards < ar.stats.target_forwards
+    for e in res.events:  # the event's chain view agrees with its tree
+        assert e.accepted == len(e.tree.get("path", [])) and e.emitted[: e.accepted] == e.draft_tokens[: e.accepted]
+
+
+def test_cache_compaction_equals_a_fresh_prefill():
+    pair = make_tiny_pair(draft="feature")
+    run = Generation(pair, PROMPT, "tree:nodes=12,depth=4,topk=3", 30, SamplingConfig(temperature=1.0, seed=4))
+    for _ in run.rounds():
+        ids = list(run.prompt_ids) + list(run.new_tokens)
+        fresh = CachedLM(pair.target)
+        fresh.reset()
+        fresh.forward(torch.tensor(ids[:-1]))
+        assert run.target_lm.length == len(ids) - 1
+        for a, b in zip(run.target_lm.cache.layers, fresh.cache.layers):
+            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+        d = run.drafter  # the draft keeps only pairs built from verified features
+        assert d.cache.get_seq_length() == d.cached <= len(ids) - 2
+
+
+VOCAB, DRAWS = 6, 3000
+
+
+def test_sampled_tree_matches_the_target_distribution():
+    """The first two tokens over many seeds are distributed as the target's (trees that branch at two depths)."""
+    pair = make_tiny_pair(vocab=VOCAB, draft="feature", target_seed=3, draft_seed=11)
+    prompt_ids = Generation(pair, "lossless", "ar", 2).prompt_ids
+    exact = exact_first_two(pair, prompt_ids)
+    counts, moved = torch.zeros(VOCAB, VOCAB), 0
+    for seed in range(DRAWS):
+        run = Generation(pair, "lossless", "tree:nodes=6,depth=2,topk=2", 3, SamplingConfig(temperature=1.0, seed=seed))
+        events = list(run.rounds())
+        t1, t2 = run.result().token_ids[:2]
+        counts[t1, t2] += 1
+        tree = events[0].tree
+        rejected = [n for n, _ in tree["tried"] if n not in tree["path"]]
+        moved += any(tree["parents"][r] == tree["parents"][n] for r in rejected for n in tree["path"])
+    tv = float(rules.total_variation((counts / DRAWS).flatten(), exact.flatten()))
+    assert tv < 0.05, tv
+    assert moved >= DRAWS // 50  # a sibling rejected, then the next one accepted: the residual step happened
