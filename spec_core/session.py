@@ -1,9 +1,10 @@
-"""Running several methods side by side, per-lane statistics, and events on disk (JSON lines).
+"""Running several methods side by side, speed ratios between them, and events on disk (JSON lines).
 
 The app shows two or three methods decoding one prompt at once. On a small CPU, threads would fight for the
 cores and distort every speed figure, so :func:`interleave` advances each method's
 :meth:`~spec_core.engine.Generation.rounds` iterator one round at a time, in turn, on the caller's thread.
-Each lane's speed is then measured on its own clock: the sum of its rounds' ``draft_s + verify_s``.
+Each lane's speed is then measured on its own clock (:class:`~spec_core.types.Stats`: the sum of its rounds'
+``draft_s + verify_s``), and :func:`speedup` compares two such clocks.
 
 No gradio, no plotly here: the app and the command line can both use it.
 """
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
-from spec_core.types import RoundEvent
+from spec_core.types import RoundEvent, Stats
 
 _EVENT_FIELDS = {f.name for f in fields(RoundEvent)}
 _TUPLE_FIELDS = tuple(
@@ -45,47 +46,8 @@ def interleave(
                 live.remove(i)
 
 
-@dataclass(frozen=True)
-class LaneStats:
-    """Totals of one lane so far, timed on the lane's own clock (draft + verify seconds of its rounds)."""
-
-    method: str
-    new_tokens: int
-    busy_s: float  # Σ (draft_s + verify_s): this lane's own compute time
-    tokens_per_s: float
-    target_forwards: int
-    drafted_tokens: int
-    accepted_tokens: int
-    tau: float  # new tokens / target forward passes
-    acceptance_rate: float  # α = accepted / drafted (0 when nothing was drafted)
-    finished: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def lane_stats(events: Sequence[RoundEvent], method: str = "") -> LaneStats:
-    """Statistics of one lane from its events alone."""
-    new = sum(len(e.emitted) for e in events)
-    busy = sum(e.draft_s + e.verify_s for e in events)
-    drafted = sum(e.draft_len for e in events)
-    accepted = sum(e.accepted for e in events)
-    return LaneStats(
-        method=method or (events[0].method if events else ""),
-        new_tokens=new,
-        busy_s=busy,
-        tokens_per_s=new / busy if busy > 0 else 0.0,
-        target_forwards=len(events),
-        drafted_tokens=drafted,
-        accepted_tokens=accepted,
-        tau=new / len(events) if events else 0.0,
-        acceptance_rate=accepted / drafted if drafted else 0.0,
-        finished=bool(events) and events[-1].finished,
-    )
-
-
-def speedup(stats: LaneStats, baseline: LaneStats | None) -> float | None:
-    """tokens/s ratio against a baseline lane (plain decoding), None without one or before it has a rate."""
+def speedup(stats: Stats, baseline: Stats | None) -> float | None:
+    """tokens/s ratio against a baseline run (plain decoding), None without one or before both have a rate."""
     if baseline is None or baseline.tokens_per_s <= 0 or stats.tokens_per_s <= 0:
         return None
     return stats.tokens_per_s / baseline.tokens_per_s

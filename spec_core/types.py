@@ -9,6 +9,7 @@ passed, the *bonus* token. Plain decoding is a round with no draft whose one tok
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -129,34 +130,55 @@ class RoundEvent:
 
 @dataclass(frozen=True)
 class Stats:
-    """Totals of one generation. τ = new tokens / target forward passes; α = accepted / drafted."""
+    """Totals of one generation, or of one lane so far: the one stats record of the engine, the app and the API.
 
+    τ = new tokens / target forward passes; α = accepted / drafted. Speed is timed on the run's own clock,
+    ``busy_s`` = Σ (draft_s + verify_s) of its rounds, so that work done between rounds (a page update, another
+    lane's round) never counts against it. ``new_tokens, tau, tokens_per_s`` (plus ``text``) are the API's and
+    the CSV files' field names: keep them.
+    """
+
+    method: str  # the method string of the run ("" when unknown)
     new_tokens: int
-    wall_s: float
-    tokens_per_s: float
-    target_forwards: int
+    busy_s: float  # Σ (draft_s + verify_s) of the rounds: the models' and the engine's own time
+    wall_s: float  # wall clock of the whole run (setup, prefill, consumers included); busy_s when not measured
+    tokens_per_s: float  # new_tokens / busy_s (0 before the first timed round)
+    target_forwards: int  # rounds: one target forward each
     drafted_tokens: int
     accepted_tokens: int
     tau: float
     acceptance_rate: float  # α; 0 when nothing was drafted
+    finished: bool  # the last round ended the generation (EOS or max_new_tokens)
 
     @classmethod
-    def from_events(cls, events: list[RoundEvent], new_tokens: int, wall_s: float) -> Stats:
+    def from_events(
+        cls,
+        events: Sequence[RoundEvent],
+        new_tokens: int | None = None,
+        wall_s: float | None = None,
+        method: str = "",
+    ) -> Stats:
+        """Totals of ``events``; ``new_tokens`` defaults to the tokens they emitted, ``wall_s`` to ``busy_s``."""
+        new = sum(len(e.emitted) for e in events) if new_tokens is None else new_tokens
+        busy = sum(e.draft_s + e.verify_s for e in events)
         drafted = sum(e.draft_len for e in events)
         accepted = sum(e.accepted for e in events)
         forwards = len(events)
         return cls(
-            new_tokens=new_tokens,
-            wall_s=wall_s,
-            tokens_per_s=new_tokens / wall_s if wall_s > 0 else 0.0,
+            method=method or (events[0].method if events else ""),
+            new_tokens=new,
+            busy_s=busy,
+            wall_s=busy if wall_s is None else wall_s,
+            tokens_per_s=new / busy if busy > 0 else 0.0,
             target_forwards=forwards,
             drafted_tokens=drafted,
             accepted_tokens=accepted,
-            tau=new_tokens / forwards if forwards else 0.0,
+            tau=new / forwards if forwards else 0.0,
             acceptance_rate=accepted / drafted if drafted else 0.0,
+            finished=bool(events) and events[-1].finished,
         )
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 

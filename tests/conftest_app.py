@@ -37,6 +37,6 @@ def tiny_pair(noise: float = 0.05):
 MIXED = {"temperature": 1.0, "seed": 1}  # sampling that gives accepted, rejected, recovered and bonus tokens
 
 
-def tiny_loader(name: str = "embedded"):
-    """A pair loader for ``app.build_demo``: every name gets the tiny pair."""
+def tiny_loader(name: str = "embedded", precision: str = "bfloat16"):
+    """A pair loader for ``app.build_demo``: every name and precision gets the tiny (float32) pair."""
     return tiny_pair()

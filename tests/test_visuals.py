@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from spec_core import rules
 from spec_core.analysis.bench import load_prompts as read_prompts
-from spec_core.session import event_from_record, event_record, interleave, lane_stats, speedup
-from spec_core.types import RoundEvent
-from visuals import lens, plots, stepthrough, tokens, views
-from visuals.style import OKABE_ITO, TOKEN_STYLE
+from spec_core.analysis.speed import TOO_FEW, LaneSpeed
+from spec_core.live import Divergence, LiveFrame
+from spec_core.session import event_from_record, event_record, interleave, speedup
+from spec_core.types import RoundEvent, Stats
+from visuals import glossary, lens, live_page, plots, stepthrough, tokens, views
+from visuals.style import OKABE_ITO, TOKEN_STYLE, token_css
 
 
 def ev(index, drafts, accepted, next_piece="N", kind=None, method="fixed:4", cut=None, gold=None, **kw):
@@ -62,18 +65,54 @@ def test_plain_decoding_tokens_are_target_kind():
     assert {s.kind for s in tokens.token_spans(AR)} == {"target"}
 
 
-def test_tokens_html_colours_strikes_and_hover():
-    html = tokens.tokens_html(LANE)
+def test_tokens_html_kinds_and_hover():
+    html = tokens.tokens_html(LANE, show_rejected=True)
     assert html.count('data-kind="accepted"') == 5
     assert html.count('data-kind="rejected"') == 5
     assert html.count('data-kind="recovered"') == 2 and html.count('data-kind="bonus"') == 1
-    assert "line-through" in html and OKABE_ITO["vermillion"] in html and OKABE_ITO["green"] in html
     assert "round 0 · accepted draft (position 1)" in html
     assert "p(x) = 0.250   q(x) = 0.500" in html and "acceptance probability = 0.500" in html
     assert "·red" in html  # a rejected piece's space is made visible
-    hidden = tokens.tokens_html(LANE, show_rejected=False)
-    assert 'data-kind="rejected"' not in hidden
+    hidden = tokens.tokens_html(LANE)  # rejected drafts are off by default: the text reads as text
+    assert 'data-kind="rejected"' not in hidden and hidden.count('class="tok ') == 8
     assert "spec-empty" in tokens.tokens_html([], placeholder="waiting")
+    assert "style=" not in html  # colours come from the style sheet, not from every token
+
+
+def test_token_css_gives_each_kind_its_palette_colour():
+    css = token_css()
+    for kind, (colour, _, underline) in TOKEN_STYLE.items():
+        rule = next(line for line in css.splitlines() if line.startswith(f".tok-{kind} "))
+        r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        assert f"rgba({r}, {g}, {b}," in rule, kind
+        assert ("line-through" in rule) == (kind == "rejected") and (underline in rule or kind == "rejected")
+    assert TOKEN_STYLE["rejected"][0] == OKABE_ITO["vermillion"] and TOKEN_STYLE["recovered"][0] == OKABE_ITO["purple"]
+
+
+def test_drafts_after_the_first_rejection_are_discarded_not_rejected():
+    e = ev(0, ["a", "b", "c", "d"], 1, "R")  # a accepted, b rejected, c and d discarded
+    spans = tokens.token_spans([e])
+    assert [s.discarded for s in spans] == [False, False, True, True, False]
+    html = tokens.tokens_html([e], show_rejected=True)
+    assert html.count("discarded draft") == 2 and html.count("first rejection)") == 1
+    assert html.count("acceptance probability") == 2  # a and b only: later ones were never used
+    card = stepthrough.round_step_html(e, "accept")
+    assert card.count("discarded (after the first rejection)") == 2 and "not checked" not in card
+    assert card.count("<td>–</td>") == 2  # their acceptance probability is not shown as if it mattered
+
+
+def test_special_tokens_show_as_an_end_marker():
+    html = tokens.tokens_html([ev(0, [], 0, "<|im_end|>", method="ar")])
+    assert "<|im_end|>" not in html and "&lt;|im_end|&gt;" not in html.split(">", 1)[1].split("title")[0]
+    assert "⏎ end" in html and "tok-special" in html and "end of text" in html
+    assert not tokens.is_special("<b>") and tokens.is_special("</s>")
+
+
+def test_divergence_marks_the_token_with_the_note():
+    html = tokens.tokens_html(AR, marks={2: "the target's two best tokens here"})
+    assert html.count('data-diverge="1"') == 1 and "tok-diverge" in html
+    marked = html.split('data-diverge="1"')[1].split(">")[0]
+    assert "two best tokens" in marked and "round 2" in marked
 
 
 def test_html_escapes_pieces():
@@ -82,22 +121,32 @@ def test_html_escapes_pieces():
     assert "&amp;↵\n" in html
 
 
-def test_legend_has_every_kind_in_palette_colours():
+def test_legend_has_every_kind_and_the_divergence_marker():
     html = tokens.legend_html()
-    for kind, (colour, label, _) in TOKEN_STYLE.items():
-        assert f'data-kind="{kind}"' in html and colour in html and label.split(" (")[0] in html
+    for kind, (_, label, _) in TOKEN_STYLE.items():
+        assert f'data-kind="{kind}"' in html and f"tok-{kind}" in html and label.split(" (")[0] in html
+    assert "tok-diverge" in html
 
 
-def test_lane_stats_and_speedup():
-    s = lane_stats(LANE)
-    assert s.new_tokens == 4 + 3 + 1 and s.target_forwards == 3 and s.drafted_tokens == 10
+def test_stats_and_speedup():
+    s = Stats.from_events(LANE)
+    assert s.method == "fixed:4" and s.new_tokens == 4 + 3 + 1 and s.target_forwards == 3 and s.drafted_tokens == 10
     assert s.accepted_tokens == 5 and math.isclose(s.acceptance_rate, 0.5) and math.isclose(s.tau, 8 / 3)
-    assert math.isclose(s.busy_s, 0.09) and math.isclose(s.tokens_per_s, 8 / 0.09)
-    base = lane_stats(AR)
+    assert math.isclose(s.busy_s, 0.09) and math.isclose(s.tokens_per_s, 8 / 0.09) and s.wall_s == s.busy_s
+    assert Stats.from_events(LANE, new_tokens=5, wall_s=2.0).wall_s == 2.0
+    base = Stats.from_events(AR)
     assert math.isclose(speedup(s, base), (8 / 0.09) / (5 / 0.15))
     assert speedup(s, None) is None
-    html = tokens.counters_html(s, 2.0)
-    assert "2.00×" in html and "0.50" in html and "2.67" in html
+    assert {"new_tokens", "tau", "tokens_per_s"} <= set(s.as_dict())
+
+
+def test_counters_show_measured_and_predicted_or_say_why_not():
+    s = Stats.from_events(LANE)
+    html = tokens.counters_html(s, LaneSpeed(88.9, 1.234, 1.3))
+    assert "1.23×" in html and "1.30×" in html and "0.50" in html and "2.67" in html and "88.9" in html
+    assert 'data-speedup="1.2340"' in html and 'data-predicted="1.3000"' in html
+    short = tokens.counters_html(s, LaneSpeed(None, None, None, TOO_FEW))
+    assert short.count(TOO_FEW) == 3 and "data-speedup" not in short and "×</div>" not in short
 
 
 def test_draft_lengths_figure_traces():
@@ -159,6 +208,17 @@ def test_training_lens_figure_uses_a_real_block():
     assert dpace.y[0] > dpace.y[-1]  # weight goes to the positions the verifier reaches
     fig1 = lens.training_lens_figure({"heuristic": lane}, round_index=2)
     assert "round 2" in fig1.layout.title.text
+    short = lens.training_lens_figure({"heuristic": [ev(0, ["a"], 1), *lane[1:]]}, round_index=0)
+    assert "round 0 of heuristic drafted 1 token(s)" in short.layout.annotations[0].text
+
+
+def test_round_views_follow_the_chosen_round():
+    lane = [ev(0, ["a", "b"], 2), ev(1, ["c", "d", "e"], 1)]
+    lanes = {"heuristic": lane, "ar": AR}
+    by_key = {v.key: v for v in views.views_for(list(lanes))}
+    fig = views.build_for_round(by_key["training_lens"], lanes, "heuristic", 1)
+    assert "round 1" in fig.layout.title.text and len(fig.data[0].y) == 3
+    assert views.build_for_round(by_key["draft_lengths"], lanes, "heuristic", 1) is None
 
 
 def test_views_registry_by_prefix():
@@ -236,3 +296,37 @@ def test_read_prompts(tmp_path):
     bad.write_text('{"id": "a"}\n')
     with pytest.raises(Exception, match="prompt"):
         read_prompts(bad)
+
+
+def test_glossary_explains_the_words_the_page_uses():
+    html = glossary.glossary_html()
+    for word in ("ar", "τ", "α", "recovered", "bonus", "heuristic", "fixed:K", "block:LOSS", "D-PACE", "embedded"):
+        assert word in html, word
+    assert 'id="glossary"' in html
+    header = glossary.lane_header("block:dpace+lossless")
+    assert header.startswith("### block:dpace+lossless") and "block drafter" in header and "(#glossary)" in header
+
+
+def frame_with(lanes, **kw) -> LiveFrame:
+    return LiveFrame(tuple(lanes), {m: tuple(ev) for m, ev in lanes.items()}, done=True, **kw)
+
+
+def test_lane_parts_mark_a_divergence_in_both_lanes():
+    d = Divergence("fixed:4", 2, " x", " t2", ((" t2", 0.41), (" x", 0.40)), 0.02, 3, "bfloat16")
+    frame = frame_with({"fixed:4": LANE, "ar": AR}, divergences={"fixed:4": d})
+    header, counters, body = live_page.lane_parts(frame, "fixed:4")
+    assert header.startswith("### fixed:4") and 'data-method="fixed:4"' in counters
+    assert body.count('data-diverge="1"') == 1 and "new token 3" in body and "logit gap 0.020" in body
+    assert "3-token verification pass" in body and "spec-diverge-note" in body
+    _, _, ar_body = live_page.lane_parts(frame, "ar")
+    assert ar_body.count('data-diverge="1"') == 1 and "spec-diverge-note" not in ar_body
+    exact = dataclasses.replace(d, precision="float32").note()
+    assert "In float32 both passes should agree" in exact and "near-tie" not in exact
+
+
+def test_lane_parts_of_an_error_lane_and_empty_slots():
+    frame = LiveFrame(("warp:9", "ar"), {"warp:9": (), "ar": tuple(AR)}, errors={"warp:9": "unknown method"})
+    parts = live_page.lanes_parts(frame, 3)
+    assert "spec-error" in parts[2] and "unknown method" in parts[2] and parts[1] == ""
+    assert 'data-method="ar"' in parts[4] and parts[6:] == list(live_page.EMPTY_LANE)
+    assert live_page.step_lanes(frame_with({"ar": AR, "fixed:4": LANE})) == ["fixed:4", "ar"]

@@ -69,8 +69,21 @@ def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, Round
     return None
 
 
+def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
+    """Why there is nothing to weigh: no drafted rounds, or the chosen round drafted fewer than 2 tokens."""
+    if round_index is None or not any(lanes.values()):
+        return "no drafted rounds yet"
+    method, events = next(iter(lanes.items()))
+    drafted = next((e.draft_len for e in events if e.index == round_index), 0)
+    return f"round {round_index} of {method} drafted {drafted} token(s): the lens needs a block of 2 or more"
+
+
 def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA) -> go.Figure:
-    """Bars: each schedule's share of the block's loss weight per position; markers: q_j (right axis)."""
+    """Bars: each schedule's share of the block's loss weight per position; markers: q_j (right axis).
+
+    ``round_index`` follows the round chosen in the step-through (of the first lane given); by default the
+    latest longest block.
+    """
     fig = go.Figure()
     picked = pick_block(lanes, round_index)
     if picked is None:
@@ -80,6 +93,7 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
             "position in the block",
             "share of the block's loss weight",
             empty=True,
+            empty_text=_no_block_text(lanes, round_index),
         )
     method, event = picked
     q = event.gold_draft_probs

@@ -24,7 +24,9 @@ def drafting_lanes(lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
     return {m: ev for m, ev in lanes.items() if m != "ar" and (not ev or any(e.draft_len for e in ev))}
 
 
-def base_layout(fig: go.Figure, title: str, x: str, y: str, empty: bool = False) -> go.Figure:
+def base_layout(
+    fig: go.Figure, title: str, x: str, y: str, empty: bool = False, empty_text: str = "no drafted rounds yet"
+) -> go.Figure:
     fig.update_layout(
         title={"text": title, "font": {"size": 15}},
         template="plotly_white",
@@ -36,7 +38,7 @@ def base_layout(fig: go.Figure, title: str, x: str, y: str, empty: bool = False)
         hovermode="closest",
     )
     if empty:
-        fig.add_annotation(text="no drafted rounds yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+        fig.add_annotation(text=empty_text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     return fig
 
 

@@ -33,16 +33,19 @@ def _piece(text: str) -> str:
 
 
 def _row_cells(event: RoundEvent, i: int, step: int) -> list[str]:
+    """One drafted token's row; after the first rejection a draft is *discarded*, as in the lane's hover: its
+    acceptance probability was computed (one pass scores every position) but never used, so it shows "–"."""
     cells = [str(i + 1), _piece(event.draft_pieces[i]), _fmt(event.draft_probs, i)]
     cells.append(_fmt(event.target_probs, i) if step >= 1 else "?")
     if step >= 2:
-        cells.append(_fmt(event.accept_probs, i))
+        discarded = i > event.accepted
+        cells.append("–" if discarded else _fmt(event.accept_probs, i))
         if i < event.accepted:
             verdict, kind = "accepted", "accepted"
         elif i == event.accepted:
             verdict, kind = "rejected (first rejection)", "rejected"
         else:
-            verdict, kind = "not checked (after the first rejection)", "rejected"
+            verdict, kind = "discarded (after the first rejection)", "rejected"
         colour = TOKEN_STYLE[kind][0]
         cells.append(f'<span style="color:{colour};font-weight:600">{verdict}</span>')
     return cells

@@ -1,20 +1,26 @@
 """Generated text coloured by each token's origin, read straight from the round events (never from the text).
 
-Per round (vLLM's vocabulary): the first ``accepted`` drafts are *accepted*; the drafts after them are
-*rejected* — shown struck through where they were proposed; then comes the target's own token, *recovered*
+Per round (vLLM's vocabulary): the first ``accepted`` drafts are *accepted*; the draft at the first rejection
+is *rejected*, and the drafts after it are *discarded* (never checked on their own: their prefix was already
+rejected) — both shown struck through where they were proposed; then comes the target's own token, *recovered*
 (resampled at the first rejection) or *bonus* (every draft passed); plain decoding emits *target* tokens.
-Hovering a token shows p(x), q(x), its acceptance probability and the round it came from.
+Hovering a token shows p(x), q(x), its acceptance probability and the round it came from. Colours live in
+the page's style sheet (:func:`visuals.style.token_css`), so a token costs its text and its hover, no more.
+Special tokens (``<|im_end|>``) show as a small end-of-text marker.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from spec_core.session import LaneStats
-from spec_core.types import RoundEvent
-from visuals.style import TOKEN_STYLE, tint
+from spec_core.analysis.speed import LaneSpeed
+from spec_core.types import RoundEvent, Stats
+from visuals.style import TOKEN_STYLE
+
+SPECIAL_PIECE = re.compile(r"^(<\|[^|<>]+\|>|</?s>)$")  # ChatML's <|im_end|>, <|endoftext|>; Llama's <s>, </s>
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,8 @@ class TokenSpan:
     position: int  # 1-based position in the round's draft (the target's own token: draft_len + 1 or accepted + 1)
     p: float | None = None  # target probability of the token (drafted tokens only)
     q: float | None = None  # draft probability of the token (drafted tokens only)
-    accept_prob: float | None = None  # probability the verifier accepted it (drafted tokens only)
+    accept_prob: float | None = None  # probability the verifier accepted it (up to the first rejection only)
+    discarded: bool = False  # a draft after the round's first rejection: never checked on its own
 
     @property
     def emitted(self) -> bool:
@@ -39,10 +46,11 @@ def _at(values: Sequence[float], i: int) -> float | None:
 
 
 def _draft_span(e: RoundEvent, i: int, kind: str) -> TokenSpan:
-    """The i-th drafted token of round ``e`` with its p, q and acceptance probability."""
-    return TokenSpan(
-        e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), _at(e.accept_probs, i)
-    )
+    """The i-th drafted token of round ``e`` with its p, q and (up to the first rejection) acceptance probability."""
+    discarded = i > e.accepted
+    accept = None if discarded else _at(e.accept_probs, i)
+    return TokenSpan(e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), accept,
+                     discarded)  # fmt: skip
 
 
 def token_spans(events: Sequence[RoundEvent]) -> list[TokenSpan]:
@@ -67,14 +75,20 @@ def emitted_text(events: Sequence[RoundEvent]) -> str:
     return "".join(s.text for s in token_spans(events) if s.emitted)
 
 
+def is_special(piece: str) -> bool:
+    return bool(SPECIAL_PIECE.match(piece))
+
+
 def _hover(span: TokenSpan) -> str:
     what = {
         "accepted": f"accepted draft (position {span.position})",
-        "rejected": f"rejected draft (position {span.position})",
+        "rejected": f"rejected draft (position {span.position}, the round's first rejection)",
         "recovered": "recovered token: the target's own, drawn at the first rejection",
         "bonus": "bonus token: the target's own, every draft was accepted",
         "target": "plain decoding: the target's own token",
     }[span.kind]
+    if span.discarded:
+        what = f"discarded draft (position {span.position}): it came after the round's first rejection"
     lines = [f"round {span.round} · {what}", f"token {span.text!r}"]
     if span.p is not None and span.q is not None:
         lines.append(f"p(x) = {span.p:.3f}   q(x) = {span.q:.3f}")
@@ -82,37 +96,56 @@ def _hover(span: TokenSpan) -> str:
         lines.append(f"p(x) = {span.p:.3f} (the target's probability of its own token)")
     if span.accept_prob is not None:
         lines.append(f"acceptance probability = {span.accept_prob:.3f}")
+    if is_special(span.text):
+        lines.append("a special token: the model's end of text")
     return "\n".join(lines)
 
 
 def _visible(text: str, kind: str) -> str:
     """Escape a piece; make whitespace visible where it would vanish (rejected drafts, lone newlines)."""
+    if is_special(text):
+        return "⏎ end"
     if kind == "rejected":
         text = text.replace(" ", "·")
     shown = html.escape(text).replace("\n", "↵\n")
     return shown or "∅"
 
 
-def span_html(span: TokenSpan, title: str | None = None) -> str:
-    colour, _, underline = TOKEN_STYLE[span.kind]
-    style = f"background:{tint(colour)};border-bottom:2px {underline} {colour};"
-    if span.kind == "rejected":
-        style = f"color:{colour};text-decoration:line-through 2px;background:{tint(colour, 0.1)};"
+def span_html(span: TokenSpan, title: str | None = None, extra_class: str = "") -> str:
+    """One token; its colours come from the ``tok-KIND`` class of :func:`visuals.style.token_css`."""
     title = html.escape(_hover(span) if title is None else title, quote=True)
+    classes = f"tok tok-{span.kind}" + (" tok-special" if is_special(span.text) else "") + extra_class
     return (
-        f'<span class="tok tok-{span.kind}" data-kind="{span.kind}" data-round="{span.round}" '
-        f'title="{title}" style="{style}">{_visible(span.text, span.kind)}</span>'
+        f'<span class="{classes}" data-kind="{span.kind}" data-round="{span.round}" '
+        f'title="{title}">{_visible(span.text, span.kind)}</span>'
     )
 
 
-def tokens_html(events: Sequence[RoundEvent], show_rejected: bool = True, placeholder: str = "") -> str:
-    """The coloured output of one lane, as an HTML fragment."""
-    spans = [s for s in token_spans(events) if show_rejected or s.emitted]
-    if not spans:
+def _marked(span: TokenSpan, note: str) -> str:
+    """A token where a lane parts from ``ar``: a diamond marker, and the note (the target's view) on hover."""
+    return span_html(span, title=f"{note}\n\n{_hover(span)}", extra_class=" tok-diverge").replace(
+        "<span ", '<span data-diverge="1" ', 1
+    )
+
+
+def tokens_html(
+    events: Sequence[RoundEvent],
+    show_rejected: bool = False,
+    placeholder: str = "",
+    marks: Mapping[int, str] | None = None,
+) -> str:
+    """The coloured output of one lane, as an HTML fragment; ``marks``: emitted-token index → hover note."""
+    marks = marks or {}
+    parts, emitted = [], 0
+    for s in token_spans(events):
+        if s.emitted:
+            parts.append(_marked(s, marks[emitted]) if emitted in marks else span_html(s))
+            emitted += 1
+        elif show_rejected:
+            parts.append(span_html(s))
+    if not parts:
         return f'<div class="spec-tokens spec-empty">{html.escape(placeholder)}</div>'
-    body = "".join(span_html(s) for s in spans)
-    style = "white-space:pre-wrap;line-height:1.9;font-family:ui-monospace,monospace"
-    return f'<div class="spec-tokens" style="{style}">{body}</div>'
+    return f'<div class="spec-tokens">{"".join(parts)}</div>'
 
 
 def legend_html() -> str:
@@ -120,25 +153,49 @@ def legend_html() -> str:
     items = []
     for kind, (_, label, _) in TOKEN_STYLE.items():
         items.append(span_html(TokenSpan(kind, kind, 0, 0), title=label) + f" {html.escape(label)}")
+    diverge = span_html(TokenSpan("first divergence", "target", 0, 0), title="", extra_class=" tok-diverge")
+    items.append(diverge + " where a lane first parts from ar (hover it)")
     return '<div class="spec-legend">' + " &nbsp; ".join(items) + "</div>"
 
 
-def counters_html(stats: LaneStats, speedup: float | None, device: str = "") -> str:
-    """The live counters of one lane: tokens/s, τ, α, target forward passes, speedup vs plain decoding."""
-    sp = f"{speedup:.2f}×" if speedup is not None else "–"
-    alpha = f"{stats.acceptance_rate:.2f}" if stats.drafted_tokens else "–"
-    cells = [
-        ("tokens/s", f"{stats.tokens_per_s:.1f}"),
-        ("τ (tokens / target pass)", f"{stats.tau:.2f}"),
-        ("α (accepted / drafted)", alpha),
-        ("target passes", str(stats.target_forwards)),
-        ("new tokens", str(stats.new_tokens)),
-        ("speedup vs ar", sp),
-    ]
-    body = "".join(
-        f'<div class="spec-counter"><div class="spec-counter-value">{html.escape(v)}</div>'
-        f'<div class="spec-counter-label">{html.escape(k)}</div></div>'
-        for k, v in cells
+def _cell(label: str, value: str, key: str, hover: str = "") -> str:
+    title = f' title="{html.escape(hover, quote=True)}"' if hover else ""
+    return (
+        f'<div class="spec-counter" data-counter="{key}"{title}><div class="spec-counter-value">{html.escape(value)}'
+        f'</div><div class="spec-counter-label">{html.escape(label)}</div></div>'
     )
+
+
+def _ratio(value: float | None, note: str) -> str:
+    return f"{value:.2f}×" if value is not None else (note or "–")
+
+
+def counters_html(stats: Stats, speed: LaneSpeed) -> str:
+    """The counters of one lane: tokens/s, speedup vs ar (measured, and the cost model's), τ, α, passes, tokens.
+
+    The numbers also sit in ``data-*`` attributes, for tests and for anyone scraping the page.
+    """
+    alpha = f"{stats.acceptance_rate:.2f}" if stats.drafted_tokens else "–"
+    rate = f"{speed.tokens_per_s:.1f}" if speed.tokens_per_s is not None else speed.note
+    cells = [
+        _cell("tokens/s (own clock)", rate, "tokens_per_s", "new tokens / the seconds of this lane's own rounds"),
+        _cell("speedup vs ar, measured", _ratio(speed.measured, speed.note), "measured",
+              "tokens/s over ar's tokens/s, each lane on its own clock in the same run"),
+        _cell("predicted by the cost model", _ratio(speed.predicted, speed.note), "predicted",
+              "τ × (an ar round) / (this lane's mean round: target over γ+1 tokens + γ draft steps + engine "
+              "work), with the median forward costs of this run; round 0 (after the prefill) left out"),
+        _cell("τ (tokens / target pass)", f"{stats.tau:.2f}", "tau"),
+        _cell("α (accepted / drafted)", alpha, "alpha"),
+        _cell("target passes · new tokens", f"{stats.target_forwards} · {stats.new_tokens}", "passes"),
+    ]  # fmt: skip
     state = "done" if stats.finished else "running"
-    return f'<div class="spec-counters" data-method="{html.escape(stats.method)}" data-state="{state}">{body}</div>'
+    data = "".join(
+        f' data-{k}="{v:.4f}"'
+        for k, v in (("speedup", speed.measured), ("predicted", speed.predicted))
+        if v is not None
+    )
+    return (
+        f'<div class="spec-counters" data-method="{html.escape(stats.method)}" data-state="{state}"{data}>'
+        + "".join(cells)
+        + "</div>"
+    )

@@ -100,6 +100,18 @@ def build(view: View, lanes: Lanes) -> go.Figure:
     return view.build(lanes_for(view, lanes))
 
 
+ROUND_VIEWS = {"training_lens": lens.training_lens_figure}  # views that can follow one chosen round: key → builder
+
+
+def build_for_round(view: View, lanes: Lanes, method: str, round_index: int) -> go.Figure | None:
+    """The view redrawn for round ``round_index`` of ``method`` (the step-through's choice); None for a view
+    that shows whole runs."""
+    builder = ROUND_VIEWS.get(view.key)
+    if builder is None or method not in lanes:
+        return None
+    return builder({method: lanes[method]}, round_index)
+
+
 def explain(method: str, temperature: float) -> str:
     """The rule in force for a method, in a few sentences (its verifier's, then any policy note)."""
     _load_plugins()

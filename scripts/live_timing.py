@@ -1,0 +1,83 @@
+"""Where a live-tab Generate spends its time on the server: models, lane HTML, figures, pauses for the page.
+
+Runs the default Generate (the tab's prompt, methods and settings) the way the app does — frames from
+``spec_core.live.live_frames``, lanes from ``visuals.live_page``, figures from the view registry once at the
+end — and, beside it, the same three methods alone, one after the other. Prints one line per repeat:
+
+    solo total, live total, models (Σ the lanes' own rounds), HTML, figures, pauses, speedups (solo vs live)
+
+Browser and transport time are not here (no browser): ``tests/test_browser.py`` measures click → Done.
+
+    PYTHONPATH=. .venv/bin/python scripts/live_timing.py --repeats 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import app
+from spec_core import live, requests
+from spec_core.types import Stats
+from visuals import live_page, views
+
+
+def solo(pair, prompt: str, methods, n: int) -> tuple[float, dict[str, Stats]]:
+    """The methods alone, one after the other, through the /generate stream: (wall seconds, final stats)."""
+    t0 = time.perf_counter()
+    stats = {}
+    for m in methods:
+        last = list(live.stats_stream(pair, requests.parse_generate_request(prompt, m, n, 0.0, 0)))[-1]
+        stats[m] = Stats(**{k: v for k, v in last.items() if k in Stats.__dataclass_fields__})
+    return time.perf_counter() - t0, stats
+
+
+def live_run(request) -> dict[str, float]:
+    """The live handler's server work, timed by part."""
+    t0 = time.perf_counter()
+    html_s = figures_s = 0.0
+    frames = 0
+    for frame in live.live_frames(app.get_pair, request):
+        t = time.perf_counter()
+        live_page.lanes_parts(frame, app.N_LANES)
+        html_s += time.perf_counter() - t
+        if frame.done:
+            t = time.perf_counter()
+            for v in views.views_for(list(frame.lanes)):
+                views.build(v, frame.lanes)
+            figures_s += time.perf_counter() - t
+        frames += 1
+    speeds = {m: s.measured for m, s in frame.speeds.items()}
+    predicted = {m: s.predicted for m, s in frame.speeds.items()}
+    models = sum(frame.stats(m).busy_s for m in frame.methods)
+    return {"total": time.perf_counter() - t0, "models": models, "html": html_s, "figures": figures_s,
+            "frames": frames, "pauses": (frames - 3) * live.SETTLE_S, "speeds": speeds, "predicted": predicted,
+            "divergences": {m: d.position for m, d in frame.divergences.items()}}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    args = parser.parse_args()
+    prompt, methods = app.EXAMPLES[0][0], list(app.DEFAULT_METHODS)
+    pair = app.get_pair()
+    request = requests.parse_live_request(prompt, methods, 0.0, 1.0, 0, args.max_new_tokens, "embedded",
+                                          "bfloat16", ["embedded"])  # fmt: skip
+    for r in range(args.repeats):
+        solo_s, stats = solo(pair, prompt, methods, args.max_new_tokens)
+        ratios = {m: round(stats[m].tokens_per_s / stats["ar"].tokens_per_s, 3) for m in methods}
+        got = live_run(request)
+        print(f"repeat {r}: solo {solo_s:.2f} s · live {got['total']:.2f} s ({got['total'] / solo_s:.2f}× solo): "
+              f"models {got['models']:.2f} s, HTML {got['html']:.3f} s, figures {got['figures']:.3f} s, "
+              f"pauses {got['pauses']:.2f} s, {got['frames']} frames")  # fmt: skip
+        print(
+            f"   speedup vs ar solo {ratios} · live measured "
+            f"{ {m: round(v, 3) for m, v in got['speeds'].items() if v} } · live predicted "
+            f"{ {m: round(v, 3) for m, v in got['predicted'].items() if v} } · divergences {got['divergences']}"
+        )
+        print(f"   solo tokens { ({m: s.new_tokens for m, s in stats.items()}) }", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The analyzer's per-prompt records: ``ar`` and one method on every prompt of a set, kept as events.
+
+Where :mod:`spec_core.analysis.bench` keeps medians of repeated runs (the speed measurement), a record keeps
+one run's events per method, so that any prompt can be replayed token by token, saved to a JSON-lines events
+file and loaded back. The table's numbers come from the events alone (:class:`~spec_core.types.Stats`), with
+the same definitions as the benchmark: speedup over ``ar`` of the same prompt, ``first_divergence`` (-1 when the
+method wrote exactly ``ar``'s tokens).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from spec_core.analysis.bench import first_divergence
+from spec_core.engine import Generation
+from spec_core.errors import SpecScopeError
+from spec_core.live import LiveFrame
+from spec_core.methods import MethodSpec, parse_method
+from spec_core.session import event_record, events_to_jsonl, read_events_jsonl, speedup
+from spec_core.types import RoundEvent, SamplingConfig, Stats
+
+TABLE_COLUMNS = ["prompt_id", "category", "prompt", "method", "new_tokens", "tau", "alpha", "tokens_per_s",
+                 "ar_tokens_per_s", "speedup_vs_ar", "first_divergence"]  # fmt: skip
+SUMMARY_COLUMNS = ["method", "prompts", "new_tokens", "tau", "alpha", "tokens_per_s", "speedup_vs_ar",
+                   "median_speedup_vs_ar", "same_as_ar"]  # fmt: skip
+PROMPT_CHARS = 60  # the prompt column shows this many characters
+
+
+@dataclass(frozen=True)
+class PromptRecord:
+    """One prompt's runs: method → its events, in round order."""
+
+    prompt_id: str
+    prompt: str
+    category: str
+    temperature: float
+    lanes: Mapping[str, tuple[RoundEvent, ...]]
+
+
+Records = Mapping[str, PromptRecord]  # prompt id → record, in prompt order
+
+
+def run_records(
+    pair, prompts: Sequence[Mapping[str, str]], spec: MethodSpec, max_new_tokens: int, sampling: SamplingConfig
+) -> Iterator[dict[str, PromptRecord]]:
+    """Run ``ar`` and ``spec`` on every prompt, one after the other; yield all records so far after each prompt."""
+    methods = {"ar": parse_method("ar"), spec.name: spec}
+    records: dict[str, PromptRecord] = {}
+    for row in prompts:
+        lanes = {}
+        for name, method in methods.items():
+            try:
+                run = Generation(pair, row["prompt"], method, max_new_tokens, sampling)
+                lanes[name] = tuple(run.rounds())
+            except (SpecScopeError, ImportError, FileNotFoundError) as err:
+                raise SpecScopeError(f"prompt {row['id']!r}, {name}: {err}") from err
+        records[row["id"]] = PromptRecord(row["id"], row["prompt"], row.get("category", ""), sampling.temperature,
+                                          lanes)  # fmt: skip
+        yield dict(records)
+
+
+def _tokens(events: Sequence[RoundEvent]) -> list[int]:
+    return [t for e in events for t in e.emitted]
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= PROMPT_CHARS else text[: PROMPT_CHARS - 1] + "…"
+
+
+def table_rows(records: Records, method: str | None = None) -> pd.DataFrame:
+    """One row per prompt and non-ar method: τ, α, tokens/s and speedup against the same prompt's ar run."""
+    rows = []
+    for pid, rec in records.items():
+        ar = rec.lanes.get("ar")
+        base = Stats.from_events(ar, method="ar") if ar else None
+        for m, events in rec.lanes.items():
+            if (m == "ar" and len(rec.lanes) > 1) or (method and m != method):
+                continue
+            s = Stats.from_events(events, method=m)
+            sp = speedup(s, base)
+            rows.append([pid, rec.category, _short(rec.prompt), m, s.new_tokens, round(s.tau, 3),
+                         round(s.acceptance_rate, 3), round(s.tokens_per_s, 2),
+                         round(base.tokens_per_s, 2) if base else None, round(sp, 3) if sp is not None else None,
+                         first_divergence(_tokens(events), _tokens(ar)) if ar else None])  # fmt: skip
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def _pooled(records: Records, method: str) -> Stats:
+    """One method's events over every prompt, as if one long run (τ, α and tokens/s pooled, not averaged)."""
+    events = [e for rec in records.values() for e in rec.lanes.get(method, ())]
+    return Stats.from_events(events, method=method)
+
+
+def summary_rows(records: Records) -> pd.DataFrame:
+    """The summary row of each method: pooled totals over all prompts, the median speedup, how many match ar."""
+    table = table_rows(records)
+    rows = []
+    for m in dict.fromkeys(table["method"]):
+        mine = table[table["method"] == m]
+        s, base = _pooled(records, m), _pooled(records, "ar")
+        sp = speedup(s, base) if m != "ar" else None
+        speeds = [x for x in mine["speedup_vs_ar"] if x is not None and x == x]
+        same = sum(mine["first_divergence"] == -1)
+        rows.append([m, len(mine), s.new_tokens, round(s.tau, 3), round(s.acceptance_rate, 3),
+                     round(s.tokens_per_s, 2), round(sp, 3) if sp is not None else None,
+                     round(statistics.median(speeds), 3) if speeds else None, f"{same}/{len(mine)}"])  # fmt: skip
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def records_jsonl(records: Records) -> str:
+    """Every event of every record, one JSON line each, with the prompt's metadata."""
+    lines = []
+    for pid, rec in records.items():
+        meta = {"prompt_id": pid, "category": rec.category, "prompt": rec.prompt, "temperature": rec.temperature}
+        for events in rec.lanes.values():
+            lines += [event_record(e, **meta) for e in events]
+    return events_to_jsonl(lines)
+
+
+def records_from_file(path: str | Path) -> dict[str, PromptRecord]:
+    """Records back from :func:`records_jsonl`'s output; raises :class:`SpecScopeError` on a bad file."""
+    metas: dict[str, dict] = {}
+    lanes: dict[str, dict[str, list[RoundEvent]]] = {}
+    for meta, event in read_events_jsonl(path):
+        pid = str(meta.get("prompt_id", "run"))
+        metas.setdefault(pid, meta)
+        lanes.setdefault(pid, {}).setdefault(event.method, []).append(event)
+    return {
+        pid: PromptRecord(pid, str(meta.get("prompt", "")), str(meta.get("category", "")),
+                          float(meta.get("temperature", 0.0)), {m: tuple(ev) for m, ev in lanes[pid].items()})
+        for pid, meta in metas.items()
+    }  # fmt: skip
+
+
+def write_downloads(records: Records, table: pd.DataFrame, out_dir: str | Path | None = None) -> tuple[str, str]:
+    """The table as CSV and the events as JSONL, in ``out_dir`` (a fresh temporary folder by default)."""
+    out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="specscope-"))
+    csv_path, jsonl_path = out / "specscope_analyzer.csv", out / "specscope_events.jsonl"
+    table.to_csv(csv_path, index=False)
+    jsonl_path.write_text(records_jsonl(records), encoding="utf-8")
+    return str(csv_path), str(jsonl_path)
+
+
+def record_for(records: Records | None, prompt_id: str) -> PromptRecord:
+    """The record to replay; a clear error for a missing run."""
+    if not records:
+        raise SpecScopeError("run a prompt set or load an events file first")
+    if prompt_id not in records:
+        raise SpecScopeError(f"no run for prompt {prompt_id!r}")
+    return records[prompt_id]
+
+
+def replay_frame(record: PromptRecord) -> LiveFrame:
+    """A finished live frame of one record, for the analyzer's replay: the method's lane first, then ``ar``."""
+    methods = tuple(sorted(record.lanes, key=lambda m: m == "ar"))
+    return LiveFrame(methods, record.lanes, done=True, temperature=record.temperature, status="replay")

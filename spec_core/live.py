@@ -1,0 +1,316 @@
+"""The live tab's run: several methods decode one prompt, interleaved round by round, shown at a steady rate.
+
+1. load — the pair (at the chosen precision) comes from the caller's loader; each lane builds its
+   :class:`~spec_core.engine.Generation` from its parsed :class:`~spec_core.methods.MethodSpec`; a lane that
+   cannot run (bad name, missing assets) keeps its error and the others run.
+2. decode — :func:`~spec_core.session.interleave` runs one round per lane in turn on this thread.
+3. show — a :class:`LiveFrame` is yielded every :data:`UPDATE_EVERY_S` seconds of decoding (wall clock, not
+   counting the time the page takes to draw a frame; no longer once per round, which made ``ar``, the lane
+   with most rounds, pay most for the page), then the models pause :data:`SETTLE_S` so the browser renders
+   while no lane's clock runs. A page that takes long to draw a frame (a busy machine) gets frames less often,
+   so that updates never take more than :data:`PAGE_SHARE` of the run.
+4. explain — at temperature 0 a lossless lane writes ``ar``'s text, up to rounding: in bfloat16 a k-token
+   verification pass rounds differently from a 1-token step and can flip a near-tie. Where a lossless lane
+   parts from ``ar``, :func:`explain_divergence` reads the target's two best tokens at that position.
+
+No gradio, no plotly here (STYLE.md §6): the app turns frames into components.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import torch
+
+from spec_core.analysis.bench import first_divergence
+from spec_core.analysis.speed import LaneSpeed, lane_speed, run_costs
+from spec_core.engine import Generation
+from spec_core.errors import SpecScopeError
+from spec_core.requests import GenerateRequest, LiveRequest
+from spec_core.session import interleave
+from spec_core.types import RoundEvent, SamplingConfig, Stats
+
+UPDATE_EVERY_S = 1.0  # seconds of decoding between two page updates (the page's own work not counted)
+PAGE_SHARE = 0.1  # at most this share of a run goes to page updates: a slow page (a busy machine) updates less often
+SETTLE_S = 0.05  # pause after a page update, on no lane's clock, while the browser renders it
+STREAM_EVERY_S = 0.5  # seconds between two streamed /generate updates (the first round is always sent)
+LANE_ERRORS = (SpecScopeError, ImportError, FileNotFoundError)  # a lane that cannot run: a message, not a crash
+
+PairLoader = Callable[[str, str], Any]  # (pair name, precision) → spec_core.models.ModelPair
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a lossless lane first parts from ``ar``, and the target's view of that position."""
+
+    method: str
+    position: int  # index among the new tokens (0 = the first generated token)
+    lane_piece: str  # the lane's token there
+    ar_piece: str  # ar's token there
+    best: tuple[tuple[str, float], ...]  # the target's two best tokens after the common prefix, with p
+    logit_gap: float  # logit of the best minus logit of the second
+    verify_width: int  # tokens in the lane's verification pass that chose its token
+    precision: str
+
+    def note(self) -> str:
+        """The hover text of the marked token, in both lanes."""
+        (a, pa), (b, pb) = self.best
+        why = (
+            f"{self.method} chose its token inside a {self.verify_width}-token verification pass, ar in a "
+            f"1-token step; in {self.precision} the two passes round differently, enough to flip a near-tie."
+        )
+        if self.precision == "float32":
+            why = "In float32 both passes should agree: a gap this small sits at float32's own rounding."
+        return (
+            f"First divergence from ar, new token {self.position + 1}: {self.method} wrote {self.lane_piece!r}, "
+            f"ar wrote {self.ar_piece!r}.\nThe target's two best tokens here: {a!r} p={pa:.3f} and {b!r} "
+            f"p={pb:.3f} (logit gap {self.logit_gap:.3f}).\n{why}"
+        )
+
+
+@dataclass(frozen=True)
+class LiveFrame:
+    """What the live tab shows at one moment (events are frozen; a frame is never changed once yielded)."""
+
+    methods: tuple[str, ...]
+    lanes: Mapping[str, tuple[RoundEvent, ...]]
+    errors: Mapping[str, str] = field(default_factory=dict)  # method → why it could not run
+    status: str = ""
+    done: bool = False
+    temperature: float = 0.0
+    precision: str = "bfloat16"
+    divergences: Mapping[str, Divergence] = field(default_factory=dict)  # lossless lane → its first divergence
+
+    def stats(self, method: str) -> Stats:
+        return Stats.from_events(self.lanes.get(method, ()), method=method)
+
+    @cached_property
+    def speeds(self) -> dict[str, LaneSpeed]:
+        """Every lane's honest speed (measured and predicted speedup vs ar) from this frame's events."""
+        costs = run_costs(self.lanes)
+        return {m: lane_speed(m, self.lanes, costs) for m in self.methods if m not in self.errors}
+
+    def marks(self, method: str) -> dict[int, str]:
+        """Index among ``method``'s emitted tokens → hover note of a divergence to mark there."""
+        if method == "ar":
+            return {d.position: d.note() for d in self.divergences.values()}
+        d = self.divergences.get(method)
+        return {d.position: d.note()} if d else {}
+
+
+@dataclass
+class _Run:
+    """The mutable side of a live run; :meth:`frame` takes frozen snapshots of it."""
+
+    request: LiveRequest
+    lanes: dict[str, list[RoundEvent]]
+    errors: dict[str, str]
+    status: str = ""
+    divergences: dict[str, Divergence] = field(default_factory=dict)
+
+    def frame(self, done: bool = False) -> LiveFrame:
+        return LiveFrame(
+            methods=self.request.methods,
+            lanes={m: tuple(ev) for m, ev in self.lanes.items()},
+            errors=dict(self.errors),
+            status=self.status,
+            done=done,
+            temperature=self.request.sampling.temperature,
+            precision=self.request.precision,
+            divergences=dict(self.divergences),
+        )
+
+
+@functools.lru_cache(maxsize=2)
+def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
+    """Load a pair (CUDA when present, else CPU) and warm it up once, so the first timed rounds are honest."""
+    from spec_core.models import load_pair
+
+    try:
+        pair = load_pair(name, dtype=precision)
+    except SpecScopeError as err:
+        raise SpecScopeError(f"cannot load the model pair {name!r}: {err}") from err
+    for _ in Generation(pair, "Hello", "fixed:2", max_new_tokens=4, sampling=SamplingConfig()).rounds():
+        pass
+    return pair
+
+
+def _guarded(method: str, rounds: Iterator[RoundEvent], errors: dict[str, str]) -> Iterator[RoundEvent]:
+    """A lane's rounds; a method whose assets are missing (e.g. an untrained block drafter) ends with a note."""
+    try:
+        yield from rounds
+    except LANE_ERRORS as err:
+        errors[method] = f"{method} cannot run here: {err}"
+
+
+def _generations(pair, request: LiveRequest, errors: dict[str, str]) -> dict[str, Generation]:
+    runs = {}
+    for lane in request.lanes:
+        if lane.spec is None:
+            errors[lane.method] = lane.error
+            continue
+        try:
+            runs[lane.method] = Generation(pair, request.prompt, lane.spec, request.max_new_tokens, request.sampling)
+        except LANE_ERRORS as err:
+            errors[lane.method] = f"{lane.method} cannot run here: {err}"
+    return runs
+
+
+def live_frames(
+    pair_loader: PairLoader,
+    request: LiveRequest,
+    every_s: float = UPDATE_EVERY_S,
+    settle_s: float = SETTLE_S,
+) -> Iterator[LiveFrame]:
+    """Run the request's lanes interleaved; yield a frame every ``every_s`` seconds of decoding and a last one."""
+    t_start = time.perf_counter()
+    run = _Run(request, {m: [] for m in request.methods}, {})
+    run.status = f"Loading the model pair {request.pair_name!r} ({request.precision}; first use loads and warms it up)…"
+    yield run.frame()
+    pair = pair_loader(request.pair_name, request.precision)
+    generations = _generations(pair, request, run.errors)
+    where = f"{pair.name} ({pair.device.type} · {str(pair.dtype).removeprefix('torch.')})"
+    run.status = f"Generating on {where}…"
+    yield run.frame()
+    methods = list(generations)
+    lanes = [_guarded(m, g.rounds(), run.errors) for m, g in generations.items()]
+    resumed, period, page_s, updates = time.perf_counter(), every_s, 0.0, 0
+    for i, event in interleave(lanes):
+        run.lanes[methods[i]].append(event)
+        if time.perf_counter() - resumed >= period:
+            done = sum(len(e.emitted) for e in run.lanes[methods[i]])
+            run.status = f"Generating on {where}… ({methods[i]}: {done} tokens)"
+            paused = time.perf_counter()
+            yield run.frame()
+            time.sleep(settle_s)
+            resumed = time.perf_counter()
+            page_s, updates = page_s + resumed - paused, updates + 1
+            period = max(every_s, (resumed - paused) * (1 - PAGE_SHARE) / PAGE_SHARE)
+    t_explain = time.perf_counter()
+    run.divergences = divergences(pair, generations, request)
+    run.status = done_status(where, run, time.perf_counter() - t_start, page_s, updates,
+                             time.perf_counter() - t_explain)  # fmt: skip
+    yield run.frame(done=True)
+
+
+def done_status(where: str, run: _Run, wall_s: float, page_s: float, updates: int, explain_s: float) -> str:
+    """Where the run's time went: the lanes' own rounds, the page updates, the divergence reading, the rest."""
+    model_s = sum(Stats.from_events(ev).busy_s for ev in run.lanes.values())
+    rest = max(wall_s - model_s - page_s - explain_s, 0.0)
+    return (
+        f"Done on {where} in {wall_s:.1f} s: the lanes' own rounds {model_s:.1f} s, {updates} page updates "
+        f"{page_s:.1f} s, reading divergences {explain_s:.1f} s, prefills and setup {rest:.1f} s."
+        + "".join(f" ⚠ {e}" for e in run.errors.values())
+    )
+
+
+# -- the same text, explained ---------------------------------------------------------------------------------
+
+
+def lossless_at_zero(request: LiveRequest, method: str) -> bool:
+    """A lane that should write ``ar``'s text: lossless verification, greedy decoding."""
+    spec = next((lane.spec for lane in request.lanes if lane.method == method), None)
+    verifier = spec.verifier.family if spec is not None and spec.verifier is not None else ""
+    return request.sampling.greedy and spec is not None and spec.kind == "speculative" and verifier == "lossless"
+
+
+def divergences(pair, generations: Mapping[str, Generation], request: LiveRequest) -> dict[str, Divergence]:
+    """Each lossless lane's first divergence from a finished ``ar`` lane (none when they agree)."""
+    ar = generations.get("ar")
+    if ar is None or not ar.events:
+        return {}
+    found = {}
+    for method, run in generations.items():
+        if method == "ar" or not run.events or not lossless_at_zero(request, method):
+            continue
+        at = first_divergence(run.new_tokens, ar.new_tokens)
+        if 0 <= at < min(len(run.new_tokens), len(ar.new_tokens)):
+            found[method] = at
+    out: dict[str, Divergence] = {}
+    for method in sorted(found, key=found.get, reverse=True):  # latest first: ar's cache is only ever cropped
+        same = next((d for d in out.values() if d.position == found[method]), None)  # one pass per position
+        out[method] = explain_divergence(pair, ar, generations[method], found[method], request.precision, same)
+    return {m: out[m] for m in found}
+
+
+def verify_width(events: Sequence[RoundEvent], position: int) -> int:
+    """Tokens fed to the target in the pass that chose the ``position``-th new token of a lane."""
+    seen = 0
+    for e in events:
+        if seen + len(e.emitted) > position:
+            return e.draft_len + (1 if e.index else 0)  # round 0 feeds only its drafts (the prefill gave p_1)
+        seen += len(e.emitted)
+    return 1
+
+
+@torch.inference_mode()
+def explain_divergence(
+    pair, ar: Generation, lane: Generation, position: int, precision: str, known: Divergence | None = None
+) -> Divergence:
+    """The target's two best tokens where ``lane`` parts from ``ar`` (``known``: another lane's divergence at the
+    same position, whose reading is reused).
+
+    The reading repeats ``ar``'s own step there: its KV cache (which holds the whole run) is cropped to the
+    common prefix minus its last token, and that token is fed again, a 1-token pass exactly like ar's.
+    """
+    if known is not None:
+        best, gap = known.best, known.logit_gap
+    else:
+        ids = [*ar.prompt_ids, *ar.new_tokens]
+        at = len(ar.prompt_ids) + position  # index of the diverging token in ids
+        ar.target_lm.crop(at - 1)
+        logits = ar.target_lm.forward(torch.tensor([ids[at - 1]])).logits[-1]  # [V]
+        top = torch.topk(logits, 2)
+        probs = torch.softmax(logits, -1)[top.indices].tolist()
+        best, gap = tuple(zip(pair.pieces(top.indices.tolist()), probs)), float(top.values[0] - top.values[1])
+    return Divergence(
+        method=lane.spec.name,
+        position=position,
+        lane_piece=pair.pieces([lane.new_tokens[position]])[0],
+        ar_piece=pair.pieces([ar.new_tokens[position]])[0],
+        best=best,
+        logit_gap=gap,
+        verify_width=verify_width(lane.events, position),
+        precision=precision,
+    )
+
+
+def stopped(frame: LiveFrame | None) -> str:
+    """The status after Stop: what had been generated when the run was cut."""
+    if frame is None:
+        return "Stopped."
+    if frame.done:
+        return frame.status
+    made = ", ".join(f"{m} {frame.stats(m).new_tokens}" for m in frame.methods if m not in frame.errors)
+    return f"Stopped. New tokens so far: {made or 'none'}."
+
+
+def stats_stream(pair, request: GenerateRequest, every_s: float = STREAM_EVERY_S) -> Iterator[dict[str, Any]]:
+    """The ``/generate`` stream: a stats dict after the first round and then every ``every_s`` seconds; the last
+    one is final and holds the whole text.
+
+    Not one per round: each streamed dict costs the server (and a client in the same process) work that would
+    run beside the next round and slow it, most for the methods with the most Python per round.
+    Every dict has at least ``new_tokens, tau, tokens_per_s, text`` (the API's contract) and ``finished``.
+    """
+    run = Generation(pair, request.prompt, request.spec, request.max_new_tokens, request.sampling)
+    last = -math.inf
+    try:
+        for event in run.rounds():
+            if time.perf_counter() - last < every_s or event.finished:
+                continue
+            text = pair.tokenizer.decode(run.new_tokens, skip_special_tokens=True)
+            stats = Stats.from_events(run.events, method=request.spec.name)
+            yield {**stats.as_dict(), "text": text, "round": event.index, "finished": False}
+            last = time.perf_counter()
+    except LANE_ERRORS as err:
+        raise SpecScopeError(f"{request.spec.name} cannot run: {err}") from err
+    result = run.result()
+    final = Stats.from_events(run.events, wall_s=run.wall_s, method=request.spec.name)
+    yield {**final.as_dict(), "text": result.text, "finished": True}

@@ -1,0 +1,75 @@
+"""The analyzer's per-prompt records: runs, table, summary row, downloads, events files, replays (tiny pair)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest_app import MIXED, tiny_pair
+
+from spec_core.analysis import records as rec
+from spec_core.errors import SpecScopeError
+from spec_core.methods import parse_method
+from spec_core.types import SamplingConfig, Stats
+
+SAMPLING = SamplingConfig(temperature=MIXED["temperature"], seed=MIXED["seed"])
+PROMPTS = [
+    {"id": "a", "category": "x", "prompt": "Why is the sky blue? Explain it to a child, please."},
+    {"id": "b", "category": "y", "prompt": "Say hi."},
+]
+
+
+@pytest.fixture(scope="module")
+def records():
+    runs = list(rec.run_records(tiny_pair(), PROMPTS, parse_method("fixed:4"), 10, SAMPLING))
+    assert [list(r) for r in runs] == [["a"], ["a", "b"]]  # yielded after each prompt
+    return runs[-1]
+
+
+def test_table_rows_per_prompt(records):
+    table = rec.table_rows(records)
+    assert list(table.columns) == rec.TABLE_COLUMNS
+    assert list(table["prompt_id"]) == ["a", "b"] and set(table["method"]) == {"fixed:4"}
+    assert (table["new_tokens"] == 10).all() and (table["speedup_vs_ar"] > 0).all()
+    assert table["prompt"][0].startswith("Why is the sky blue?") and len(table["prompt"][0]) <= rec.PROMPT_CHARS
+    a = records["a"]
+    s, base = Stats.from_events(a.lanes["fixed:4"]), Stats.from_events(a.lanes["ar"])
+    assert table["speedup_vs_ar"][0] == round(s.tokens_per_s / base.tokens_per_s, 3)
+    assert table["tau"][0] == round(s.tau, 3)
+
+
+def test_summary_row_pools_all_prompts(records):
+    summary = rec.summary_rows(records)
+    assert list(summary.columns) == rec.SUMMARY_COLUMNS and list(summary["method"]) == ["fixed:4"]
+    row = summary.iloc[0]
+    events = [e for r in records.values() for e in r.lanes["fixed:4"]]
+    pooled = Stats.from_events(events)
+    assert row["prompts"] == 2 and row["new_tokens"] == 20 and row["tau"] == round(pooled.tau, 3)
+    table = rec.table_rows(records)
+    assert row["median_speedup_vs_ar"] == round(float(table["speedup_vs_ar"].median()), 3)
+    assert row["same_as_ar"] == f"{int((table['first_divergence'] == -1).sum())}/2"
+
+
+def test_downloads_and_events_file_round_trip(records, tmp_path):
+    table = rec.table_rows(records)
+    csv_path, jsonl_path = rec.write_downloads(records, table, tmp_path)
+    assert open(csv_path).readline().strip() == ",".join(rec.TABLE_COLUMNS)
+    back = rec.records_from_file(jsonl_path)
+    assert back.keys() == records.keys() and back["a"].prompt == PROMPTS[0]["prompt"] and back["b"].category == "y"
+    assert back["a"].lanes == records["a"].lanes
+    assert rec.table_rows(back).equals(table)
+
+
+def test_replay_frame_and_missing_runs(records):
+    frame = rec.replay_frame(records["b"])
+    assert frame.methods == ("fixed:4", "ar") and frame.done and frame.stats("ar").new_tokens == 10
+    assert rec.record_for(records, "b") is records["b"]
+    with pytest.raises(SpecScopeError, match="no run"):
+        rec.record_for(records, "zzz")
+    with pytest.raises(SpecScopeError, match="run a prompt set"):
+        rec.record_for(None, "a")
+
+
+def test_bad_events_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    with pytest.raises(SpecScopeError, match="not a SpecScope event"):
+        rec.records_from_file(bad)

@@ -1,0 +1,59 @@
+"""The words the live tab uses, explained once: a short glossary, and one line per method family for lane headers."""
+
+from __future__ import annotations
+
+import html
+
+from visuals.views import method_heads
+
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    ("target", "the model whose output we want (here SmolLM2-135M-Instruct); it checks every draft."),
+    ("draft", "a small, fast model that guesses the target's next tokens."),
+    ("ar", "plain autoregressive decoding: the target alone, one forward pass per token. The baseline."),
+    ("τ (tau)", "new tokens per target forward pass. ar: exactly 1; speculation pays when τ is high enough to "
+                "cover the draft's cost."),
+    ("α (alpha)", "accepted drafts / drafted tokens."),
+    ("accepted", "a draft token the target agreed with, kept for free."),
+    ("rejected · discarded", "the first draft the target disagreed with, and the drafts after it (never checked "
+                             "on their own): struck through, shown only with 'show rejected drafts'."),
+    ("recovered", "the target's own token at the first rejection (drawn from what the draft missed)."),
+    ("bonus", "one extra target token when every draft passed: the verification pass already computed it."),
+    ("fixed:K", "draft K tokens every round."),
+    ("heuristic", "transformers' schedule: the window grows by 2 after a round where every draft passed, "
+                  "shrinks by 1 otherwise."),
+    ("confidence:T", "draft while the draft model's own probability of its token stays above T."),
+    ("block:LOSS", "a block drafter proposes a whole block in one forward pass (DFlash); LOSS is how it was "
+                   "trained: uniform, decay (DFlash's) or dpace (D-PACE, weights on the positions the verifier "
+                   "is likely to reach)."),
+    ("lossless", "the verification rule that keeps the target's output distribution exactly (greedy: accept "
+                 "a draft iff it is the target's top token)."),
+    ("embedded", "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
+                 "trained draft; it runs offline on a CPU."),
+    ("bfloat16 · float32", "precision: bfloat16 is fast (verifying k tokens costs about one step) but a k-token "
+                           "pass rounds differently from a 1-token step, so near-ties can flip; float32 is "
+                           "exact and slower."),
+    ("speedup, measured · predicted", "measured: this lane's tokens/s over ar's, each on its own clock; "
+                                      "predicted: the cost model's speedup at this lane's τ with this run's "
+                                      "median forward costs."),
+)  # fmt: skip
+
+FAMILIES = {
+    "ar": "plain decoding, the target alone (the baseline)",
+    "fixed": "a fixed draft window",
+    "heuristic": "an adaptive window (+2 / −1)",
+    "confidence": "drafts while the draft is confident",
+    "block": "a parallel block drafter",
+}
+
+
+def glossary_html() -> str:
+    """The glossary panel (its element id, ``glossary``, is what the lane headers link to)."""
+    rows = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in GLOSSARY)
+    return f'<div class="spec-glossary" id="glossary"><h4>Glossary</h4><dl>{rows}</dl></div>'
+
+
+def lane_header(method: str) -> str:
+    """A lane's heading (markdown): the method, what its family does, and a link to the glossary."""
+    what = "; ".join(FAMILIES[h] for h in method_heads(method) if h in FAMILIES)
+    lead = f"{html.escape(what)} · " if what else ""
+    return f"### {method}\n<small>{lead}[what do these words mean?](#glossary)</small>"
