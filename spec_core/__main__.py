@@ -62,7 +62,7 @@ def cmd_generate(args) -> int:
     r = run.result()
     print(r.text)
     s = r.stats
-    print(f"--- {args.method}: {s.new_tokens} tokens in {s.wall_s:.2f} s ({s.tokens_per_s:.1f} tok/s), "
+    print(f"--- {args.method}: {s.new_tokens} tokens in {s.wall_s:.2f} s wall ({s.tokens_per_s:.1f} tok/s decoding), "
           f"{s.target_forwards} target forwards, tau {s.tau:.2f}, acceptance {s.acceptance_rate:.2f}",
           file=sys.stderr)  # fmt: skip
     return 0
@@ -72,9 +72,9 @@ def cmd_bench(args) -> int:
     from pathlib import Path
 
     from spec_core.analysis.bench import load_prompts, run_bench, summarize
-    from spec_core.methods import parse_method
+    from spec_core.methods import parse_method, split_methods
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = split_methods(args.methods)
     if not methods:
         raise SpecScopeError("--methods is empty")
     for m in methods:
@@ -97,6 +97,7 @@ def cmd_costs(args) -> int:
     from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
     from spec_core.drafters.assets import available_drafts, load_draft
     from spec_core.drafters.networks import build_truncated
+    from spec_core.methods import split_methods
 
     pair = _pair(args)
     drafts = {"truncated": build_truncated(pair.target)}
@@ -115,7 +116,7 @@ def cmd_costs(args) -> int:
         print(f"\nper-token acceptance fixed:k needs with the {name} draft (i.i.d. model, Leviathan et al. 2023; "
               f"engine overhead {args.overhead_ms:g} ms per round)")  # fmt: skip
         print(need.to_string(index=False))
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = split_methods(args.methods)
     if methods and pair.draft is not None:
         prompts = [p["prompt"] for p in load_prompts(args.prompts)[: args.limit]]
         rounds = round_breakdown(pair, df, own, prompts, methods, args.max_new_tokens, args.round_repeats)

@@ -81,6 +81,21 @@ def parse_method(name: str) -> MethodSpec:
     return MethodSpec(name, "speculative", policy, verifier or parse_verifier(DEFAULT_VERIFIER), drafter)
 
 
+def split_methods(text: str) -> list[str]:
+    """A comma-separated list of method names, where a name's own settings may contain commas:
+    ``"ar,pacer:b=2,t=0.5,tree:nodes=16,depth=5"`` → ``["ar", "pacer:b=2,t=0.5", "tree:nodes=16,depth=5"]``
+    (a ``key=value`` piece with no ``:`` continues the name before it)."""
+    names: list[str] = []
+    for piece in (p.strip() for p in (text or "").split(",")):
+        if not piece:
+            continue
+        if names and "=" in piece and ":" not in piece.split("=")[0] and ":" in names[-1]:
+            names[-1] += "," + piece
+        else:
+            names.append(piece)
+    return names
+
+
 def known_methods() -> list[str]:
     """Examples of every family, for help texts and the UI."""
     blocks = [f"block:{loss}" for loss in BLOCK_LOSSES[:3]]

@@ -12,7 +12,7 @@ from spec_core.cached_lm import CachedLM
 from spec_core.drafters.tree import DraftTree, TreeShape, ancestor_matrix, attention_mask, verification_inputs
 from spec_core.engine import Generation, generate
 from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method
+from spec_core.methods import parse_method, split_methods
 from spec_core.types import SamplingConfig
 
 PROMPT = "speculative decoding"
@@ -63,6 +63,8 @@ def test_shape_parsing():
         with pytest.raises(SpecScopeError):
             parse_method(bad)
     assert parse_method("tree:depth=3").drafter == "tree:depth=3"
+    assert split_methods("ar, pacer:b=2,t=0.5,tree:nodes=16,depth=5,fixed:2") == [
+        "ar", "pacer:b=2,t=0.5", "tree:nodes=16,depth=5", "fixed:2"]  # fmt: skip
 
 
 def _branches_deep(events) -> bool:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+from spec_core.analysis.peers import run_peer
 from spec_core.engine import Generation, prompt_ids
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
 from spec_core.methods import parse_method
-from spec_core.analysis.peers import run_peer
 from spec_core.types import SamplingConfig
 
 COLUMNS = [
