@@ -22,7 +22,7 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core import live, requests
+from spec_core import guards, live, requests
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
 from spec_core.errors import SpecScopeError
@@ -280,7 +280,8 @@ def analyzer_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) 
         n_prompts = requests.parse_int(n_prompts, "prompts to run", 1, 10_000)
         pair = pair_loader(requests.parse_choice(pname, "model pair", pairs),
                            requests.parse_choice(precision, "precision", requests.PRECISIONS))  # fmt: skip
-        source = up or (str(ROOT / pfile) if pfile else None)
+        source = (str(guards.check_upload(up, "the uploaded prompt set")) if up else
+                  str(ROOT / requests.parse_choice(pfile, "prompt set", prompt_files())) if pfile else None)  # fmt: skip
         if not source:
             raise SpecScopeError("no prompt set: upload a JSONL file (id, category, prompt per line)")
         prompts = load_prompts(source)[:n_prompts]
@@ -295,8 +296,9 @@ def analyzer_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) 
     event = run.click(on_analyze, [prompt_file, upload, method, limit, max_new, *settings], results,
                       api_visibility="private")  # fmt: skip
     stop.click(None, cancels=[event])
-    events_up.upload(ui_errors(lambda path: finished(rec.records_from_file(path), "Loaded. Pick a row to replay it.")),
-                     events_up, results, api_visibility="private")  # fmt: skip
+    load = lambda path: rec.records_from_file(guards.check_upload(path, "the events file"))  # noqa: E731
+    events_up.upload(ui_errors(lambda path: finished(load(path), "Loaded. Pick a row to replay it.")), events_up,
+                     results, api_visibility="private")  # fmt: skip
 
     @ui_errors
     def on_pick(records, evt: gr.SelectData):
@@ -325,9 +327,8 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
         wire_live(tab, pair_loader, pairs)
 
         @ui_errors
-        def generate(
-            prompt: str, method: str = "heuristic", max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0
-        ) -> Iterator[dict]:
+        def generate(prompt: str, method: str = "heuristic", max_new_tokens: int = 64, temperature: float = 0.0,
+                     seed: int = 0) -> Iterator[dict]:  # fmt: skip
             """Generate with one method, streaming stats dicts; the last one has new_tokens, tau, tokens_per_s, text."""
             request = requests.parse_generate_request(prompt, method, max_new_tokens, temperature, seed)
             yield from live.stats_stream(pair_loader("embedded", "bfloat16"), request)
@@ -338,11 +339,12 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
 
 def launch_kwargs() -> dict[str, Any]:
     """Launch options shared by ``__main__`` and the tests (Gradio 6 takes CSS at launch)."""
-    return {"css": token_css(), "css_paths": [CSS_PATH] if CSS_PATH.exists() else None, "ssr_mode": False}
+    css_paths = [CSS_PATH] if CSS_PATH.exists() else None
+    return {"css": token_css(), "css_paths": css_paths, "ssr_mode": False, "max_file_size": guards.MAX_UPLOAD_BYTES}
 
 
 demo = build_demo()
 
 if __name__ == "__main__":
-    # GRADIO_SERVER_NAME / GRADIO_SERVER_PORT are read by launch() itself.
-    demo.queue(default_concurrency_limit=1).launch(**launch_kwargs())
+    limits = guards.serving_limits()  # 1 request at a time on a CPU, 4 on CUDA, 16 waiting; env overrides
+    demo.queue(default_concurrency_limit=limits.concurrency, max_size=limits.queue_size).launch(**launch_kwargs())

@@ -44,7 +44,7 @@ def _pair(args):
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    return load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft)
+    return load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
 
 
 def cmd_generate(args) -> int:

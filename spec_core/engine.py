@@ -24,6 +24,7 @@ from spec_core import rules
 from spec_core.cached_lm import CachedLM, LMOutput
 from spec_core.drafters import make_drafter
 from spec_core.errors import SpecScopeError
+from spec_core.guards import oom_guarded
 from spec_core.methods import MethodSpec, parse_method
 from spec_core.policies import DraftSoFar, make_policy
 from spec_core.policies.fixed import FixedLength
@@ -107,10 +108,17 @@ class Generation:
         return drafter, policy, make_verifier(spec.verifier, pair)
 
     def rounds(self) -> Iterator[RoundEvent]:
-        """One event per round until EOS, ``max_new_tokens`` or ``should_stop``."""
-        if self.spec.drafter.startswith("tree"):
-            return self._tree_rounds()
-        return self._chain_rounds()
+        """One event per round until EOS, ``max_new_tokens`` or ``should_stop``.
+
+        An out-of-memory error inside a round ends the run as a :class:`SpecScopeError` with its memory freed
+        (:func:`spec_core.guards.oom_guarded`), so the next request finds the memory free.
+        """
+        rounds = self._tree_rounds() if self.spec.drafter.startswith("tree") else self._chain_rounds()
+        return oom_guarded(rounds, self.pair.device, f"this {self.spec.name} generation", self._release)
+
+    def _release(self) -> None:
+        """Drop the caches kept for inspection, after a failed run (their memory is reused at once)."""
+        self.target_lm = self.drafter = None
 
     @torch.inference_mode()
     def _chain_rounds(self) -> Iterator[RoundEvent]:

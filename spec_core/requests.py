@@ -16,15 +16,10 @@ from typing import Any
 
 from spec_core.engine import MAX_NEW_TOKENS_LIMIT
 from spec_core.errors import SpecScopeError
+from spec_core.guards import check_text
 from spec_core.methods import MethodSpec, parse_method
 from spec_core.types import SamplingConfig
 
-ALLOW_HUB_ENV = "SPECSCOPE_ALLOW_HUB"  # "1": offer the hub pairs of HUB_PAIRS (needs network and memory)
-HUB_PAIRS = (  # target,draft pairs that share a tokenizer
-    "HuggingFaceTB/SmolLM2-360M-Instruct,HuggingFaceTB/SmolLM2-135M-Instruct",
-    "HuggingFaceTB/SmolLM2-1.7B-Instruct,HuggingFaceTB/SmolLM2-135M-Instruct",
-    "Qwen/Qwen2.5-1.5B-Instruct,Qwen/Qwen2.5-0.5B-Instruct",
-)
 PRECISIONS = ("bfloat16", "float32")  # the live tab's precision setting (fast / exact)
 NONE_METHOD = "(none)"  # an empty lane in the live tab
 
@@ -65,15 +60,16 @@ class GenerateRequest:
 
 
 def offered_pairs() -> list[str]:
-    """The embedded pair, plus the hub allowlist when the environment allows it."""
-    hub_ok = os.environ.get(ALLOW_HUB_ENV) == "1" and os.environ.get("HF_HUB_OFFLINE") != "1"
-    return ["embedded", *(HUB_PAIRS if hub_ok else ())]
+    """The embedded pair, plus the operator's allowlist (``$SPECSCOPE_HUB_PAIRS``) unless the hub is offline."""
+    from spec_core.models import allowed_pairs
+
+    return ["embedded", *(allowed_pairs() if os.environ.get("HF_HUB_OFFLINE") != "1" else ())]
 
 
 def parse_prompt(prompt: Any) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         raise SpecScopeError("the prompt is empty; type something or click an example")
-    return prompt
+    return check_text(prompt)  # at most MAX_PROMPT_CHARS, valid UTF-8: refused before the tokenizer sees it
 
 
 def parse_live_method(method: Any) -> MethodSpec:

@@ -42,11 +42,11 @@ def test_app_stays_wiring_only():
 
 
 def test_hub_pairs_only_when_allowed(monkeypatch):
-    monkeypatch.delenv(requests.ALLOW_HUB_ENV, raising=False)
+    monkeypatch.delenv("SPECSCOPE_HUB_PAIRS", raising=False)
     assert app.pair_choices() == ["embedded"]
-    monkeypatch.setenv(requests.ALLOW_HUB_ENV, "1")
+    monkeypatch.setenv("SPECSCOPE_HUB_PAIRS", "a/t,a/d")  # the operator's allowlist, never the visitor's
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    assert app.pair_choices()[1:] == list(requests.HUB_PAIRS)
+    assert app.pair_choices()[1:] == ["a/t,a/d"]
 
 
 def test_ui_errors_turn_specscope_errors_into_gr_errors():

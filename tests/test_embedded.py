@@ -83,7 +83,7 @@ def test_unreachable_model_id_is_a_clear_error():
     from spec_core.models import load_pair
 
     with pytest.raises(SpecScopeError, match="cannot load"):
-        load_pair("no-such-org/no-such-model,no-such-org/draft", device="cpu", cached=False)
+        load_pair("no-such-org/no-such-model,no-such-org/draft", device="cpu", cached=False, operator=True)
 
 
 def test_pair_with_different_tokenizers_is_refused(tmp_path):
@@ -102,8 +102,8 @@ def test_pair_with_different_tokenizers_is_refused(tmp_path):
             t.add_tokens([extra])
         t.save_pretrained(tmp_path / name)
     with pytest.raises(SpecScopeError, match="tokenizer"):
-        load_pair(f"{tmp_path / 'a'},{tmp_path / 'b'}", device="cpu", dtype="float32", cached=False)
-    pair = load_pair(f"{tmp_path / 'a'},{tmp_path / 'a'}", device="cpu", dtype="float32", cached=False)
+        load_pair(f"{tmp_path / 'a'},{tmp_path / 'b'}", device="cpu", dtype="float32", cached=False, operator=True)
+    pair = load_pair(f"{tmp_path / 'a'},{tmp_path / 'a'}", device="cpu", dtype="float32", cached=False, operator=True)
     assert pair.draft_design == "standalone" and pair.dtype == torch.float32
 
 

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from spec_core.analysis.peers import run_peer
 from spec_core.engine import Generation, prompt_ids
 from spec_core.errors import SpecScopeError
+from spec_core.guards import check_text
 from spec_core.jsonl import read_objects
 from spec_core.methods import parse_method
 from spec_core.types import SamplingConfig
@@ -35,6 +36,7 @@ def load_prompts(path: str | Path) -> list[dict]:
     for n, row in read_objects(path, "prompt file"):
         if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
             raise SpecScopeError(f"prompt file {Path(path).name}, line {n}: needs a non-empty 'prompt' string")
+        check_text(row["prompt"], f"prompt file {Path(path).name}, line {n}: the prompt")
         rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
