@@ -123,3 +123,18 @@ def test_sampled_tree_matches_the_target_distribution():
     tv = float(rules.total_variation((counts / DRAWS).flatten(), exact.flatten()))
     assert tv < 0.05, tv
     assert moved >= DRAWS // 50  # a sibling rejected, then the next one accepted: the residual step happened
+
+
+def test_tree_view_draws_the_round_as_data():
+    from visuals import views
+    from visuals.tree import last_tree_figure
+
+    pair = make_tiny_pair(draft="feature")
+    res = generate(pair, PROMPT, "tree:nodes=10,depth=4,topk=3", max_new_tokens=12)
+    assert "tree_round" in [v.key for v in views.views_for(["tree", "ar"])]
+    fig = last_tree_figure({"tree": list(res.events)})
+    traces = {t.name: t for t in fig.data if t.name}
+    last = [e for e in res.events if e.tree][-1].tree
+    assert len(traces["accepted path"].x) == len(last["path"])
+    drawn = sum(len(traces[k].x) for k in ("accepted path", "tried, rejected", "drafted, not reached"))
+    assert drawn == len(last["tokens"])  # every node once, in exactly one group

@@ -1,0 +1,129 @@
+"""The token-tree view: one round's tree, drawn level by level (EAGLE-2, arXiv 2406.16858).
+
+A tree round (method ``tree``) drafts several candidates per position and verifies all of them in one target
+forward. The figure reads ``RoundEvent.tree`` (written by :mod:`spec_core.engine`): node tokens and pieces,
+parents, depths, the draft's probability q of each node given its parent, the target's probability p, the
+accepted path and the children the verifier tried. Green = the accepted path; vermillion = a child the target
+tried and rejected; grey = drafted but never reached. Hover a node for its q, p and acceptance probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from spec_core.types import RoundEvent
+from visuals.plots import Lanes, base_layout
+from visuals.style import OKABE_ITO
+from visuals.views import ROUND_VIEWS, View, method_heads, register_rule, register_view
+
+
+def is_tree(method: str) -> bool:
+    return "tree" in method_heads(method)
+
+
+def layout(parents: Sequence[int]) -> list[float]:
+    """A vertical slot for every node: leaves in depth-first order, a parent centred over its children."""
+    children: dict[int, list[int]] = {}
+    for node, parent in enumerate(parents):
+        children.setdefault(parent, []).append(node)
+    y: dict[int, float] = {}
+    next_leaf = [0.0]
+
+    def place(node: int) -> float:
+        kids = children.get(node, [])
+        if not kids:
+            y[node] = next_leaf[0]
+            next_leaf[0] += 1.0
+        else:
+            spots = [place(k) for k in kids]
+            y[node] = sum(spots) / len(spots)
+        return y[node]
+
+    for root_child in children.get(-1, []):
+        place(root_child)
+    return [-y[i] for i in range(len(parents))]
+
+
+def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round") -> go.Figure:
+    """The tree of one round: the pending token on the left, one column per depth."""
+    fig = go.Figure()
+    tree = event.tree if event is not None else {}
+    if not tree:
+        return base_layout(fig, title, "depth (tokens after the verified text)", "", empty=True,
+                           empty_text="no tree round yet (method `tree`)")  # fmt: skip
+    parents, depths, pieces = tree["parents"], tree["depths"], tree["pieces"]
+    ys = layout(parents)
+    root_y = sum(ys[i] for i, p in enumerate(parents) if p < 0) / max(1, sum(p < 0 for p in parents))
+    path, tried = set(tree["path"]), {n: a for n, a in tree["tried"]}
+    ex, ey = [], []
+    for node, parent in enumerate(parents):  # edges, parent → node
+        ex += [depths[parent] if parent >= 0 else 0, depths[node], None]
+        ey += [ys[parent] if parent >= 0 else root_y, ys[node], None]
+    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#bbbbbb", "width": 1}, hoverinfo="skip",
+                             showlegend=False))  # fmt: skip
+    groups = {
+        "accepted path": ([n for n in range(len(parents)) if n in path], OKABE_ITO["green"]),
+        "tried, rejected": ([n for n in tried if n not in path], OKABE_ITO["vermillion"]),
+        "drafted, not reached": ([n for n in range(len(parents)) if n not in tried and n not in path], "#999999"),
+    }
+    for label, (nodes, colour) in groups.items():
+        fig.add_trace(go.Scatter(
+            x=[depths[n] for n in nodes], y=[ys[n] for n in nodes], mode="markers+text", name=label,
+            marker={"size": 14, "color": colour, "line": {"width": 1, "color": "white"}},
+            text=[repr(pieces[n])[1:-1][:10] for n in nodes], textposition="middle right",
+            customdata=[[tree["draft_probs"][n], tree["target_probs"][n], tried.get(n)] for n in nodes],
+            hovertemplate="%{text}<br>q (draft, given its parent) = %{customdata[0]:.3f}<br>"
+                          "p (target) = %{customdata[1]:.3f}<br>acceptance probability = %{customdata[2]}"
+                          "<extra>" + label + "</extra>",
+        ))  # fmt: skip
+    fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", name="verified text (pending token)",
+                             marker={"size": 16, "color": OKABE_ITO["blue"], "symbol": "square"},
+                             text=["pending"], textposition="middle left", hoverinfo="skip"))  # fmt: skip
+    kept = len(tree["path"])
+    base_layout(fig, f"{title}: {len(parents)} nodes, {kept} kept + 1 from the target", "depth", "")
+    fig.update_yaxes(showticklabels=False, zeroline=False)
+    return fig
+
+
+def last_tree_figure(lanes: Lanes) -> go.Figure:
+    """The most recent tree round of the first tree lane."""
+    for method, events in lanes.items():
+        if is_tree(method):
+            trees = [e for e in events if e.tree]
+            return tree_figure(trees[-1] if trees else None, f"{method}: the last round's tree")
+    return tree_figure(None)
+
+
+def round_tree_figure(lanes: Lanes, round_index: int) -> go.Figure:
+    """The tree of round ``round_index`` (the step-through's choice)."""
+    ((method, events),) = lanes.items()
+    event = events[min(round_index, len(events) - 1)] if events else None
+    return tree_figure(event, f"{method}: round {round_index}'s tree")
+
+
+register_view(
+    View(
+        "tree_round",
+        "Token tree: one round",
+        "Several candidates per position, verified in one target pass. The target walks down the green path; "
+        "a red node is a candidate it tried and rejected before moving to its sibling.",
+        last_tree_figure,
+        prefixes=("tree",),
+        with_baselines=False,
+    )
+)
+ROUND_VIEWS["tree_round"] = round_tree_figure  # the step-through can walk a tree round
+register_rule(
+    "tree",
+    lambda temperature: (
+        "Tree: the draft proposes its top candidates at every level (EAGLE-2's dynamic tree) and the target checks "
+        "them all in one pass, walking down while a child equals its own choice."
+        if temperature == 0
+        else "Tree: at each node the target tries the draft's candidates in turn, accepting one with its own "
+        "probability p′(x) and otherwise removing it from p′; if none passes it samples from what is left. The "
+        "output is distributed exactly as the target's."
+    ),
+    kind="policy",
+)
