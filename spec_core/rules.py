@@ -221,3 +221,63 @@ def softmax_at(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 BLOCK_LOSSES = ("uniform", "decay", "dpace", "dpace-cumulative", "dpace-continuation")  # position_weights' schedules
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Relaxed verification against an ensemble ν = w·p + (1 − w)·q (DIVERSED, arXiv 2604.07622, ALGORITHMS.md §2)
+
+
+def expected_acceptance(verify_probs: torch.Tensor, draft_probs: torch.Tensor, leniency: float = 1.0) -> torch.Tensor:
+    """a = E_{x~q}[min(1, ν(x)/(ℓ·q(x)))] = Σ_x min(q(x), ν(x)/ℓ) per row, ``[..., V]`` → ``[...]``.
+
+    With ℓ = 1 this is 1 − TV(q, ν); for the static ensemble it equals 1 − w·TV(p, q).
+    """
+    return torch.minimum(draft_probs, verify_probs / leniency).sum(-1).clamp(max=1.0)
+
+
+def verify_onehot_ensemble(
+    target_argmax: torch.Tensor,  # [γ + 1] argmax of p at each position (bonus position last)
+    draft_tokens: torch.Tensor,  # [γ] greedy drafts (argmax of q)
+    w: torch.Tensor,  # [γ] ensemble weight of the target per drafted position
+    generator: torch.Generator | None,
+) -> tuple[torch.Tensor, int, int]:
+    """Temperature 0, "one-hot" definition: p and q are the one-hots of the greedy rule, ν = w·p + (1 − w)·q.
+
+    A draft equal to the target's argmax is kept; one that differs is kept with probability ν(x)/q(x) = 1 − w;
+    at the first rejection the recovered token is norm(max(0, ν − q)) = the target's argmax; bonus = argmax.
+    Returns ``(accept_probs [γ], accepted, next_token)``.
+    """
+    gamma = draft_tokens.shape[0]
+    match = target_argmax[:gamma] == draft_tokens  # [γ]
+    a = torch.where(match, torch.ones_like(w), 1.0 - w)  # [γ]
+    u = torch.rand(gamma, generator=generator, device=a.device)
+    accepted = leading_accepts(u < a)
+    return a, accepted, int(target_argmax[accepted])
+
+
+def verify_argmax_ensemble(
+    nu: torch.Tensor,  # [γ, V] ensemble of the models' temperature-1 softmax at each drafted position
+    draft_tokens: torch.Tensor,  # [γ]
+    bonus_token: int,  # the target's argmax after the last draft
+) -> tuple[torch.Tensor, int, int]:
+    """Temperature 0, "argmax" definition (deterministic): greedy decoding of ν.
+
+    Accept while x_i == argmax ν_i; at the first mismatch the next token is argmax ν_i (the ensemble's own
+    greedy choice); when all pass, the target's bonus argmax. w = 1 is the lossless greedy rule (argmax p),
+    w = 0 keeps every greedy draft (argmax q).
+    """
+    nu_argmax = nu.argmax(-1)  # [γ]
+    match = nu_argmax == draft_tokens
+    accepted = leading_accepts(match)
+    next_token = int(nu_argmax[accepted]) if accepted < draft_tokens.shape[0] else int(bonus_token)
+    return match.float(), accepted, next_token
+
+
+def iid_expected_accepted(alpha: float, gamma: int) -> float:
+    """Expected accepted drafts of a γ-token round under the i.i.d. assumption (Leviathan et al. 2023):
+    Σ_{k=1..γ} α^k = α(1 − α^γ)/(1 − α)."""
+    if gamma <= 0:
+        return 0.0
+    if alpha >= 1.0:
+        return float(gamma)
+    return alpha * (1.0 - alpha**gamma) / (1.0 - alpha)

@@ -103,7 +103,7 @@ def test_cache_compaction_equals_a_fresh_prefill():
         assert d.cache.get_seq_length() == d.cached <= len(ids) - 2
 
 
-VOCAB, DRAWS = 6, 3000
+VOCAB, DRAWS = 6, 1000  # sampling noise at 1000 draws: TV about 0.04 (measured 0.046 at 800; 0.02 at 4000)
 
 
 def test_sampled_tree_matches_the_target_distribution():
@@ -121,7 +121,7 @@ def test_sampled_tree_matches_the_target_distribution():
         rejected = [n for n, _ in tree["tried"] if n not in tree["path"]]
         moved += any(tree["parents"][r] == tree["parents"][n] for r in rejected for n in tree["path"])
     tv = float(rules.total_variation((counts / DRAWS).flatten(), exact.flatten()))
-    assert tv < 0.05, tv
+    assert tv < 0.08, tv
     assert moved >= DRAWS // 50  # a sibling rejected, then the next one accepted: the residual step happened
 
 

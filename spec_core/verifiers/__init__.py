@@ -9,11 +9,16 @@ from __future__ import annotations
 from spec_core.errors import SpecScopeError
 from spec_core.types import PartSpec
 from spec_core.verifiers.base import Verdict, Verifier
+from spec_core.verifiers.diversed import DiversedVerifier
+from spec_core.verifiers.lenient import LenientVerifier
 from spec_core.verifiers.lossless import LosslessVerifier
+from spec_core.verifiers.static import StaticVerifier
 
 __all__ = ["VERIFIERS", "Verdict", "Verifier", "make_verifier", "parse_verifier"]
 
-VERIFIERS: dict[str, type] = {cls.prefix: cls for cls in (LosslessVerifier,)}
+VERIFIERS: dict[str, type] = {
+    cls.prefix: cls for cls in (LosslessVerifier, LenientVerifier, StaticVerifier, DiversedVerifier)
+}
 
 
 def parse_verifier(text: str) -> PartSpec:

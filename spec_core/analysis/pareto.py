@@ -1,0 +1,290 @@
+"""Acceptance vs quality of the verifiers on the evaluation split: ``python -m spec_core pareto``.
+
+DIVERSED (arXiv 2604.07622) compares its learned ensemble with the static-ensemble sweep W ∈ {0, 0.1, …, 1}
+(which lies on the linear Pareto front of Yin et al., arXiv 2411.00841), the lenient "lossy" rule and the
+lossless rule, on the same prompts. One row per configuration: ``method, param, acceptance_rate, quality, tau``
+(+ per-task quality, speed, and the expected accepted count).
+
+Expected accepted drafts per round, from the recorded rounds (paper's Theorem, no i.i.d. assumption):
+E[#accepted] = Σ_k E[Π_{i≤k} a_i] with a_i = 1 − TV(q_i, ν_i) (``expected_accept`` in the verifier trace).
+Beside it: Σ_k Π_{i≤k} β_i with β_i the recorded acceptance probability of the drafted token (an unbiased
+estimate of the measured count given the drafts), the i.i.d. formula α(1 − α^γ)/(1 − α) with the mean a, and
+the measured mean. Generations are interleaved item by item across configurations, so machine noise hits all
+of them alike; ``tokens_per_s`` ratios are comparable within one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from spec_core import rules
+from spec_core.analysis.rewards import TASKS, load_items, reward
+from spec_core.errors import SpecScopeError
+from spec_core.methods import parse_method
+from spec_core.types import SamplingConfig
+
+COLUMNS = [
+    "method", "param", "acceptance_rate", "quality", "tau", *(f"quality_{t}" for t in TASKS),
+    "measured_accepted", "expected_accepted", "rb_expected_accepted", "iid_expected_accepted",
+    "mean_draft_len", "mean_w", "new_tokens", "wall_s", "tokens_per_s", "verify_ms_per_round", "items",
+    "temperature", "policy",
+]  # fmt: skip
+LENIENCIES = (0.3, 0.5, 0.7)
+STATIC_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+@dataclass(frozen=True)
+class Config:
+    method: str  # "lossless" | "lenient" | "static" | "diversed"
+    param: str  # "" | ℓ | W | head name
+    verifier: str  # the verifier part of the method name
+
+    def full(self, policy: str) -> str:
+        return f"{policy}+{self.verifier}"
+
+
+def default_configs(t0: str, diversed_head: str | None) -> list[Config]:
+    opt = "" if t0 == "argmax" else f",t0={t0}"
+    out = [Config("lossless", "", "lossless")]
+    out += [Config("lenient", f"{v:g}", f"lenient:{v:g}{opt}") for v in LENIENCIES]
+    out += [Config("static", f"{w:g}", f"static:{w:g}{opt}") for w in STATIC_WEIGHTS]
+    if diversed_head:
+        sep = "," if opt else ""
+        out.append(Config("diversed", diversed_head, f"diversed:head={diversed_head}{sep}{opt.lstrip(',')}"))
+    return out
+
+
+def round_numbers(events) -> dict[str, list[float]]:
+    """Per drafted round: measured accepted, Σ_k Π a_i, Σ_k Π β_i, draft length, a_i's, w's."""
+    out: dict[str, list[float]] = {"measured": [], "expected": [], "rb": [], "gamma": [], "a": [], "w": []}
+    for e in events:
+        if not e.draft_len:
+            continue
+        out["measured"].append(e.accepted)
+        out["gamma"].append(e.draft_len)
+        out["rb"].append(float(rules.expected_accepted_length(torch.tensor(e.accept_probs))))
+        a = e.verifier_trace.get("expected_accept")
+        if a is not None:
+            out["expected"].append(float(rules.expected_accepted_length(torch.tensor(a))))
+            out["a"] += list(a)
+        out["w"] += list(e.verifier_trace.get("w", []))
+    return out
+
+
+def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) -> dict:
+    """One CSV row from the per-item records of one configuration."""
+    quality = {
+        t: statistics.fmean([r["reward"] for r in raw if r["task"] == t])
+        for t in TASKS
+        if any(r["task"] == t for r in raw)
+    }
+    rounds = {k: sum((r["rounds"][k] for r in raw), []) for k in raw[0]["rounds"]}
+    drafted, accepted = sum(rounds["gamma"]), sum(rounds["measured"])
+    forwards, new_tokens = sum(r["forwards"] for r in raw), sum(r["new_tokens"] for r in raw)
+    wall = sum(r["wall_s"] for r in raw)
+    alpha = statistics.fmean(rounds["a"]) if rounds["a"] else float("nan")
+    iid = [rules.iid_expected_accepted(alpha, int(g)) for g in rounds["gamma"]] if rounds["a"] else []
+    mean = lambda xs: statistics.fmean(xs) if xs else float("nan")  # noqa: E731
+    return {
+        "method": config.method, "param": config.param,
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "quality": statistics.fmean(quality.values()),  # macro average over tasks
+        "tau": new_tokens / forwards if forwards else 0.0,
+        **{f"quality_{t}": quality.get(t, float("nan")) for t in TASKS},
+        "measured_accepted": mean(rounds["measured"]), "expected_accepted": mean(rounds["expected"]),
+        "rb_expected_accepted": mean(rounds["rb"]), "iid_expected_accepted": mean(iid),
+        "mean_draft_len": mean(rounds["gamma"]), "mean_w": mean(rounds["w"]),
+        "new_tokens": new_tokens, "wall_s": wall, "tokens_per_s": new_tokens / wall if wall else 0.0,
+        "verify_ms_per_round": 1000 * sum(r["verify_s"] for r in raw) / max(1, len(rounds["gamma"])),
+        "items": len(raw), "temperature": temperature, "policy": policy,
+    }  # fmt: skip
+
+
+def run_item(pair, method: str, item, temperature: float, seed: int) -> dict:
+    from spec_core.engine import Generation
+
+    run = Generation(pair, item.prompt, method, item.max_new_tokens, SamplingConfig(temperature=temperature, seed=seed))
+    events = list(run.rounds())
+    result = run.result()
+    return {
+        "id": item.id, "task": item.task, "method": method, "text": result.text,
+        "reward": reward(item.task, result.text, item.reference), "new_tokens": result.stats.new_tokens,
+        "forwards": result.stats.target_forwards, "wall_s": result.stats.wall_s,
+        "verify_s": sum(e.verify_s for e in events if e.draft_len), "rounds": round_numbers(events),
+    }  # fmt: skip
+
+
+def interpolate_frontier(static: pd.DataFrame, acceptance: float) -> float:
+    """Quality of the static frontier at ``acceptance``, linear between sweep points (NaN outside the sweep)."""
+    pts = static.sort_values("acceptance_rate")
+    xs, ys = pts["acceptance_rate"].tolist(), pts["quality"].tolist()
+    if not xs or acceptance < xs[0] or acceptance > xs[-1]:
+        return float("nan")
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x0 <= acceptance <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (acceptance - x0) / (x1 - x0)
+    return ys[-1]
+
+
+def with_frontier(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``frontier_quality`` (the static sweep interpolated at each row's acceptance), ``above_frontier``
+    (quality − frontier) and ``acceptance_vs_lossless`` (acceptance / the lossless row's)."""
+    static = df[df["method"] == "static"]
+    lossless = df.loc[df["method"] == "lossless", "acceptance_rate"]
+    out = df.copy()
+    out["frontier_quality"] = [interpolate_frontier(static, a) for a in out["acceptance_rate"]]
+    out["above_frontier"] = out["quality"] - out["frontier_quality"]
+    out["acceptance_vs_lossless"] = out["acceptance_rate"] / float(lossless.iloc[0]) if len(lossless) else float("nan")
+    return out
+
+
+def run_pareto(pair, configs: list[Config], items, policy: str, temperature: float, seed: int,
+               raw_path: Path | None = None, progress: bool = True, partial_path: Path | None = None) -> pd.DataFrame:  # fmt: skip
+    from tqdm import tqdm
+
+    for c in configs:
+        parse_method(c.full(policy))  # fail before any generation
+    raw: dict[str, list[dict]] = {c.verifier: [] for c in configs}
+    handle = raw_path.open("w") if raw_path else None
+    bar = tqdm(total=len(items) * len(configs), desc="pareto", disable=not progress)
+    table = lambda: pd.DataFrame([summarise(c, policy, temperature, raw[c.verifier]) for c in configs], columns=COLUMNS)  # noqa: E731
+    try:
+        for n, item in enumerate(items):
+            for c in configs:
+                rec = run_item(pair, c.full(policy), item, temperature, seed + n)
+                raw[c.verifier].append(rec)
+                if handle:
+                    counts = {"drafted": sum(rec["rounds"]["gamma"]), "accepted": sum(rec["rounds"]["measured"])}
+                    handle.write(json.dumps({**{k: v for k, v in rec.items() if k != "rounds"}, **counts}) + "\n")
+                    handle.flush()
+                bar.update()
+            if partial_path is not None:  # every item: the table so far (a long run stopped early still counts)
+                table().to_csv(partial_path, index=False)
+    finally:
+        bar.close()
+        if handle:
+            handle.close()
+    return table()
+
+
+def table_from_items(paths: list[Path]) -> pd.DataFrame:
+    """Rebuild the main columns from ``*.items.jsonl`` records (runs stopped early, or run apart), over the
+    items that every configuration finished (the same items, seeds and order)."""
+    records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
+    if not records:
+        raise SpecScopeError(f"no records in {', '.join(map(str, paths))}")
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    common = set.intersection(*({r["id"] for r in records if r["method"] == m} for m in methods))
+    rows = []
+    for m in methods:
+        rs = [r for r in records if r["method"] == m and r["id"] in common]
+        verifier = m.split("+", 1)[1] if "+" in m else m
+        family, _, param = verifier.partition(":")
+        per_task = {
+            t: statistics.fmean([r["reward"] for r in rs if r["task"] == t])
+            for t in TASKS
+            if any(r["task"] == t for r in rs)
+        }
+        drafted, forwards = sum(r["drafted"] for r in rs), sum(r["forwards"] for r in rs)
+        rows.append({
+            "method": family, "param": param.replace("head=", ""), "acceptance_rate": sum(r["accepted"] for r in rs) / max(1, drafted),
+            "quality": statistics.fmean(per_task.values()), "tau": sum(r["new_tokens"] for r in rs) / max(1, forwards),
+            **{f"quality_{t}": per_task.get(t, float("nan")) for t in TASKS},
+            "tokens_per_s": sum(r["new_tokens"] for r in rs) / max(1e-9, sum(r["wall_s"] for r in rs)), "items": len(rs),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def interleave(items: list) -> list:
+    """Round-robin over tasks (arithmetic, summary, extraction, arithmetic, ...), so any prefix is balanced."""
+    by_task: dict[str, list] = {}
+    for item in items:
+        by_task.setdefault(item.task, []).append(item)
+    out, queues = [], list(by_task.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m spec_core pareto", description=__doc__.splitlines()[0])
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--out", default="runs/pareto.csv")
+    ap.add_argument("--split", default="eval", help="eval (default) or train")
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--per-task", type=int, default=8, help="first N items of each task (0 = all)")
+    ap.add_argument("--policy", default="fixed:4", help="draft-length policy shared by every configuration")
+    ap.add_argument("--verifiers", default="", help="';'-separated verifier parts instead of the default sweep")
+    ap.add_argument("--t0", default="argmax", choices=("argmax", "onehot"), help="temperature-0 definition")
+    ap.add_argument("--head", default="diversed", help="ensemble head asset for the diversed row ('' = none)")
+    ap.add_argument("--summarise", default="", help="comma list of *.items.jsonl: rebuild the table, run nothing")
+    ap.add_argument("--compare", default="", help="an earlier sweep CSV (same items): print these rows against it")
+    ap.add_argument("--figure", default="", help="also write the plotly figure as HTML here")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    if a.summarise:
+        try:
+            df = with_frontier(table_from_items([Path(p) for p in a.summarise.split(",") if p]))
+        except SpecScopeError as err:
+            print(f"error: {err}")
+            return 2
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(a.out, index=False)
+        if a.figure:
+            from visuals.diversed import pareto_figure
+
+            pareto_figure(df, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
+        with pd.option_context("display.width", 220, "display.max_columns", 14):
+            print(df.round(3).to_string(index=False))
+        return 0
+    try:
+        SamplingConfig(temperature=a.temperature).validate()
+        torch.set_num_threads(a.threads)
+        from spec_core.assets import HEADS_DIR, available
+        from spec_core.models import load_pair
+
+        head = a.head if a.head and a.head in available(HEADS_DIR) else None
+        if a.head and head is None:
+            print(f"(no ensemble head {a.head!r} in {HEADS_DIR}: the diversed row is skipped)")
+        if a.verifiers:
+            configs = [Config(v.partition(":")[0], v.partition(":")[2], v) for v in a.verifiers.split(";") if v]
+        else:
+            configs = default_configs(a.t0, head)
+        items = interleave(load_items(a.split, tuple(t for t in a.tasks.split(",") if t), per_task=a.per_task or None))
+        pair = load_pair("embedded", "cpu", a.dtype)
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        df = run_pareto(pair, configs, items, a.policy, a.temperature, a.seed, out.with_suffix(".items.jsonl"),
+                        not a.no_progress, out.with_suffix(".partial.csv"))  # fmt: skip
+    except SpecScopeError as err:
+        print(f"error: {err}")
+        return 2
+    df.to_csv(out, index=False)
+    both = pd.concat([pd.read_csv(a.compare, dtype={"param": str}), df], ignore_index=True) if a.compare else df
+    both = with_frontier(both)
+    if a.figure:
+        from visuals.diversed import pareto_figure
+
+        pareto_figure(both, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
+    with pd.option_context("display.width", 200, "display.max_columns", 12):
+        print(both[["method", "param", "acceptance_rate", "quality", "frontier_quality", "acceptance_vs_lossless"]]
+              .round(3).to_string(index=False))  # fmt: skip
+    with pd.option_context("display.width", 200, "display.max_columns", 12):
+        print(df[["method", "param", "acceptance_rate", "quality", "tau", "measured_accepted", "expected_accepted",
+                  "iid_expected_accepted", "tokens_per_s"]].round(3).to_string(index=False))  # fmt: skip
+    print(f"wrote {out} ({len(items)} items x {len(configs)} configurations, {time.perf_counter() - t:.0f} s)")
+    return 0

@@ -1,0 +1,107 @@
+"""The evaluation suite: offline tasks with automatic rewards and train / eval splits (DIVERSED's R).
+
+DIVERSED (arXiv 2604.07622) trains its ensemble head on a task reward R(x_{1:T}) and reports quality beside
+acceptance: exact-match accuracy on GSM8K, ROUGE-2 on CNN/DM and XSum, pass@1 on MBPP. Our suite is small,
+written by the project (``prompts/eval/*.jsonl``) and sized for the embedded 135M target:
+
+- ``arithmetic`` — two-number sums, differences and products; reward 1 when the last integer of the reply
+  equals the answer (exact match on the final number, as GSM8K graders read a worked answer);
+- ``summary`` — one-sentence summaries of short news paragraphs; reward ROUGE-2 F1 against a written reference
+  (``rouge-score``, Porter stemming);
+- ``extraction`` — pull an email address, a city, a year or a name out of a sentence; reward 1 when the reply
+  contains the reference (case-insensitive, whitespace-normalised).
+
+Each line: ``id``, ``task``, ``split`` ("train" | "eval"), ``prompt``, ``reference``, ``max_new_tokens``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from spec_core.errors import SpecScopeError
+from spec_core.jsonl import read_objects
+
+EVAL_DIR = Path(__file__).resolve().parents[2] / "prompts" / "eval"
+TASKS = ("arithmetic", "summary", "extraction")
+SPLITS = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    id: str
+    task: str  # one of TASKS
+    split: str  # "train" | "eval"
+    prompt: str
+    reference: str
+    max_new_tokens: int
+
+
+def load_items(
+    split: str, tasks: tuple[str, ...] = TASKS, directory: Path = EVAL_DIR, per_task: int | None = None
+) -> list[EvalItem]:
+    """The items of one split, task by task (``per_task`` keeps the first N of each)."""
+    if split not in SPLITS:
+        raise SpecScopeError(f"split must be one of {SPLITS}, got {split!r}")
+    items: list[EvalItem] = []
+    for task in tasks:
+        if task not in TASKS:
+            raise SpecScopeError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+        rows = []
+        for n, obj in read_objects(Path(directory) / f"{task}.jsonl", "evaluation file"):
+            missing = [k for k in ("id", "prompt", "reference", "split") if not isinstance(obj.get(k), str)]
+            if missing or obj.get("task") != task:
+                raise SpecScopeError(f"evaluation file {task}.jsonl, line {n}: needs string {missing or ['task']}")
+            if obj["split"] == split:
+                rows.append(
+                    EvalItem(
+                        obj["id"], task, split, obj["prompt"], obj["reference"], int(obj.get("max_new_tokens", 48))
+                    )
+                )
+        items += rows[:per_task] if per_task else rows
+    return items
+
+
+_INT = re.compile(r"-?\d[\d,]*")
+
+
+def last_integer(text: str) -> int | None:
+    found = _INT.findall(text)
+    return int(found[-1].replace(",", "")) if found else None
+
+
+def arithmetic_reward(output: str, reference: str) -> float:
+    """1 when the reply's last integer equals the reference answer."""
+    return float(last_integer(output) == int(reference))
+
+
+@functools.lru_cache(maxsize=1)
+def _rouge():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rouge2"], use_stemmer=True)
+
+
+def rouge2(output: str, reference: str) -> float:
+    """ROUGE-2 F1 (Lin 2004) by Google's ``rouge-score`` with Porter stemming."""
+    return float(_rouge().score(reference, output)["rouge2"].fmeasure)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def extraction_reward(output: str, reference: str) -> float:
+    """1 when the reply contains the reference (case and spacing ignored)."""
+    return float(_norm(reference) in _norm(output))
+
+
+REWARDS = {"arithmetic": arithmetic_reward, "summary": rouge2, "extraction": extraction_reward}
+
+
+def reward(task: str, output: str, reference: str) -> float:
+    if task not in REWARDS:
+        raise SpecScopeError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    return REWARDS[task](output, reference)

@@ -1,0 +1,88 @@
+"""DIVERSED's ensemble head: the draft's and the target's last hidden states → w_t ∈ [0, 1].
+
+"DIVERSED: Relaxed Speculative Decoding via Dynamic Ensemble Verification" (arXiv 2604.07622): at each drafted
+position the verifier checks against ν_t = w_t·p_t + (1 − w_t)·q_t with w_t from a small feed-forward head on
+[h^q_t ⊕ h^p_t]. The authors' code (``comeusr/diversed``) uses one ``Linear(H_d + H_t, 2)`` + softmax, i.e. a
+sigmoid of a linear score, initialised to w = 0.5; so does this head (one ``Linear(H_d + H_t, 1)`` + sigmoid,
+zero-initialised). Our one addition: each half is RMS-normalised (no parameters) first, because the draft's and
+the target's hidden states differ in scale by an order of magnitude and the linear layer trains faster on
+comparable inputs. We mix *probabilities*, as the paper states (their code mixes logits).
+
+Assets live in ``assets/heads`` (:mod:`spec_core.assets`): ``NAME.safetensors`` + ``NAME.json`` whose card
+carries ``draft_sha256``, the sha256 of the draft the head was trained with; loading checks it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from spec_core.assets import HEADS_DIR, load_asset, read_card
+from spec_core.errors import SpecScopeError
+
+DEFAULT_HEAD = "diversed"
+TRAIN_HINT = "train one with `python -m spec_core train diversed`"
+
+
+def _rms_norm(h: torch.Tensor) -> torch.Tensor:
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class EnsembleHead(nn.Module):
+    """w = σ(Linear([rms(h_draft) ⊕ rms(h_target)])) per position."""
+
+    def __init__(self, draft_hidden: int, target_hidden: int):
+        super().__init__()
+        self.draft_hidden, self.target_hidden = draft_hidden, target_hidden
+        self.linear = nn.Linear(draft_hidden + target_hidden, 1)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)  # w = 0.5 everywhere at the start, as the authors' init
+
+    def logit(self, draft_hidden: torch.Tensor, target_hidden: torch.Tensor) -> torch.Tensor:
+        """``[N, H_d]``, ``[N, H_t]`` → ``[N]`` pre-sigmoid scores."""
+        if draft_hidden.shape[-1] != self.draft_hidden or target_hidden.shape[-1] != self.target_hidden:
+            raise SpecScopeError(
+                f"ensemble head expects hidden sizes ({self.draft_hidden}, {self.target_hidden}), got "
+                f"({draft_hidden.shape[-1]}, {target_hidden.shape[-1]}): it was trained for another pair or drafter"
+            )
+        x = torch.cat([_rms_norm(draft_hidden.float()), _rms_norm(target_hidden.float())], dim=-1)
+        return self.linear(x).squeeze(-1)
+
+    def forward(self, draft_hidden: torch.Tensor, target_hidden: torch.Tensor) -> torch.Tensor:
+        """w_t ∈ [0, 1], ``[N]``."""
+        return torch.sigmoid(self.logit(draft_hidden, target_hidden))
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu() for k, v in self.state_dict().items()}
+
+
+def head_from_tensors(tensors: dict[str, torch.Tensor], draft_hidden: int, target_hidden: int) -> EnsembleHead:
+    head = EnsembleHead(draft_hidden, target_hidden)
+    head.load_state_dict({k: v.float() for k, v in tensors.items()})
+    return head.eval()
+
+
+def pair_hidden_sizes(pair) -> tuple[int, int]:
+    """(H_d, H_t): the default draft's hidden size (the feature it emits per drafted token) and the target's."""
+    target_h = int(pair.target.config.hidden_size)
+    draft_cfg = getattr(pair.draft, "config", None)
+    draft_h = int(getattr(draft_cfg, "hidden_size", target_h)) if draft_cfg is not None else target_h
+    return draft_h, target_h
+
+
+def load_head(pair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:
+    """The head ``name`` for ``pair``, cached in ``pair.extras``; refuses a head trained with another draft."""
+    key = f"diversed-head:{name}"
+    if key in pair.extras:
+        return pair.extras[key]
+    card = read_card(name, HEADS_DIR, "ensemble head", TRAIN_HINT)
+    want = (pair.draft_card or {}).get("sha256")
+    if card.get("draft_sha256") != want:
+        raise SpecScopeError(
+            f"ensemble head {name!r} was trained with draft sha256 {str(card.get('draft_sha256'))[:12]}…, "
+            f"this pair's draft is {str(want)[:12]}…; {TRAIN_HINT}"
+        )
+    tensors, card = load_asset(name, HEADS_DIR, "ensemble head", TRAIN_HINT)
+    head = head_from_tensors(tensors, int(card["draft_hidden"]), int(card["target_hidden"])).to(pair.device)
+    pair.extras[key] = (head, card)
+    return head, card

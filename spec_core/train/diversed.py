@@ -1,0 +1,249 @@
+"""Train DIVERSED's ensemble head with REINFORCE: ``python -m spec_core train diversed``.
+
+"DIVERSED: Relaxed Speculative Decoding via Dynamic Ensemble Verification" (arXiv 2604.07622), objective
+E[R(x_{1:T}) + λ Σ_t (1 − TV(q_t, ν_t))] with ν_t = w_t·p_t + (1 − w_t)·q_t and w_t from the head
+(:mod:`spec_core.heads.ensemble`). We follow the paper's intent — more 1 − TV (more acceptance) is rewarded —
+where the authors' code's sign looks inverted (ALGORITHMS.md §2).
+
+1. Rollouts: the real speculative engine (``fixed:4+diversed`` at ``--temperature``, default 1) with the head
+   being trained. Speculative sampling against ν emits exactly ν_t at every drafted position, so a rollout is a
+   sample of the ensemble policy; bonus tokens come from p and carry no gradient. For each emitted drafted
+   position the recorder keeps the draft's and the target's hidden states, p_t(y_t), q_t(y_t) and TV(p_t, q_t).
+2. Loss per batch (REINFORCE with a per-task running-mean baseline b, since rewards of different tasks live on
+   different scales): −(R − b)·Σ_t log ν_t(y_t) − λ·Σ_t (1 − w_t·TV(p_t, q_t)), averaged over the batch
+   (1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable).
+3. AdamW (the authors' lr 5e-4), progress bar, a held-out evaluation on the eval split after each epoch
+   (quality and acceptance of ``fixed:4+diversed`` at temperature 0), checkpoint after each epoch in
+   ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card) in ``--out-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from spec_core import rules
+from spec_core.analysis.rewards import TASKS, EvalItem, load_items, reward
+from spec_core.assets import HEADS_DIR, save_asset
+from spec_core.engine import Generation
+from spec_core.errors import SpecScopeError
+from spec_core.heads.ensemble import EnsembleHead, pair_hidden_sizes
+from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.verifiers.diversed import DiversedParams, DiversedVerifier
+
+TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head under
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    name: str = "diversed"  # asset name in --out-dir
+    policy: str = "fixed:4"  # draft-length policy of the rollouts
+    temperature: float = 1.0  # rollouts sample ν (> 0)
+    epochs: int = 2  # the authors' default
+    batch_size: int = 8  # rollouts per update (the authors' default)
+    lam: float = 0.1  # λ of the acceptance regulariser (per token, summed over the rollout)
+    lr: float = 5e-4  # AdamW, the authors' default
+    train_per_task: int = 0  # first N training items of each task (0 = all)
+    eval_per_task: int = 4  # held-out items of each task evaluated after each epoch (0 = skip)
+    max_new_tokens: int = 0  # cap on each item's own limit (0 = the item's)
+    baseline_momentum: float = 0.8  # running-mean baseline per task
+    seed: int = 0
+    dtype: str = "bfloat16"
+    threads: int = 1
+    work_dir: str = "runs/diversed/train"
+    out_dir: str = str(HEADS_DIR)
+    progress: bool = True
+
+
+class RecordingVerifier(DiversedVerifier):
+    """The diversed verifier that also records, per emitted drafted position, what the loss needs."""
+
+    def __init__(self, head: EnsembleHead, params: DiversedParams):
+        super().__init__(head, params)
+        self.rounds: list[dict[str, torch.Tensor]] = []
+
+    def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None):
+        verdict = super().verify(inputs, sampling, generator)
+        gamma = inputs.gamma
+        n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the recovered token (not the bonus)
+        emitted = torch.cat(
+            [inputs.draft_tokens[: verdict.accepted], inputs.draft_tokens.new_tensor([verdict.next_token])]
+        )[:n]
+        p = rules.warp_probs(inputs.target_logits[:n], sampling.temperature, sampling.top_k, sampling.top_p)  # [n, V]
+        q = inputs.draft_probs[:n].float()  # [n, V]
+        idx = torch.arange(n)
+        self.rounds.append({
+            "draft_hidden": inputs.draft_hidden[:n].float(), "target_hidden": inputs.target_hidden[:n].float(),
+            "p_y": p[idx, emitted], "q_y": q[idx, emitted], "tv": rules.total_variation(p, q),
+        })  # fmt: skip
+        return verdict
+
+
+class RolloutGeneration(Generation):
+    """A generation whose verifier is the recording one (the policy and drafter as the method says)."""
+
+    def __init__(self, verifier: RecordingVerifier, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.recording = verifier
+
+    def _parts(self):
+        drafter, policy, _ = super()._parts()
+        return drafter, policy, self.recording
+
+
+def rollout(
+    pair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int
+) -> tuple[float, dict[str, torch.Tensor] | None, str]:
+    """One ensemble rollout: (reward, the recorded positions concatenated or None, text)."""
+    verifier = RecordingVerifier(head, DiversedParams(head=TRAIN_HEAD, t0="argmax"))
+    limit = min(item.max_new_tokens, cfg.max_new_tokens) if cfg.max_new_tokens else item.max_new_tokens
+    sampling = SamplingConfig(temperature=cfg.temperature, seed=seed)
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})  # what the engine's own build finds (then replaced)
+    run = RolloutGeneration(verifier, pair, item.prompt, f"{cfg.policy}+diversed:head={TRAIN_HEAD}", limit, sampling)
+    events = [e for e in run.rounds() if e.draft_len]
+    text = run.result().text
+    kept = [{k: v[: len(e.emitted)] for k, v in rec.items()} for rec, e in zip(verifier.rounds, events)]
+    if not kept:
+        return reward(item.task, text, item.reference), None, text
+    # clone outside inference mode: the engine's tensors are inference tensors, unusable by autograd
+    batch = {k: torch.cat([r[k] for r in kept]).clone() for k in kept[0]}
+    return reward(item.task, text, item.reference), batch, text
+
+
+def loss_terms(head: EnsembleHead, rec: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(Σ_t log ν_t(y_t), Σ_t (1 − TV(q_t, ν_t)), w_t) of one rollout, differentiable in the head."""
+    w = head(rec["draft_hidden"], rec["target_hidden"])  # [T]
+    nu_y = w * rec["p_y"] + (1.0 - w) * rec["q_y"]  # [T]
+    return nu_y.clamp_min(1e-12).log().sum(), (1.0 - w * rec["tv"]).sum(), w
+
+
+def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
+    """Quality (macro mean reward over tasks) and acceptance of ``POLICY+diversed`` with ``head``."""
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})
+    method = f"{policy}+diversed:head={TRAIN_HEAD}"
+    rewards: dict[str, list[float]] = {}
+    drafted = accepted = 0
+    ws: list[float] = []
+    for n, item in enumerate(items):
+        run = Generation(
+            pair, item.prompt, method, item.max_new_tokens, SamplingConfig(temperature=temperature, seed=n)
+        )
+        events = list(run.rounds())
+        rewards.setdefault(item.task, []).append(reward(item.task, run.result().text, item.reference))
+        drafted += sum(e.draft_len for e in events)
+        accepted += sum(e.accepted for e in events)
+        ws += [w for e in events for w in e.verifier_trace.get("w", [])]
+    per_task = {t: round(statistics.fmean(v), 4) for t, v in rewards.items()}
+    return {"quality": round(statistics.fmean(per_task.values()), 4), "per_task": per_task,
+            "acceptance_rate": round(accepted / max(1, drafted), 4), "mean_w": round(statistics.fmean(ws), 4) if ws else None}  # fmt: skip
+
+
+def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
+    """Run the REINFORCE loop; returns the head and the card (resumes from ``cfg.work_dir``)."""
+    if cfg.temperature <= 0:
+        raise SpecScopeError("training rollouts sample the ensemble: --temperature must be > 0")
+    if not train_items:
+        raise SpecScopeError("no training items")
+    from tqdm import tqdm
+
+    draft_h, target_h = pair_hidden_sizes(pair)
+    head = EnsembleHead(draft_h, target_h)
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr)
+    work = Path(cfg.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    ckpt = work / "checkpoint.pt"
+    state = {"epoch": 0, "step": 0, "baseline": {}, "history": []}
+    if ckpt.exists():
+        saved = torch.load(ckpt, weights_only=False)
+        if saved.get("config") == asdict(cfg):
+            head.load_state_dict(saved["head"]), opt.load_state_dict(saved["opt"])
+            state = saved["state"]
+    steps_per_epoch = (len(train_items) + cfg.batch_size - 1) // cfg.batch_size
+    bar = tqdm(
+        total=cfg.epochs * steps_per_epoch, initial=state["step"], desc="train diversed", disable=not cfg.progress
+    )
+    t0 = time.perf_counter()
+    for epoch in range(state["epoch"], cfg.epochs):
+        order = list(range(len(train_items)))
+        random.Random(cfg.seed + epoch).shuffle(order)
+        epoch_log: list[dict] = []
+        for b in range(steps_per_epoch):
+            batch = [train_items[i] for i in order[b * cfg.batch_size : (b + 1) * cfg.batch_size]]
+            head.eval()
+            outs = [rollout(pair, head, item, cfg, seed=cfg.seed + 1000 * epoch + order[b * cfg.batch_size + j])
+                    for j, item in enumerate(batch)]  # fmt: skip
+            head.train()
+            opt.zero_grad()
+            total = torch.zeros(())
+            ws, rs = [], []
+            for item, (r, rec, _) in zip(batch, outs):
+                base = state["baseline"].get(item.task, r)
+                rs.append(r)
+                if rec is not None:
+                    logp, keep, w = loss_terms(head, rec)
+                    total = total - (r - base) * logp - cfg.lam * keep
+                    ws += w.detach().tolist()
+                state["baseline"][item.task] = cfg.baseline_momentum * base + (1 - cfg.baseline_momentum) * r
+            (total / len(batch)).backward()
+            opt.step()
+            state["step"] += 1
+            log = {"step": state["step"], "reward": round(statistics.fmean(rs), 4),
+                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": round(float(total.detach()) / len(batch), 4)}  # fmt: skip
+            epoch_log.append(log)
+            bar.set_postfix(reward=log["reward"], w=log["mean_w"])
+            bar.update()
+        head.eval()
+        heldout = evaluate(pair, head, eval_items, cfg.policy) if eval_items else {}
+        state["history"].append({"epoch": epoch + 1, "elapsed_s": round(time.perf_counter() - t0, 1),
+                                 "train_reward": round(statistics.fmean(x["reward"] for x in epoch_log), 4),
+                                 "train_mean_w": epoch_log[-1]["mean_w"], "heldout": heldout})  # fmt: skip
+        print(json.dumps(state["history"][-1]), flush=True)
+        state["epoch"] = epoch + 1
+        torch.save({"config": asdict(cfg), "head": head.state_dict(), "opt": opt.state_dict(), "state": state}, ckpt)
+    bar.close()
+    card = {
+        "kind": "diversed-ensemble-head", "paper": "DIVERSED, arXiv 2604.07622",
+        "draft_sha256": (pair.draft_card or {}).get("sha256"), "draft_hidden": draft_h, "target_hidden": target_h,
+        "data": {"train_items": len(train_items), "eval_items": len(eval_items), "tasks": sorted({i.task for i in train_items}),
+                 "source": "prompts/eval/*.jsonl (split=train for rollouts, split=eval for the held-out check)"},
+        "steps": state["step"], "lambda": cfg.lam, "training": asdict(cfg), "history": state["history"],
+        "results": state["history"][-1]["heldout"] if state["history"] else {},
+    }  # fmt: skip
+    return head, card
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m spec_core train diversed", description=__doc__.splitlines()[0])
+    defaults = TrainConfig()
+    for field, value in asdict(defaults).items():
+        if field == "progress":
+            continue
+        flag = "--" + field.replace("_", "-")
+        ap.add_argument(flag, type=type(value), default=value)
+    ap.add_argument("--tasks", default=",".join(TASKS))
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    cfg = TrainConfig(**{k: getattr(a, k) for k in asdict(defaults) if k != "progress"}, progress=not a.no_progress)
+    try:
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        from spec_core.models import load_pair
+
+        tasks = tuple(t for t in a.tasks.split(",") if t)
+        train_items = load_items("train", tasks, per_task=cfg.train_per_task or None)
+        eval_items = load_items("eval", tasks, per_task=cfg.eval_per_task) if cfg.eval_per_task else []
+        pair = load_pair("embedded", "cpu", cfg.dtype)
+        head, card = train(pair, cfg, train_items, eval_items)
+    except SpecScopeError as err:
+        print(f"error: {err}")
+        return 2
+    path = save_asset(head.tensors(), cfg.name, card, Path(cfg.out_dir))
+    print(f"wrote {path} ({card['steps']} steps; held-out {card['results']})")
+    return 0

@@ -1,0 +1,56 @@
+"""``diversed`` — verification against a dynamic ensemble ν_t = w_t·p_t + (1 − w_t)·q_t (ALGORITHMS.md §2).
+
+"DIVERSED: Relaxed Speculative Decoding via Dynamic Ensemble Verification" (arXiv 2604.07622): w_t comes from a
+trained ensemble head (:mod:`spec_core.heads.ensemble`) on the draft's and the target's last hidden states at
+each drafted position, so the rule can follow the target where a token matters (w ≈ 1) and wave the draft
+through where it does not (w ≈ 0). The verification itself is the static ensemble's (:mod:`.static`), at every
+temperature and with the same temperature-0 definitions (``t0=argmax`` default, ``t0=onehot``).
+
+``diversed`` uses the shipped head ``assets/heads/diversed``; ``diversed:head=NAME`` another one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from spec_core.errors import SpecScopeError
+from spec_core.heads.ensemble import DEFAULT_HEAD, EnsembleHead, load_head
+from spec_core.types import RoundInputs
+from spec_core.verifiers.static import DEFAULT_T0, EnsembleVerifier, parse_options
+
+
+@dataclass(frozen=True)
+class DiversedParams:
+    head: str = DEFAULT_HEAD  # asset name in assets/heads
+    t0: str = DEFAULT_T0
+
+
+class DiversedVerifier(EnsembleVerifier):
+    """``diversed`` / ``diversed:head=NAME,t0=onehot``: w_t from the ensemble head, per drafted token."""
+
+    prefix: ClassVar[str] = "diversed"
+    needs_target_hidden = True
+
+    def __init__(self, head: EnsembleHead, params: DiversedParams = DiversedParams()):
+        self.head, self.t0 = head, params.t0
+        self.name = "diversed" if params.head == DEFAULT_HEAD else f"diversed:head={params.head}"
+
+    @classmethod
+    def parse(cls, arg: str | None) -> DiversedParams:
+        return DiversedParams(**parse_options(arg or "", ("head", "t0"), "diversed"))
+
+    @classmethod
+    def build(cls, params: DiversedParams, pair=None) -> DiversedVerifier:
+        if pair is None:
+            raise SpecScopeError("diversed needs the loaded model pair: its ensemble head is matched to the draft")
+        head, _ = load_head(pair, params.head)
+        return cls(head, params)
+
+    def weights(self, inputs: RoundInputs) -> torch.Tensor:
+        if inputs.target_hidden is None:
+            raise SpecScopeError("diversed reads the target's hidden states, but the round carries none")
+        # the target's state at row i produced p_i, the distribution x_i is checked against
+        return self.head(inputs.draft_hidden, inputs.target_hidden[: inputs.gamma]).detach()  # [γ]

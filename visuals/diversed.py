@@ -1,0 +1,161 @@
+"""DIVERSED's views (arXiv 2604.07622): w_t per drafted token along the text, the relaxed rules in the
+step-through, and the acceptance-vs-quality Pareto figure of ``python -m spec_core pareto``.
+
+Registered through :mod:`visuals.views` (``register_view`` / ``register_rule``). The w_t lane reads
+``RoundEvent.verifier_trace`` (``w``, ``p_x``, ``q_x``, ``nu_x``, ``accept_prob``) as the verifiers wrote it;
+a lossless lane (no trace) is drawn at w = 1, its definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from spec_core.types import RoundEvent
+from visuals.plots import Lanes, base_layout, drafting_lanes
+from visuals.style import OKABE_ITO, series_style
+from visuals.views import View, register_rule, register_view
+
+
+def weight_points(events: Sequence[RoundEvent]) -> dict[str, list]:
+    """Every drafted token of a lane: its position in the generated text, w, ν(x), p(x), q(x), kept or not.
+
+    Positions count generated tokens from the first round (a rejected draft sits at the position it tried
+    to fill). Lanes without a ``w`` trace are lossless: w = 1 and ν = p.
+    """
+    out: dict[str, list] = {k: [] for k in ("x", "w", "nu", "p", "q", "accept", "kept", "piece", "round")}
+    if not events:
+        return out
+    start = events[0].context_len
+    for e in events:
+        tr = e.verifier_trace
+        for k in range(e.draft_len):
+            p = tr["p_x"][k] if "p_x" in tr else e.target_probs[k]
+            out["x"].append(e.context_len - start + k)
+            out["w"].append(tr["w"][k] if "w" in tr else 1.0)
+            out["nu"].append(tr["nu_x"][k] if "nu_x" in tr else p)
+            out["p"].append(p)
+            out["q"].append(tr["q_x"][k] if "q_x" in tr else e.draft_probs[k])
+            out["accept"].append(e.accept_probs[k])
+            out["kept"].append(k < e.accepted)
+            out["piece"].append(e.draft_pieces[k])
+            out["round"].append(e.index)
+    return out
+
+
+def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
+    """w_t of every drafted token along the text, one lane per method (diversed, static, lossless at w = 1)."""
+    fig = go.Figure()
+    lanes = drafting_lanes(lanes)
+    for i, (method, events) in enumerate(lanes.items()):
+        colour, dash, marker = series_style(i)
+        pts = weight_points(events)
+        custom = list(zip(pts["piece"], pts["nu"], pts["p"], pts["q"], pts["accept"], pts["round"]))
+        fig.add_trace(
+            go.Scatter(
+                x=pts["x"], y=pts["w"], name=method, mode="lines+markers", customdata=custom,
+                line={"color": colour, "dash": dash, "width": 1.5, "shape": "hv"},
+                marker={
+                    "symbol": [marker if kept else "x-thin-open" for kept in pts["kept"]], "size": 8,
+                    "color": [colour if kept else OKABE_ITO["vermillion"] for kept in pts["kept"]],
+                    "line": {"width": 1.5, "color": [colour if kept else OKABE_ITO["vermillion"] for kept in pts["kept"]]},
+                },
+                hovertemplate=(
+                    "%{customdata[0]|s}<br>token %{x}, round %{customdata[5]}<br>w = %{y:.3f}<br>"
+                    "ν(x) = %{customdata[1]:.3f} (p(x) = %{customdata[2]:.3f}, q(x) = %{customdata[3]:.3f})<br>"
+                    "accepted with probability %{customdata[4]:.3f}<extra>" + method + "</extra>"
+                ),
+            )
+        )  # fmt: skip
+    base_layout(fig, "Ensemble weight w_t of each drafted token (1 = the target's rule, 0 = keep the draft)",
+                "generated token position", "w_t (target's share of ν)", empty=not any(lanes.values()))  # fmt: skip
+    fig.update_yaxes(range=[-0.05, 1.05])
+    return fig
+
+
+def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval split)") -> go.Figure:
+    """The rows of ``pareto`` (``method, param, acceptance_rate, quality, ...``): the static sweep as a line
+    (the frontier DIVERSED must beat), lenient points, lossless and diversed markers."""
+    fig = go.Figure()
+    static = df[df["method"] == "static"].sort_values("acceptance_rate")
+    fig.add_trace(
+        go.Scatter(
+            x=static["acceptance_rate"], y=static["quality"], mode="lines+markers+text", name="static W (frontier)",
+            text=[f"W={p}" for p in static["param"]], textposition="top right", textfont={"size": 10},
+            line={"color": OKABE_ITO["blue"], "dash": "solid"}, marker={"symbol": "circle", "size": 8},
+            hovertemplate="static W=%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    marks = {"lenient": ("square", OKABE_ITO["orange"]), "lossless": ("star", OKABE_ITO["black"]),
+             "diversed": ("diamond", OKABE_ITO["purple"])}  # fmt: skip
+    for method, (symbol, colour) in marks.items():
+        rows = df[df["method"] == method]
+        if rows.empty:
+            continue
+        labels = [
+            f"{method}:{p}" if isinstance(p, str) and p and method == "lenient" else method
+            for p in rows["param"].astype(str)
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=rows["acceptance_rate"], y=rows["quality"], mode="markers+text", name=method, text=labels,
+                textposition="bottom right", textfont={"size": 10},
+                marker={"symbol": symbol, "size": 13, "color": colour, "line": {"width": 1, "color": "white"}},
+                hovertemplate="%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+            )
+        )  # fmt: skip
+    base_layout(fig, title, "acceptance rate (accepted / drafted)", "quality (mean task reward)", empty=df.empty,
+                empty_text="no pareto rows")  # fmt: skip
+    fig.update_xaxes(range=[0, 1.05])
+    return fig
+
+
+def _static(t: float) -> str:
+    if t == 0:
+        return (
+            "Static ensemble at temperature 0 (ALGORITHMS.md §2; default t0=argmax): the models' softmax are mixed, "
+            "ν = W·p + (1 − W)·q, and a draft is kept while it is ν's most likely token; at the first mismatch ν's "
+            "choice replaces it. W = 1 is the lossless greedy rule, W = 0 keeps every draft. (t0=onehot: a draft "
+            "that differs from the target's argmax is kept with probability 1 − W.)"
+        )
+    return (
+        "Static ensemble (DIVERSED, arXiv 2604.07622; Yin et al., arXiv 2411.00841): the drafts are verified "
+        "against ν = W·p + (1 − W)·q instead of p — accept x with min(1, ν(x)/q(x)), recover from "
+        "norm(max(0, p − q)). Each drafted position then emits exactly ν; acceptance is 1 − W·TV(p, q) on average."
+    )
+
+
+def _lenient(t: float) -> str:
+    if t == 0:
+        return ("Lenient rule at temperature 0 (default t0=argmax): keep a draft while p(x) ≥ L·q(x) under the models' "
+                "softmax (or it is the target's argmax); then the target's argmax.")  # fmt: skip
+    return ("Lenient (lossy) speculative sampling, DIVERSED's baseline: accept x with min(1, p(x)/(L·q(x))), "
+            "L < 1 accepts more; recover from norm(max(0, p − q)). The output is no longer the target's.")  # fmt: skip
+
+
+def _diversed(t: float) -> str:
+    rule = "greedy decoding of ν (keep a draft while it is argmax ν)" if t == 0 else "speculative sampling against ν"
+    return (
+        "DIVERSED (arXiv 2604.07622): a trained ensemble head reads the draft's and the target's hidden states at "
+        f"each drafted token and sets its own weight w_t, so ν_t = w_t·p_t + (1 − w_t)·q_t; then {rule}. "
+        "w_t near 1 follows the target where a token matters, near 0 lets the draft through."
+    )
+
+
+register_rule("static", _static)
+register_rule("lenient", _lenient)
+register_rule("diversed", _diversed)
+register_view(
+    View(
+        "ensemble_weights",
+        "Ensemble weight w_t along the text (DIVERSED vs static vs lossless)",
+        "DIVERSED moves w_t token by token; a static ensemble is a flat line and lossless sits at w = 1. "
+        "Rejected drafts (×) should gather where w_t is high.",
+        ensemble_weights_figure,
+        prefixes=("diversed", "static", "lenient"),
+    )
+)
+
+__all__ = ["ensemble_weights_figure", "pareto_figure", "weight_points"]
