@@ -10,11 +10,12 @@ from spec_core.errors import SpecScopeError
 from spec_core.policies.base import DraftLengthPolicy, DraftSoFar
 from spec_core.policies.confidence import ConfidenceLength
 from spec_core.policies.fixed import FixedLength, HeuristicLength
+from spec_core.policies.pacer import PacerLength
 from spec_core.types import PartSpec
 
 __all__ = ["POLICIES", "DraftLengthPolicy", "DraftSoFar", "make_policy", "parse_policy"]
 
-POLICIES: dict[str, type] = {cls.prefix: cls for cls in (FixedLength, HeuristicLength, ConfidenceLength)}
+POLICIES: dict[str, type] = {cls.prefix: cls for cls in (FixedLength, HeuristicLength, ConfidenceLength, PacerLength)}
 
 
 def parse_policy(text: str) -> PartSpec:

@@ -1,0 +1,304 @@
+"""``python -m spec_core analyze policies``: draft-length policies replayed on recorded rounds, against an oracle.
+
+PACER (arXiv 2602.01274) motivates adaptive lengths with an oracle that knows each step's accepted length and
+reports up to 1.4× over the best fixed window in theory. Here, from rounds recorded with a long window on
+training prompts (``python -m spec_core train pacer`` writes them to ``runs/pacer/<draft>/``):
+
+- a round records the draft's first ``γ`` tokens (the long window) and how many of them the verifier kept
+  (``a``). A policy that drafts ``L ≤ γ`` tokens in that state keeps ``min(a, L)`` of them and emits
+  ``min(a, L) + 1`` tokens (the target's recovered or bonus token included — at temperature 0 the target's token
+  after ``min(a, L)`` kept drafts is the same whichever L it was);
+- the round costs ``L`` draft steps, one target forward over ``L + 1`` tokens and the engine's own per-round
+  overhead (plus, for PACER, one pre-verifier call per block), with the forward costs measured on this machine
+  (:func:`spec_core.analysis.costs.measure_costs`, interpolated between the measured widths);
+- each policy's rate is Σ tokens / Σ time over the same recorded states; ``ar`` costs one one-token forward (and
+  the overhead) per token. The **oracle** drafts exactly the tokens that will be kept (``L = a``).
+
+Every policy is scored on the same states, which the long window visited (the states a shorter window would
+visit differ, but not systematically in difficulty): the same approximation as the seed's oracle analysis. Only
+ratios between policies are reported. Greedy rounds only by default (the benchmark is greedy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spec_core.errors import SpecScopeError
+
+FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
+
+
+@dataclass(frozen=True)
+class RecordedRounds:
+    """Rounds recorded with a long window: R rounds, N drafted tokens laid end to end."""
+
+    gamma: torch.Tensor  # [R] tokens drafted (the long window, or less at the end of a generation)
+    accepted: torch.Tensor  # [R] how many of them the verifier kept
+    prompt: torch.Tensor  # [R] training-prompt index of each round
+    greedy: torch.Tensor  # [R] bool: decoded greedily
+    predicted: dict[str, torch.Tensor] = field(default_factory=dict)  # head variant ("" = shipped) → [N] â
+
+    def select(self, mask: torch.Tensor) -> RecordedRounds:
+        token_mask = torch.repeat_interleave(mask, self.gamma)
+        pred = {variant: values[token_mask] for variant, values in self.predicted.items()}
+        return RecordedRounds(self.gamma[mask], self.accepted[mask], self.prompt[mask], self.greedy[mask], pred)
+
+    def per_round(self, values: torch.Tensor) -> list[torch.Tensor]:
+        """Split a per-token tensor ``[N]`` into one tensor per round."""
+        return list(torch.split(values, self.gamma.tolist()))
+
+
+@dataclass(frozen=True)
+class RoundCosts:
+    """Measured milliseconds: target forward by width, one draft step, the engine's per-round overhead, and one
+    pre-verifier call on a block."""
+
+    widths: tuple[int, ...]  # target forward widths measured (tokens)
+    target_ms: tuple[float, ...]  # ms per target forward at each width
+    draft_ms: float
+    overhead_ms: float = 0.0
+    head_ms: float = 0.0
+
+    def target(self, width: np.ndarray) -> np.ndarray:
+        return np.interp(width, self.widths, self.target_ms)
+
+
+def load_rounds(paths: list[Path], heads: dict | None = None) -> RecordedRounds:
+    """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
+    variant → pre-verifier), if given."""
+    from spec_core.train.pacer import load_data, load_meta
+
+    if not paths:
+        raise SpecScopeError("no recorded rounds: run `python -m spec_core train pacer` first (it writes runs/pacer/)")
+    data = load_data(paths)
+    greedy = torch.cat([torch.full((shard_rounds(p),), load_meta(p).get("sampled") != "True") for p in paths])
+    predicted = {}
+    for variant, head in (heads or {}).items():
+        with torch.inference_mode():
+            predicted[variant] = head.predict(data["hidden"].float(), data["position"].long(), data["prob_features"])
+    return RecordedRounds(data["round_gamma"].long(), data["round_accepted"].long(), data["round_prompt"].long(),
+                          greedy, predicted)  # fmt: skip
+
+
+def shard_rounds(path: Path) -> int:
+    """How many rounds one shard holds."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return f.get_slice("round_gamma").get_shape()[0]
+
+
+def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: RoundCosts, head_calls: torch.Tensor | None = None):
+    """Tokens, time and rate of drafting ``lengths`` ``[R]`` tokens in each recorded state."""
+    lengths = torch.minimum(lengths.long(), rounds.gamma)
+    tokens = torch.minimum(rounds.accepted, lengths) + 1  # [R] kept drafts + the target's token
+    ms = lengths.numpy() * costs.draft_ms + costs.target(lengths.numpy() + 1) + costs.overhead_ms
+    if head_calls is not None:
+        ms = ms + head_calls.numpy() * costs.head_ms
+    total_tokens, total_ms = int(tokens.sum()), float(ms.sum())
+    return {
+        "drafted_per_round": float(lengths.float().mean()),
+        "tokens_per_round": total_tokens / len(lengths),
+        "kept_share": float(torch.minimum(rounds.accepted, lengths).sum() / lengths.sum().clamp_min(1)),
+        "ms_per_token": total_ms / total_tokens,
+    }
+
+
+def ar_ms_per_token(costs: RoundCosts) -> float:
+    return float(costs.target(np.array([1]))[0]) + costs.overhead_ms
+
+
+def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.Tensor]:
+    """PACER's stop rule replayed on every round: (draft lengths [R], pre-verifier calls [R])."""
+    from spec_core.policies.pacer import replay_length
+
+    if params.head not in rounds.predicted:
+        raise SpecScopeError(
+            f"replaying {params.describe()} needs the predictions of its head ({params.head or 'shipped'})"
+        )
+    per_round = rounds.per_round(rounds.predicted[params.head])
+    lengths = [replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)]
+    lengths = torch.tensor(lengths)
+    return lengths, (lengths + params.block - 1) // params.block
+
+
+def policy_table(rounds: RecordedRounds, costs: RoundCosts, pacer: dict[str, object] | None = None) -> pd.DataFrame:
+    """One row per policy: fixed windows, the oracle and the given PACER settings (name → PacerParams)."""
+    ar = ar_ms_per_token(costs)
+    rows = []
+
+    def add(name: str, lengths: torch.Tensor, calls: torch.Tensor | None = None) -> None:
+        r = replay(rounds, lengths, costs, calls)
+        rows.append({"policy": name, **r, "speedup_vs_ar": ar / r["ms_per_token"]})
+
+    for k in FIXED_WINDOWS:
+        if k <= int(rounds.gamma.max()):
+            add(f"fixed:{k}", torch.full_like(rounds.gamma, k))
+    add("oracle", rounds.accepted.clone())
+    for name, params in (pacer or {}).items():
+        add(name, *pacer_lengths(rounds, params))
+    df = pd.DataFrame(rows)
+    best_fixed = df[df["policy"].str.startswith("fixed:")]["speedup_vs_ar"].max()
+    oracle = float(df.loc[df["policy"] == "oracle", "speedup_vs_ar"].iloc[0])
+    df["vs_best_fixed"] = df["speedup_vs_ar"] / best_fixed
+    df["share_of_oracle_gain"] = (
+        (df["speedup_vs_ar"] - best_fixed) / (oracle - best_fixed) if oracle > best_fixed else np.nan
+    )
+    return df
+
+
+def tune_pacer(rounds: RecordedRounds, costs: RoundCosts, grid: dict[str, list]) -> pd.DataFrame:
+    """Every PACER setting of ``grid`` (keys of :class:`PacerParams`) replayed, best first."""
+    from itertools import product
+
+    from spec_core.policies.pacer import PacerParams
+
+    ar = ar_ms_per_token(costs)
+    rows = []
+    keys = list(grid)
+    for values in product(*(grid[k] for k in keys)):
+        params = PacerParams(**dict(zip(keys, values)))
+        if params.block > params.max_len:
+            continue
+        lengths, calls = pacer_lengths(rounds, params)
+        r = replay(rounds, lengths, costs, calls)
+        rows.append({**dict(zip(keys, values)), **r, "speedup_vs_ar": ar / r["ms_per_token"]})
+    return pd.DataFrame(rows).sort_values("speedup_vs_ar", ascending=False, ignore_index=True)
+
+
+def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> RoundCosts:
+    """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
+    generation) and one pre-verifier call on a block of ``block`` tokens."""
+    from spec_core.analysis.costs import measure_costs
+    from spec_core.engine import generate
+
+    df = measure_costs(pair, {"draft": pair.draft}, repeats)
+    target = df[df["what"] == "target forward"]
+    draft_ms = float(df.loc[df["what"] == "draft step (draft)", "ms"].iloc[0])
+    events = generate(pair, "Explain what a list is in Python.", "fixed:4", max_new_tokens=32).events
+    overhead_ms = statistics.median(e.engine_s for e in events) * 1000
+    head_ms = 0.0
+    if head is not None:
+        hidden = torch.zeros(block, head.cfg.hidden_size)
+        positions = torch.arange(1, block + 1)
+        feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
+        head_ms = _median_ms(lambda: head.predict(hidden, positions, feats), 50)
+    return RoundCosts(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]), draft_ms,
+                      overhead_ms, head_ms)  # fmt: skip
+
+
+def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
+    """The pre-verifier's share of decode time, measured in real generations: Σ head time / Σ wall time."""
+    from spec_core.engine import generate
+
+    head_ms = wall_ms = 0.0
+    calls = 0
+    for prompt in prompts:
+        result = generate(pair, prompt, method, max_new_tokens=max_new_tokens)
+        traces = [e.policy_trace for e in result.events]
+        head_ms += sum(t.get("head_ms", 0.0) for t in traces)
+        calls += sum(len(t.get("blocks", ())) for t in traces)
+        wall_ms += result.stats.wall_s * 1000
+    return {"method": method, "prompts": len(prompts), "head_ms": head_ms, "wall_ms": wall_ms, "calls": calls,
+            "share": head_ms / wall_ms if wall_ms else 0.0}  # fmt: skip
+
+
+def _median_ms(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spec_core.policies.pacer import PacerParams, parse_params
+
+    ap = argparse.ArgumentParser(prog="python -m spec_core analyze policies", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--draft", default="feature", help="embedded draft: feature (default) or standalone")
+    ap.add_argument("--data", default=None, help="recorded rounds (default runs/pacer/<draft>)")
+    ap.add_argument("--pacer", default="pacer", help="PACER settings to replay, ';'-separated (e.g. 'pacer;pacer:b=1')")
+    ap.add_argument("--sampled", action="store_true", help="also use the sampled rounds (default: greedy only)")
+    ap.add_argument("--heldout-only", action="store_true", help="only the prompts the head did not train on")
+    ap.add_argument("--tune", action="store_true", help="grid-search PACER's b, t, rho, max on these rounds")
+    ap.add_argument("--repeats", type=int, default=10, help="repeats of each cost measurement")
+    ap.add_argument("--costs", default=None,
+                    help="JSON of RoundCosts fields (widths, target_ms, draft_ms, overhead_ms, head_ms) instead of "
+                    "measuring now, e.g. costs measured alone on the machine")  # fmt: skip
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--overhead-prompts",
+        default=None,
+        help="also measure the pre-verifier's share of decode time on these prompts (JSON lines)",
+    )
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from spec_core.heads.preverifier import find_head, load_head
+    from spec_core.models import load_pair
+    from spec_core.train.pacer import RUNS_DIR, TrainConfig
+
+    pair = load_pair("embedded", draft=args.draft)
+    settings = {text: (parse_params(text.partition(":")[2] or None)) for text in args.pacer.split(";") if text.strip()}
+    loaded = {
+        variant: load_head(find_head(pair.draft_card, variant))
+        for variant in {"", *(p.head for p in settings.values())}
+    }
+    heads = {variant: head for variant, (head, _) in loaded.items()}
+    head, card = loaded[""]
+    paths = sorted(Path(args.data or RUNS_DIR / args.draft).glob("shard_*.safetensors"))
+    rounds = load_rounds(paths, heads)
+    mask = torch.ones_like(rounds.greedy) if args.sampled else rounds.greedy.clone()
+    if args.heldout_only:
+        mask &= rounds.prompt % card["training"].get("heldout_every", TrainConfig.heldout_every) == 0
+    rounds = rounds.select(mask)
+    if len(rounds.gamma) == 0:
+        raise SpecScopeError("no recorded rounds left after the selection")
+    if args.costs:
+        raw = json.loads(Path(args.costs).read_text())
+        costs = RoundCosts(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    else:
+        costs = measure_round_costs(pair, head, max((p.block for p in settings.values()), default=2), args.repeats)
+    table = policy_table(rounds, costs, settings)
+    pd.set_option("display.width", 200)
+    print(f"{len(rounds.gamma)} recorded rounds ({'greedy + sampled' if args.sampled else 'greedy'}), "
+          f"window {int(rounds.gamma.max())}, draft {args.draft}; costs (ms): {asdict(costs)}")  # fmt: skip
+    print(table.round(4).to_string(index=False))
+    oracle = table.set_index("policy").loc["oracle"]
+    best = table[table["policy"].str.startswith("fixed:")].sort_values("speedup_vs_ar").iloc[-1]
+    print(f"\noracle gain over the best fixed window ({best['policy']}): x{oracle['vs_best_fixed']:.3f}")
+    result = {"rounds": len(rounds.gamma), "costs": asdict(costs), "table": table.to_dict("records"),
+              "best_fixed": best["policy"], "oracle_vs_best_fixed": float(oracle["vs_best_fixed"])}  # fmt: skip
+    if args.tune:
+        grid = {"block": [1, 2, 3, 4], "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6],
+                "rho": [1.0, 1.1, 1.2, 1.3, 1.5], "max_len": [4, 6, 8]}  # fmt: skip
+        tuned = tune_pacer(rounds, costs, grid)
+        print("\nPACER settings replayed on these rounds, best first:")
+        print(tuned.head(15).round(4).to_string(index=False))
+        result["tuned"] = tuned.head(30).to_dict("records")
+        result["default"] = asdict(PacerParams())
+    if args.overhead_prompts:
+        from spec_core.analysis.bench import load_prompts
+
+        texts = [p["prompt"] for p in load_prompts(args.overhead_prompts)]
+        share = preverifier_share(pair, texts, next(iter(settings), "pacer"))
+        print(f"\npre-verifier: {share['calls']} calls, {share['head_ms']:.0f} ms of {share['wall_ms']:.0f} ms decode "
+              f"time ({100 * share['share']:.2f}%)")  # fmt: skip
+        result["preverifier_share"] = share
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2, default=float) + "\n")
+        print(f"wrote {args.out}")
+    return 0

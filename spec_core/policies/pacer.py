@@ -1,0 +1,200 @@
+"""``pacer`` — adaptive draft length with a trained blockwise pre-verifier (ALGORITHMS.md §1).
+
+PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274):
+
+1. the draft drafts in blocks of ``b`` tokens;
+2. after each block the pre-verifier M_B (:mod:`spec_core.heads.preverifier`) estimates each block token's
+   acceptance â_i from the draft's hidden state and the token's position in the draft;
+3. if mean(â over the block) < t_k the draft stops and goes to the target ("threshold"); otherwise
+   t_{k+1} = ρ · t_k (the test grows stricter as the draft grows) and the next block is drafted;
+4. the draft also stops at ``max`` tokens and at the round's budget.
+
+Method names: ``pacer`` and ``pacer:b=2,t=0.5,rho=1.1,max=16`` (any subset; ``head=nopos`` picks an ablation
+head). The defaults below were tuned by replaying the stop rule on rounds recorded on *training* prompts with the
+measured forward costs (``python -m spec_core analyze policies``; docs/PACER.md), never on the benchmark.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from spec_core.errors import SpecScopeError
+from spec_core.policies.base import DraftSoFar, number
+from spec_core.types import RoundInputs
+
+HEAD_KEY = "head:pacer"  # pair.extras key prefix of the loaded pre-verifiers
+
+
+@dataclass(frozen=True)
+class PacerParams:
+    # Defaults tuned by replaying the rule on held-out training-prompt rounds (`analyze policies --tune`) under
+    # two cost models, this machine busy and alone (docs/PACER.md): with a draft whose first token is kept ~45%
+    # of the time, one token per block and a demanding threshold win; max = the recorded window.
+    block: int = 1  # b: tokens drafted between two pre-verifications
+    threshold: float = 0.6  # t_0: the first block passes when its mean predicted acceptance reaches it
+    rho: float = 1.1  # ρ: the threshold's growth after each block that passes
+    max_len: int = 8  # the draft never exceeds this many tokens
+    head: str = ""  # head variant ("" = the shipped head; "nopos" = the ablation without position embedding)
+
+    def describe(self) -> str:
+        text = f"pacer:b={self.block},t={self.threshold:g},rho={self.rho:g},max={self.max_len}"
+        return text + (f",head={self.head}" if self.head else "")
+
+
+KEYS = {"b": "block", "t": "threshold", "rho": "rho", "max": "max_len", "head": "head"}
+
+
+def parse_params(arg: str | None) -> PacerParams:
+    """``"b=2,t=0.5"`` → :class:`PacerParams` (validated; loads nothing)."""
+    values: dict[str, Any] = {}
+    for item in (arg or "").split(","):
+        if not item.strip():
+            continue
+        key, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or key not in KEYS:
+            raise SpecScopeError(f"pacer: expected key=value with keys {sorted(KEYS)}, got {item.strip()!r}")
+        if KEYS[key] in values:
+            raise SpecScopeError(f"pacer: {key} given twice")
+        kind = {"block": int, "max_len": int, "head": str}.get(KEYS[key], float)
+        values[KEYS[key]] = value if kind is str else number(value, kind, f"pacer:{key}")
+    p = PacerParams(**values)
+    if not 1 <= p.max_len <= 64:
+        raise SpecScopeError(f"pacer: max needs 1 <= max <= 64, got {p.max_len}")
+    if not 1 <= p.block <= p.max_len:
+        raise SpecScopeError(f"pacer: b needs 1 <= b <= max ({p.max_len}), got {p.block}")
+    if not 0.0 <= p.threshold <= 1.0:
+        raise SpecScopeError(f"pacer: t is a probability threshold, needs 0 <= t <= 1, got {p.threshold}")
+    if not 0.5 <= p.rho <= 4.0:
+        raise SpecScopeError(f"pacer: rho needs 0.5 <= rho <= 4 (1 = constant threshold), got {p.rho}")
+    if p.head and not p.head.replace("-", "").isalnum():
+        raise SpecScopeError(f"pacer: head must be a variant name like 'nopos', got {p.head!r}")
+    return p
+
+
+def replay_length(predicted: torch.Tensor, params: PacerParams, budget: int | None = None) -> int:
+    """The draft length PACER's stop rule picks, given every token's predicted acceptance ``[γ]`` up front.
+
+    The pure form of :meth:`PacerLength.next_chunk` for replaying recorded rounds (``analyze policies``):
+    identical decisions, since a token's prediction depends only on the draft up to it.
+    """
+    cap = min(params.max_len, predicted.shape[0] if budget is None else budget)
+    n, threshold = 0, params.threshold
+    while n < cap:
+        end = min(n + params.block, cap)
+        if end < cap and float(predicted[n:end].mean()) < threshold:
+            return end
+        n, threshold = end, threshold * params.rho
+    return max(cap, 0)
+
+
+@dataclass
+class _Block:
+    start: int  # index of the block's first token in the draft
+    predicted: list[float]  # â per token of the block
+    mean: float
+    threshold: float  # the threshold in force for this block
+    decision: str  # "pass", "stop" (under threshold), "max" or "budget" (capped: no decision needed)
+
+    def as_dict(self) -> dict:
+        return {"start": self.start, "predicted": self.predicted, "mean": self.mean, "threshold": self.threshold,
+                "decision": self.decision}  # fmt: skip
+
+
+class PacerLength:
+    """Draft in blocks of ``b``; stop when the block's mean predicted acceptance is under a growing threshold.
+
+    ``head`` is anything with ``predict(hidden [m, H_d], positions [m], prob_features [m, 2] | None) -> [m]``
+    and a ``cfg.use_token_prob`` flag (the trained :class:`~spec_core.heads.preverifier.PreVerifier`, or a stub
+    in tests).
+    """
+
+    prefix: ClassVar[str] = "pacer"
+
+    def __init__(self, params: PacerParams, head, head_name: str = ""):
+        self.params, self.head, self.head_name = params, head, head_name
+        self.name, self.stop_reason = params.describe(), ""
+        self.reads_probs = bool(getattr(getattr(head, "cfg", None), "use_token_prob", False))
+        self.blocks: list[_Block] = []
+        self.threshold = params.threshold
+        self.head_s = 0.0  # seconds spent in the pre-verifier this round
+        self.scored = 0  # drafted tokens already scored this round
+
+    @classmethod
+    def parse(cls, arg: str | None) -> PacerParams:
+        return parse_params(arg)
+
+    @classmethod
+    def build(cls, params: PacerParams, pair=None) -> PacerLength:
+        if pair is None:
+            raise SpecScopeError("pacer needs the loaded pair: its pre-verifier is matched to the pair's draft")
+        from spec_core.heads.preverifier import find_head, load_head
+
+        key = f"{HEAD_KEY}:{params.head}" if params.head else HEAD_KEY
+        if key not in pair.extras:
+            name = find_head(pair.draft_card, params.head)
+            head, _ = load_head(name)
+            pair.extras[key] = (head.to(pair.device), name)
+        head, name = pair.extras[key]
+        return cls(params, head, name)
+
+    # -- the stop rule -------------------------------------------------------------------------------------
+
+    def _score(self, so_far: DraftSoFar, start: int, end: int) -> list[float]:
+        """â for drafted tokens start..end−1 (the block just drafted)."""
+        t0 = time.perf_counter()
+        hidden = torch.stack(so_far.hidden[start:end])  # [m, H_d]
+        positions = torch.arange(start + 1, end + 1, device=hidden.device)  # [m] 1-based
+        feats = None
+        if self.reads_probs:  # running sum over the whole draft so far, sliced to the block
+            probs = torch.tensor(so_far.token_probs[:end], device=hidden.device)  # [end]
+            feats = type(self.head).prob_features(probs)[start:end]  # [m, 2]
+        predicted = self.head.predict(hidden, positions, feats).float().tolist()
+        self.head_s += time.perf_counter() - t0
+        return predicted
+
+    def next_chunk(self, so_far: DraftSoFar) -> int:
+        n, p = len(so_far.tokens), self.params
+        if n == 0:  # a new round
+            self.blocks, self.threshold, self.head_s, self.scored = [], p.threshold, 0.0, 0
+        cap = min(p.max_len, so_far.budget)
+        if n > self.scored:  # a block was just drafted: pre-verify it
+            predicted = self._score(so_far, self.scored, n)
+            mean = sum(predicted) / len(predicted)
+            if n >= cap:
+                decision = "max" if n >= p.max_len else "budget"
+            else:
+                decision = "stop" if mean < self.threshold else "pass"
+            self.blocks.append(_Block(self.scored, predicted, mean, self.threshold, decision))
+            self.scored = n
+            if decision == "stop":
+                self.stop_reason = "threshold"
+                return 0
+            self.threshold *= p.rho
+        if n >= cap:
+            self.stop_reason = "max" if n >= p.max_len else "budget"
+            return 0
+        return min(p.block, cap - n)
+
+    def end_round(self, inputs: RoundInputs, accepted: int) -> None:
+        pass
+
+    def trace(self) -> dict:
+        """Per block: predicted acceptances, their mean, the threshold in force, the decision; plus per drafted
+        token ``predicted`` (flat) and the pre-verifier's time this round."""
+        return {
+            "blocks": [b.as_dict() for b in self.blocks],
+            "predicted": [x for b in self.blocks for x in b.predicted],
+            "block": self.params.block,
+            "threshold0": self.params.threshold,
+            "rho": self.params.rho,
+            "max": self.params.max_len,
+            "head": self.head_name,
+            "head_ms": self.head_s * 1000,
+        }
+
+
+__all__ = ["PacerLength", "PacerParams", "parse_params", "replay_length"]

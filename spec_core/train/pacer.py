@@ -1,0 +1,421 @@
+"""``python -m spec_core train pacer``: PACER's pre-verifier, trained on simulated speculative rounds.
+
+PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274) trains its
+pre-verification layer M_B with a cross-entropy loss on data "built by simulating speculative decoding against
+the target", so that training sees exactly what inference sees. Here:
+
+1. **simulate** — run the engine (:class:`spec_core.engine.Generation`) with a long window (``fixed:16``) on
+   training prompts (:mod:`spec_core.train.prompts`, never the benchmark prompts), greedy and sampled. A
+   recording policy keeps, per round, the draft's hidden state at each drafted token, its position in the
+   draft (1..16), the draft's probability of its own token and the label: 1 iff that token *and every token
+   before it in the round* was accepted by the verifier (``label_i = i < accepted``). The draft's hidden state
+   at position i depends only on the tokens before it, so a round drafted to 16 shows exactly what a shorter
+   draft would have shown at its first positions. Shards of ``shard_size`` prompts go to
+   ``runs/pacer/<draft>/`` and are skipped when present (resumable).
+2. **train** — BCE on the labels (AdamW, a tqdm bar), prompts split into train / held-out; the held-out AUC,
+   expected calibration error and reliability bins go into the card, with the same numbers for the ablation
+   without the position embedding (trained on the same data, same steps).
+3. **save** — ``assets/heads/pacer-<draft>.{safetensors,json}``, matched to the draft by its sha256.
+
+The per-round records (accepted count, window, greedy or sampled) also feed ``analyze policies`` (the oracle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from spec_core.assets import HEADS_DIR
+from spec_core.engine import Generation
+from spec_core.errors import SpecScopeError
+from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig, head_name, save_head
+from spec_core.policies.base import DraftSoFar
+from spec_core.policies.fixed import FixedLength
+from spec_core.train.prompts import training_prompts, written_prompts
+from spec_core.types import RoundInputs, SamplingConfig
+
+RUNS_DIR = Path("runs/pacer")
+SAMPLED = SamplingConfig(temperature=0.7, top_p=0.9, seed=0)  # the sampled rounds (as the draft's own data)
+PROMPT_SEED = 4242  # templated prompts drawn with another seed than the draft's data (1234)
+
+
+# -- 1. simulation -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    out_dir: Path  # runs/pacer/<draft>
+    num_prompts: int = 64  # templated + written training prompts, in shards of `shard_size`
+    written_share: float = 0.5  # share of them from the written prompt bank (natural prompts, like the benchmark)
+    shard_size: int = 4
+    window: int = 8  # the long window the rounds are drafted with (= the head's max position)
+    max_new_tokens: int = 48
+    sampled_fraction: float = 0.5  # share of shards decoded by sampling (T = 0.7, top-p 0.9) instead of greedy
+    seed: int = PROMPT_SEED
+    prompts: tuple[str, ...] = ()  # explicit prompts instead of the training prompt lists (tests)
+
+
+class RecordingWindow(FixedLength):
+    """``fixed:window`` that keeps each round's draft hidden states, draft probabilities and verdict."""
+
+    def __init__(self, window: int):
+        super().__init__(window)
+        self.rounds: list[tuple[torch.Tensor, torch.Tensor, int]] = []  # (hidden [γ, H], token_probs [γ], accepted)
+        self._probs: list[float] = []
+
+    def next_chunk(self, so_far: DraftSoFar) -> int:
+        self._probs = so_far.token_probs
+        return super().next_chunk(so_far)
+
+    def end_round(self, inputs: RoundInputs, accepted: int) -> None:
+        hidden = inputs.draft_hidden.detach().to("cpu", torch.bfloat16)  # [γ, H_d]
+        probs = torch.tensor(self._probs[: inputs.gamma], dtype=torch.float32)  # [γ]
+        self.rounds.append((hidden, probs, accepted))
+
+
+class _RecordingGeneration(Generation):
+    """A generation whose policy is a :class:`RecordingWindow` (the engine is otherwise untouched)."""
+
+    def __init__(self, *args, window: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.recorder = RecordingWindow(window)
+
+    def _parts(self):
+        drafter, _, verifier = super()._parts()
+        return drafter, self.recorder, verifier
+
+
+def simulation_prompts(cfg: SimConfig) -> list[tuple[str, str]]:
+    """(category, prompt) pairs: written-bank and templated training prompts, interleaved, deterministic."""
+    if cfg.prompts:
+        return [("given", p) for p in cfg.prompts]
+    n_written = round(cfg.num_prompts * cfg.written_share)
+    written = written_prompts(cfg.seed)[:n_written]
+    templated = training_prompts(cfg.num_prompts - len(written), seed=cfg.seed)
+    rng = random.Random(cfg.seed)
+    out = written + templated
+    rng.shuffle(out)
+    return out
+
+
+def simulate_prompt(pair, prompt: str, cfg: SimConfig, sampling: SamplingConfig) -> dict[str, torch.Tensor]:
+    """One generation with the long window: per drafted token (N of them) and per round (R)."""
+    run = _RecordingGeneration(pair, prompt, f"fixed:{cfg.window}", cfg.max_new_tokens, sampling, window=cfg.window)
+    for _ in run.rounds():
+        pass
+    rounds = run.recorder.rounds
+    if not rounds:
+        return {}
+    gammas = torch.tensor([h.shape[0] for h, _, _ in rounds])  # [R]
+    accepted = torch.tensor([a for _, _, a in rounds])  # [R]
+    position = torch.cat([torch.arange(1, int(g) + 1) for g in gammas])  # [N] 1..γ
+    kept = torch.repeat_interleave(accepted, gammas)  # [N]
+    return {
+        "hidden": torch.cat([h for h, _, _ in rounds]),  # [N, H_d] bf16
+        "token_prob": torch.cat([p for _, p, _ in rounds]),  # [N]
+        "position": position.to(torch.int16),  # [N]
+        "label": (position <= kept).to(torch.uint8),  # [N] 1 iff it and all before it were kept
+        "round_gamma": gammas.to(torch.int16),  # [R]
+        "round_accepted": accepted.to(torch.int16),  # [R]
+    }
+
+
+def sampled_shards(cfg: SimConfig, n_shards: int) -> set[int]:
+    """The shards decoded by sampling: ``sampled_fraction`` of them, spread evenly."""
+    n_sampled = round(n_shards * cfg.sampled_fraction)
+    return set(torch.linspace(0, n_shards - 1, n_sampled).round().long().tolist()) if n_sampled else set()
+
+
+def prompt_sampling(cfg: SimConfig, shard: int, j: int, sampled: bool) -> SamplingConfig:
+    """Greedy, or the sampled setting with a seed of its own for prompt ``j`` of ``shard`` (a rerun reproduces
+    every round)."""
+    if not sampled:
+        return SamplingConfig()
+    return SamplingConfig(SAMPLED.temperature, SAMPLED.top_p, seed=cfg.seed + shard * 1000 + j)
+
+
+def shard_path(out_dir: Path, index: int) -> Path:
+    return Path(out_dir) / f"shard_{index:05d}.safetensors"
+
+
+def simulate(pair, cfg: SimConfig, progress: bool = True) -> list[Path]:
+    """Write the shards that are missing (resumable); returns every shard's path."""
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    prompts = simulation_prompts(cfg)
+    n_shards = math.ceil(len(prompts) / cfg.shard_size)
+    todo = [i for i in range(n_shards) if not shard_path(cfg.out_dir, i).exists()]
+    bar = tqdm(todo, desc=f"simulate rounds ({cfg.out_dir.name})", unit="shard", disable=not progress)
+    for i in bar:
+        sampled = i in sampled_shards(cfg, n_shards)
+        parts, prompt_ids = [], []
+        for j, (_, prompt) in enumerate(prompts[i * cfg.shard_size : (i + 1) * cfg.shard_size]):
+            rec = simulate_prompt(pair, prompt, cfg, prompt_sampling(cfg, i, j, sampled))
+            if rec:
+                parts.append(rec)
+                prompt_ids.append(torch.full((rec["position"].shape[0],), i * cfg.shard_size + j, dtype=torch.int32))
+        if not parts:
+            continue
+        shard = {k: torch.cat([p[k] for p in parts]).contiguous() for k in parts[0]}
+        shard["prompt"] = torch.cat(prompt_ids)
+        shard["round_prompt"] = torch.cat([
+            torch.full((p["round_gamma"].shape[0],), int(ids[0]), dtype=torch.int32) for p, ids in zip(parts, prompt_ids)
+        ])  # fmt: skip
+        meta = {"sampled": str(sampled), "window": str(cfg.window), "draft_sha256": str(pair.draft_card.get("sha256"))}
+        tmp = shard_path(cfg.out_dir, i).with_suffix(".tmp")
+        save_file(shard, str(tmp), metadata=meta)
+        tmp.rename(shard_path(cfg.out_dir, i))
+        bar.set_postfix(tokens=int(shard["label"].shape[0]), kept=f"{float(shard['label'].float().mean()):.2f}")
+    (cfg.out_dir / "config.json").write_text(json.dumps({k: str(v) for k, v in asdict(cfg).items()}, indent=2))
+    return sorted(Path(cfg.out_dir).glob("shard_*.safetensors"))
+
+
+# -- 2. training ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 400  # a few epochs: the head over-fits the few thousand simulated tokens beyond that
+    batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    width: int = 16  # measured: 16 wide is as good held out as 64 and calibrates better on this data
+    heldout_every: int = 4  # prompts whose index is a multiple of this are held out
+    seed: int = 0
+    variants: tuple[str, ...] = ("full", "nopos", "noprob")  # "full" is shipped; the others are ablations
+    ship_variants: tuple[str, ...] = ("full", "nopos")  # saved as heads (nopos: `pacer:head=nopos`)
+
+
+VARIANTS = {  # name → (use_position, use_token_prob)
+    "full": (True, True),
+    "nopos": (False, True),
+    "noprob": (True, False),
+    "hidden": (False, False),
+}
+
+
+def load_data(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """Every shard concatenated, plus ``prob_features`` ``[N, 2]`` (log q and its running sum per round)."""
+    if not paths:
+        raise SpecScopeError("no PACER data shards: run the simulation first (`python -m spec_core train pacer`)")
+    shards = [load_file(str(p)) for p in paths]
+    data = {k: torch.cat([s[k] for s in shards]) for k in shards[0]}
+    data["prob_features"] = round_prob_features(data["token_prob"], data["position"].long())
+    return data
+
+
+def round_prob_features(token_prob: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """``[N]`` probabilities of rounds laid end to end (``position`` restarts at 1 each round) → ``[N, 2]``:
+    log q_i and Σ_{j≤i in the same round} log q_j — what :meth:`PreVerifier.prob_features` gives per round."""
+    logq = token_prob.float().clamp_min(1e-6).log()  # [N]
+    total = logq.cumsum(0)  # [N]
+    starts = torch.nonzero(position == 1).squeeze(-1)  # [R]
+    round_id = (position == 1).long().cumsum(0) - 1  # [N]
+    before = (total[starts] - logq[starts])[round_id]  # [N] the running total before each round
+    return torch.stack([logq, total - before], dim=-1)
+
+
+def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Area under the ROC curve (Mann–Whitney U with average ranks for ties)."""
+    labels = labels.bool()
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    if pos == 0 or neg == 0:
+        return float("nan")
+    order = scores.double().argsort()
+    ranks = torch.empty_like(order, dtype=torch.float64)
+    ranks[order] = torch.arange(1, len(scores) + 1, dtype=torch.float64)
+    uniq, inverse = torch.unique(scores.double(), return_inverse=True)  # average the ranks of ties
+    mean_rank = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inverse, ranks)
+    mean_rank /= torch.bincount(inverse, minlength=len(uniq)).double()
+    return float((mean_rank[inverse][labels].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def calibration(probs: torch.Tensor, labels: torch.Tensor, bins: int = 10) -> tuple[float, list[dict]]:
+    """Expected calibration error and the reliability bins (mean predicted, share kept, count)."""
+    idx = (probs.clamp(0, 1 - 1e-9) * bins).long()  # [N]
+    rows, ece = [], 0.0
+    for b in range(bins):
+        sel = idx == b
+        n = int(sel.sum())
+        if n == 0:
+            continue
+        pred, kept = float(probs[sel].mean()), float(labels[sel].float().mean())
+        ece += n / len(probs) * abs(pred - kept)
+        rows.append({"bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}", "predicted": round(pred, 4),
+                     "kept": round(kept, 4), "count": n})  # fmt: skip
+    return ece, rows
+
+
+def evaluate(head: PreVerifier, data: dict[str, torch.Tensor], mask: torch.Tensor) -> dict:
+    """Held-out AUC, BCE, ECE and reliability bins of ``head`` on the tokens in ``mask``."""
+    with torch.inference_mode():
+        logits = head(data["hidden"][mask].float(), data["position"][mask].long(), data["prob_features"][mask])
+    labels = data["label"][mask].float()
+    probs = torch.sigmoid(logits)
+    ece, bins = calibration(probs, labels)
+    return {
+        "auc": round(roc_auc(probs, labels), 4),
+        "bce": round(float(torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)), 4),
+        "ece": round(ece, 4),
+        "tokens": int(mask.sum()),
+        "kept_rate": round(float(labels.mean()), 4),
+        "reliability": bins,
+    }
+
+
+def train_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: str = "full", progress: bool = True):
+    """Fit one pre-verifier with BCE; returns (head, held-out metrics)."""
+    use_position, use_token_prob = VARIANTS[variant]
+    torch.manual_seed(cfg.seed)
+    max_len = int(data["position"].max())
+    head = PreVerifier(PreVerifierConfig(int(data["hidden"].shape[1]), max_len, cfg.width, use_position,
+                                         use_token_prob))  # fmt: skip
+    heldout = (data["prompt"] % cfg.heldout_every) == 0  # [N] split by prompt, never within one
+    train_idx = torch.nonzero(~heldout).squeeze(-1)
+    if len(train_idx) == 0 or not heldout.any():
+        raise SpecScopeError("PACER data too small to split into train and held-out prompts; simulate more prompts")
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.1)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    bar = tqdm(range(cfg.steps), desc=f"train pacer head ({variant})", unit="step", disable=not progress)
+    for step in bar:
+        idx = train_idx[torch.randint(len(train_idx), (min(cfg.batch_size, len(train_idx)),), generator=gen)]
+        logits = head(data["hidden"][idx].float(), data["position"][idx].long(), data["prob_features"][idx])
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, data["label"][idx].float())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % 50 == 0:
+            bar.set_postfix(bce=f"{loss.item():.4f}")
+    head.eval()
+    metrics = evaluate(head, data, heldout)
+    # the draft's own cumulative probability Π q_j as a score: what a confidence rule already knows
+    metrics["auc_draft_cumprob"] = round(roc_auc(data["prob_features"][heldout][:, 1], data["label"][heldout]), 4)
+    # the decision that matters most: after the first drafted token, is it kept? (position alone says nothing)
+    first = heldout & (data["position"] == 1)
+    with torch.inference_mode():
+        first_scores = head(data["hidden"][first].float(), data["position"][first].long(), data["prob_features"][first])
+    metrics["auc_position1"] = round(roc_auc(first_scores, data["label"][first]), 4)
+    metrics["auc_position1_draft_q"] = round(roc_auc(data["token_prob"][first], data["label"][first]), 4)
+    return head, metrics
+
+
+# -- 3. command line -----------------------------------------------------------------------------------------
+
+
+def data_summary(data: dict[str, torch.Tensor], paths: list[Path], sim: SimConfig) -> dict:
+    sampled = [load_meta(p).get("sampled") == "True" for p in paths]
+    return {
+        "dir": str(sim.out_dir),
+        "prompts": "training prompts (spec_core.train.prompts): written bank + templates, seed "
+        f"{sim.seed}; never prompts/*.jsonl",
+        "shards": len(paths),
+        "prompts_simulated": int(data["prompt"].unique().numel()),
+        "heldout_prompts": "index % heldout_every == 0 (see training)",
+        "sampled_shards": int(sum(sampled)),
+        "sampling": f"greedy and T={SAMPLED.temperature}, top-p {SAMPLED.top_p}",
+        "window": sim.window,
+        "max_new_tokens": sim.max_new_tokens,
+        "drafted_tokens": int(data["label"].shape[0]),
+        "rounds": int(data["round_gamma"].shape[0]),
+        "kept_rate": round(float(data["label"].float().mean()), 4),
+        "kept_rate_by_position": [
+            round(float(data["label"][data["position"] == i].float().mean()), 4)
+            for i in range(1, int(data["position"].max()) + 1)
+        ],
+    }
+
+
+def load_meta(path: Path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return f.metadata() or {}
+
+
+def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEADS_DIR, progress: bool = True,
+        train_only: bool = False):  # fmt: skip
+    """Simulate (resuming; ``train_only``: use the shards already written), train every variant, save the shipped
+    ones; returns {variant: metrics}."""
+    t0 = time.time()
+    paths = sorted(sim.out_dir.glob("shard_*.safetensors")) if train_only else simulate(pair, sim, progress)
+    data = load_data(paths)
+    sha = pair.draft_card.get("sha256")
+    results, heads = {}, {}
+    for variant in cfg.variants:
+        heads[variant], results[variant] = train_head(data, cfg, variant, progress)
+        m = results[variant]
+        print(f"{variant}: held-out AUC {m['auc']}, ECE {m['ece']}, BCE {m['bce']} (draft's own Π q: AUC "
+              f"{m['auc_draft_cumprob']}); first position: AUC {m['auc_position1']} (draft's q: "
+              f"{m['auc_position1_draft_q']})")  # fmt: skip
+    ablations = {v: {k: m[k] for k in ("auc", "ece", "bce", "auc_position1")} for v, m in results.items()}
+    for variant in cfg.ship_variants:
+        if variant not in heads:
+            continue
+        head = heads[variant]
+        name = head_name(draft, "" if variant == "full" else variant)
+        card = {
+            "variant": "" if variant == "full" else variant,
+            "paper": "PACER: Blockwise Pre-verification for Speculative Decoding with Adaptive Length, arXiv 2602.01274",
+            "draft": draft,
+            "draft_sha256": sha,
+            "parameters": head.num_parameters(),
+            "data": data_summary(data, paths, sim),
+            "training": {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+                         "loss": "BCE", "optimizer": "AdamW, one-cycle", "wall_s": round(time.time() - t0, 1)},
+            "heldout": results[variant],
+            "ablations": ablations,
+        }  # fmt: skip
+        save_head(head, name, card, out_dir)
+        print(f"saved {Path(out_dir) / name}.safetensors ({head.num_parameters()} parameters)")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m spec_core train pacer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--draft", default="feature", help="embedded draft asset: feature (default) or standalone")
+    ap.add_argument("--prompts", type=int, default=SimConfig.num_prompts, help="training prompts to simulate")
+    ap.add_argument("--window", type=int, default=SimConfig.window, help="the long window of the simulated rounds")
+    ap.add_argument("--max-new-tokens", type=int, default=SimConfig.max_new_tokens)
+    ap.add_argument("--sampled-fraction", type=float, default=SimConfig.sampled_fraction)
+    ap.add_argument("--steps", type=int, default=TrainConfig.steps)
+    ap.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    ap.add_argument("--lr", type=float, default=TrainConfig.lr)
+    ap.add_argument("--width", type=int, default=TrainConfig.width)
+    ap.add_argument("--seed", type=int, default=TrainConfig.seed)
+    ap.add_argument("--variants", default=",".join(TrainConfig.variants),
+                    help=f"head variants to train (ablations): {', '.join(VARIANTS)}")  # fmt: skip
+    ap.add_argument("--work-dir", default=str(RUNS_DIR), help="where the simulated shards go (resumable)")
+    ap.add_argument("--out-dir", default=str(HEADS_DIR))
+    ap.add_argument("--simulate-only", action="store_true", help="write the data shards and stop")
+    ap.add_argument("--train-only", action="store_true", help="train on the shards already written (no simulation)")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        raise SpecScopeError(f"train pacer: unknown variants {unknown}; known: {sorted(VARIANTS)}")
+    if args.window < 1 or args.prompts < 1 or args.steps < 1 or not 0 <= args.sampled_fraction <= 1:
+        raise SpecScopeError("train pacer: --window, --prompts and --steps must be >= 1, --sampled-fraction in [0, 1]")
+    torch.set_num_threads(args.threads)
+    from spec_core.models import load_pair
+
+    pair = load_pair("embedded", draft=args.draft)
+    if pair.draft_design != args.draft:
+        raise SpecScopeError(f"train pacer: the embedded pair has no {args.draft!r} draft (got {pair.draft_design})")
+    sim = SimConfig(Path(args.work_dir) / args.draft, args.prompts, window=args.window,
+                    max_new_tokens=args.max_new_tokens, sampled_fraction=args.sampled_fraction)  # fmt: skip
+    if args.simulate_only:
+        print(f"{len(simulate(pair, sim))} shards in {sim.out_dir}")
+        return 0
+    cfg = TrainConfig(args.steps, args.batch_size, args.lr, width=args.width, seed=args.seed, variants=variants)
+    run(pair, args.draft, sim, cfg, Path(args.out_dir), train_only=args.train_only)
+    return 0

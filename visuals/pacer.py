@@ -1,0 +1,179 @@
+"""PACER's views: the growing threshold per block, and predicted acceptance against what was kept.
+
+PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274) drafts in
+blocks; after each block a small trained pre-verifier predicts each token's chance of acceptance, and the draft
+stops when the block's mean falls under a threshold that grows by ρ after every block that passes. Everything
+here is read from ``RoundEvent.policy_trace`` (written by :class:`spec_core.policies.pacer.PacerLength`):
+``blocks`` (per block: ``start``, ``predicted``, ``mean``, ``threshold``, ``decision``) and ``predicted`` (per
+drafted token). Fixed-window lanes are drawn beside PACER as the baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from spec_core.types import RoundEvent
+from visuals.plots import Lanes, base_layout
+from visuals.style import OKABE_ITO, series_style
+from visuals.views import View, method_heads, register_rule, register_view
+
+DECISION_STYLE = {  # decision → (colour, marker, label)
+    "pass": (OKABE_ITO["green"], "circle", "passed: draft the next block"),
+    "stop": (OKABE_ITO["vermillion"], "x-thin-open", "stopped: mean under the threshold"),
+    "max": (OKABE_ITO["grey"], "square-open", "capped at max length"),
+    "budget": (OKABE_ITO["grey"], "diamond-open", "capped by the token budget"),
+}
+
+
+def is_pacer(method: str) -> bool:
+    return "pacer" in method_heads(method)
+
+
+def block_points(events: Sequence[RoundEvent]) -> list[dict]:
+    """One record per pre-verified block: round, block number (1-based), mean â, threshold, decision, and how
+    many of the block's tokens the target kept."""
+    out = []
+    for e in events:
+        for k, b in enumerate(e.policy_trace.get("blocks", ())):
+            size = len(b["predicted"])
+            kept = max(0, min(e.accepted - b["start"], size))
+            out.append({"round": e.index, "block": k + 1, "mean": b["mean"], "threshold": b["threshold"],
+                        "decision": b["decision"], "kept": kept, "size": size})  # fmt: skip
+    return out
+
+
+def position_curves(events: Sequence[RoundEvent]) -> dict[str, list]:
+    """Per position in the draft (1..): rounds that drafted it, share of them whose token there was kept, and
+    (PACER lanes) the mean predicted acceptance â. A token counts as kept when every draft up to it was."""
+    longest = max((e.draft_len for e in events), default=0)
+    drafted, kept, predicted = [0] * longest, [0] * longest, [0.0] * longest
+    for e in events:
+        pred = e.policy_trace.get("predicted", ())
+        for i in range(e.draft_len):
+            drafted[i] += 1
+            kept[i] += i < e.accepted
+            predicted[i] += pred[i] if i < len(pred) else float("nan")
+    return {
+        "position": list(range(1, longest + 1)),
+        "drafted": drafted,
+        "kept": [k / d for k, d in zip(kept, drafted)],
+        "predicted": [p / d for p, d in zip(predicted, drafted)],
+    }
+
+
+def threshold_figure(lanes: Lanes) -> go.Figure:
+    """Per PACER lane: the threshold in force at each block of a round (line: t, ρ·t, ρ²·t, ...) and each
+    block's mean predicted acceptance (markers by decision)."""
+    fig = go.Figure()
+    shown = False
+    for i, (method, events) in enumerate(lanes.items()):
+        colour, dash, _ = series_style(i)
+        if is_pacer(method):
+            points = block_points(events)
+            if not points:
+                continue
+            shown = True
+            by_block: dict[int, float] = {}
+            for p in points:
+                by_block[p["block"]] = p["threshold"]
+            ks = sorted(by_block)
+            fig.add_trace(go.Scatter(x=ks, y=[by_block[k] for k in ks], name=f"{method} · threshold", mode="lines+markers",
+                                     line={"color": colour, "dash": dash, "width": 2}, marker={"symbol": "line-ew-open", "size": 14},
+                                     hovertemplate="block %{x}: threshold %{y:.3f}<extra></extra>"))  # fmt: skip
+            for decision, (dcolour, symbol, label) in DECISION_STYLE.items():
+                sel = [p for p in points if p["decision"] == decision]
+                if not sel:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=[p["block"] + (p["round"] % 7 - 3) * 0.03 for p in sel],  # a small spread keeps rounds apart
+                    y=[p["mean"] for p in sel], name=f"{method} · {label}", mode="markers",
+                    marker={"color": dcolour, "symbol": symbol, "size": 8, "line": {"width": 1.5, "color": dcolour}},
+                    customdata=[[p["round"], p["threshold"], p["kept"], p["size"]] for p in sel],
+                    hovertemplate="round %{customdata[0]}, block " + "%{x:.0f}<br>mean predicted %{y:.3f} vs threshold "
+                    "%{customdata[1]:.3f}<br>" + f"{decision}; kept %{{customdata[2]}} of %{{customdata[3]}}<extra></extra>",
+                ))  # fmt: skip
+    base_layout(fig, "PACER: the threshold grows after each block that passes", "block in the round",
+                "mean predicted acceptance of the block", empty=not shown, empty_text="no PACER rounds yet")  # fmt: skip
+    fig.update_yaxes(range=[0, 1.05])
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
+    """By position in the draft: PACER's mean predicted acceptance (line) against the share actually kept
+    (markers), with each fixed window's kept share beside it (what a window that never stops gets)."""
+    fig = go.Figure()
+    shown = False
+    for i, (method, events) in enumerate(lanes.items()):
+        colour, dash, marker = series_style(i)
+        curves = position_curves([e for e in events if e.draft_len])
+        if not curves["position"]:
+            continue
+        shown = True
+        hover = "position %{x}: %{y:.2f} (%{customdata} rounds)<extra>" + method + "</extra>"
+        if is_pacer(method):
+            fig.add_trace(go.Scatter(x=curves["position"], y=curves["predicted"], name=f"{method} · predicted â",
+                                     mode="lines", line={"color": colour, "dash": "solid", "width": 2},
+                                     customdata=curves["drafted"], hovertemplate=hover))  # fmt: skip
+        fig.add_trace(go.Scatter(x=curves["position"], y=curves["kept"], name=f"{method} · kept",
+                                 mode="markers+lines" if not is_pacer(method) else "markers",
+                                 line={"color": colour, "dash": dash, "width": 1},
+                                 marker={"color": colour, "symbol": marker, "size": 9},
+                                 customdata=curves["drafted"], hovertemplate=hover))  # fmt: skip
+    base_layout(fig, "Predicted acceptance against what the target kept", "position in the draft",
+                "share of drafted tokens kept", empty=not shown)  # fmt: skip
+    fig.update_yaxes(range=[0, 1.05])
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def round_text(event: RoundEvent) -> str:
+    """One PACER round, block by block, in words (for a step-through; empty for other methods)."""
+    blocks = event.policy_trace.get("blocks", ())
+    if not blocks:
+        return ""
+    parts = []
+    for k, b in enumerate(blocks):
+        verdict = {
+            "pass": "≥ threshold, so it drafted another block and raised the threshold",
+            "stop": "< threshold, so it stopped and sent the draft to the target",
+            "max": "— the draft reached its maximum length",
+            "budget": "— no tokens left in the budget",
+        }[b["decision"]]
+        parts.append(f"block {k + 1}: mean predicted {b['mean']:.2f} vs threshold {b['threshold']:.2f} {verdict}")
+    return "; ".join(parts) + f". The target kept {event.accepted} of {event.draft_len}."
+
+
+def _rule(temperature: float) -> str:
+    return (
+        "Draft length: PACER (arXiv 2602.01274) drafts b tokens at a time; after each block a small trained "
+        "pre-verifier guesses how likely each new token is to be accepted. If the block's average guess is under "
+        "the threshold t, drafting stops and the target checks the draft; if not, the threshold is multiplied by "
+        "ρ (a longer draft must be more convincing) and the next block is drafted, up to a maximum length."
+    )
+
+
+register_rule("pacer", _rule, kind="policy")
+register_view(
+    View(
+        "pacer_threshold",
+        "PACER: threshold per block",
+        "Each marker is one block's average predicted acceptance; the line is the threshold it had to clear. The "
+        "line climbs by ρ after every block that passes, so long drafts need ever more confident blocks.",
+        threshold_figure,
+        prefixes=("pacer",),
+        with_baselines=False,
+    )
+)
+register_view(
+    View(
+        "pacer_predicted_vs_kept",
+        "PACER: predicted vs kept, by position",
+        "Where the line (what the pre-verifier predicted) sits on the markers (what the target kept), the "
+        "pre-verifier is calibrated; a fixed window keeps drafting where its kept share is already near zero.",
+        predicted_vs_kept_figure,
+        prefixes=("pacer",),
+    )
+)
