@@ -16,8 +16,8 @@ from spec_core.drafters.block.assets import load_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.drafters.block.runtime import BlockDrafter, make_block_drafter
 from spec_core.errors import SpecScopeError
-from spec_core.rules import BLOCK_LOSSES
 from spec_core.models import ModelPair
+from spec_core.rules import BLOCK_LOSSES
 
 VOCAB, LAYERS = 64, (1, 2, 3)
 

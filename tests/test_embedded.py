@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from spec_core.__main__ import main
-from spec_core.engine import generate
 from spec_core.analysis.peers import run_peer
+from spec_core.engine import generate
 
 pytestmark = pytest.mark.embedded
 PROMPTS = ["Write a Python function that adds two numbers.", "What is the capital of Italy?"]

@@ -6,10 +6,10 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
+from spec_core.analysis.peers import run_peer
 from spec_core.cached_lm import CachedLM
 from spec_core.engine import Generation, generate, stream
 from spec_core.errors import SpecScopeError
-from spec_core.analysis.peers import run_peer
 from spec_core.types import SamplingConfig
 
 PROMPT = "speculative decoding"
