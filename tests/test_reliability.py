@@ -120,8 +120,8 @@ def test_bad_input_through_gradio_client_then_a_normal_answer(client):
     assert good["new_tokens"] == 8 and good["text"] == handle((PROMPT, "fixed:4", 8, 1.0, 3))["text"]
 
 
-@pytest.mark.parametrize(("args", "message"), NEEDS_WIRING)
-def test_bad_prompt_text_through_gradio_client(client, args, message):
+@pytest.mark.parametrize(("args", "message"), NEEDS_WIRING[1:])  # a lone surrogate cannot even leave the client:
+def test_bad_prompt_text_through_gradio_client(client, args, message):  # JSON over HTTP must be valid UTF-8
     from gradio_client.exceptions import AppError
 
     with pytest.raises(AppError, match=message):
