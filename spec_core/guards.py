@@ -114,6 +114,7 @@ def oom_guarded(
     del rounds
     if release is not None:
         release()
+    del release  # a bound method would keep its owner (and its caches) alive through this frame's traceback
     free_memory(device)
     raise SpecScopeError(
         f"out of memory on {device or 'the device'} during {what} ({failure}); it was stopped and its memory "
