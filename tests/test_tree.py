@@ -111,18 +111,18 @@ def test_sampled_tree_matches_the_target_distribution():
     pair = make_tiny_pair(vocab=VOCAB, draft="feature", target_seed=3, draft_seed=11)
     prompt_ids = Generation(pair, "lossless", "ar", 2).prompt_ids
     exact = exact_first_two(pair, prompt_ids)
-    counts, moved = torch.zeros(VOCAB, VOCAB), 0
+    counts, rejected, walked = torch.zeros(VOCAB, VOCAB), 0, 0
     for seed in range(DRAWS):
-        run = Generation(pair, "lossless", "tree:nodes=6,depth=2,topk=2", 3, SamplingConfig(temperature=1.0, seed=seed))
+        run = Generation(pair, "lossless", "tree:nodes=8,depth=2,topk=4", 3, SamplingConfig(temperature=1.0, seed=seed))
         events = list(run.rounds())
         t1, t2 = run.result().token_ids[:2]
         counts[t1, t2] += 1
         tree = events[0].tree
-        rejected = [n for n, _ in tree["tried"] if n not in tree["path"]]
-        moved += any(tree["parents"][r] == tree["parents"][n] for r in rejected for n in tree["path"])
+        rejected += any(n not in tree["path"] for n, _ in tree["tried"])  # p′ lost a candidate: residual step
+        walked += len(tree["path"]) >= 1
     tv = float(rules.total_variation((counts / DRAWS).flatten(), exact.flatten()))
     assert tv < 0.08, tv
-    assert moved >= DRAWS // 50  # a sibling rejected, then the next one accepted: the residual step happened
+    assert rejected >= DRAWS // 20 and walked >= DRAWS // 20, (rejected, walked)  # both branches of the rule ran
 
 
 def test_tree_view_draws_the_round_as_data():
