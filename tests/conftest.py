@@ -75,3 +75,12 @@ def embedded_f32() -> ModelPair:
     from spec_core.models import load_pair
 
     return load_pair("embedded", device="cpu", dtype="float32")
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models: one thread is faster than contending for the shared cores (and deterministic)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

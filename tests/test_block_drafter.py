@@ -22,13 +22,7 @@ from spec_core.rules import BLOCK_LOSSES
 VOCAB, LAYERS = 64, (1, 2, 3)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models: one thread is faster than contending for the shared cores (and deterministic)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread beats contending for the cores
 
 
 class ByteTokenizer:

@@ -32,12 +32,7 @@ from spec_core.train.diversed import TrainConfig, loss_terms, rollout, train
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread beats contending for the cores
 
 
 # -- the head ------------------------------------------------------------------------------------------------

@@ -24,12 +24,7 @@ from spec_core.verifiers.static import StaticParams
 V = 6
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread beats contending for the cores
 
 
 def hand_distributions():

@@ -28,7 +28,8 @@ CONTEXT = 200  # tokens already in the cache when a forward is timed
 GREEDY = SamplingConfig()
 
 
-def _median_ms(fn, repeats: int) -> float:
+def median_ms(fn, repeats: int) -> float:
+    """Median milliseconds of ``fn()`` over ``repeats`` calls, after one warm-up call."""
     fn()  # warm-up
     times = []
     for _ in range(repeats):
@@ -55,7 +56,7 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -
         target.crop(CONTEXT)
 
     for n in (1, 2, 4, 8, 16):
-        rows.append({"what": "target forward", "tokens": n, "ms": _median_ms(lambda n=n: target_call(n), repeats)})
+        rows.append({"what": "target forward", "tokens": n, "ms": median_ms(lambda n=n: target_call(n), repeats)})
     base = rows[0]["ms"]
     for name, draft in drafts.items():
         drafter = FeatureDrafter(draft) if hasattr(draft, "fc") else StandaloneDrafter(draft)
@@ -68,7 +69,7 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20) -
             drafter.propose(1, GREEDY, gen)
             drafter.commit(0, ids[-1], verified)
 
-        rows.append({"what": f"draft step ({name})", "tokens": 1, "ms": _median_ms(step, repeats)})
+        rows.append({"what": f"draft step ({name})", "tokens": 1, "ms": median_ms(step, repeats)})
     df = pd.DataFrame(rows)
     df["relative_to_target_1"] = (df["ms"] / base).round(3)
     df["ms"] = df["ms"].round(2)

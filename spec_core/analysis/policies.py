@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -33,6 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spec_core.analysis.costs import median_ms
 from spec_core.errors import SpecScopeError
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -192,7 +191,7 @@ def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> R
         hidden = torch.zeros(block, head.cfg.hidden_size)
         positions = torch.arange(1, block + 1)
         feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
-        head_ms = _median_ms(lambda: head.predict(hidden, positions, feats), 50)
+        head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
     return RoundCosts(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]), draft_ms,
                       overhead_ms, head_ms)  # fmt: skip
 
@@ -211,16 +210,6 @@ def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_t
         wall_ms += result.stats.wall_s * 1000
     return {"method": method, "prompts": len(prompts), "head_ms": head_ms, "wall_ms": wall_ms, "calls": calls,
             "share": head_ms / wall_ms if wall_ms else 0.0}  # fmt: skip
-
-
-def _median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
