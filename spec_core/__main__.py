@@ -6,6 +6,7 @@ Bad input ends with a one-line ``error: ...`` and exit status 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 
 from spec_core.errors import SpecScopeError
@@ -98,6 +99,7 @@ def cmd_costs(args) -> int:
     from spec_core.drafters.assets import available_drafts, load_draft
     from spec_core.drafters.networks import build_truncated
     from spec_core.methods import split_methods
+    from spec_core.prompting import prompt_ids
 
     pair = _pair(args)
     drafts = {"truncated": build_truncated(pair.target)}
@@ -119,10 +121,15 @@ def cmd_costs(args) -> int:
     methods = split_methods(args.methods)
     if methods and pair.draft is not None:
         prompts = [p["prompt"] for p in load_prompts(args.prompts)[: args.limit]]
-        rounds = round_breakdown(pair, df, own, prompts, methods, args.max_new_tokens, args.round_repeats)
+        # the model's costs at the rounds' own mean context (prompt + half the answer), not the table's 200 tokens
+        context = round(statistics.mean(len(prompt_ids(pair, p)) for p in prompts) + args.max_new_tokens / 2)
+        at_context = measure_costs(pair, {own: pair.draft}, args.repeats, context=context)
+        rounds = round_breakdown(pair, at_context, own, prompts, methods, args.max_new_tokens, args.round_repeats)
         print(f"\nwhere a round's time goes ({own} draft; ms per round; {len(prompts)} prompts × "
               f"{args.round_repeats} repeats, {args.max_new_tokens} new tokens, greedy) and the decode speedup "
-              "over ar, measured vs predicted by the cost model for the same rounds")  # fmt: skip
+              f"over ar, measured vs predicted by the cost model for the same rounds (costs measured at the "
+              f"rounds' mean context, {context} tokens; draft_ms includes the drafter's commit, e.g. the feature "
+              "draft's fusion of the target's features, which its measured draft step includes too)")  # fmt: skip
         print(rounds.to_string(index=False))
     return 0
 

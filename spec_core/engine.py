@@ -194,11 +194,20 @@ class Generation:
             if not gamma:
                 next_token = int(row.argmax()) if dist is None else int(rules.sample(dist, self.generator)[0])
             next_id = torch.tensor([next_token], device=row.device)
-            next_prob = rules.softmax_at(row, next_id) if dist is None else dist[0, next_id]  # [1]
+            if dist is not None:
+                next_prob = dist[0, next_id]  # [1]
+            elif inputs is not None:  # the round's one normaliser pass already covers this row
+                next_prob = inputs.target_prob_at(slice(accepted, accepted + 1), next_id)
+            else:
+                next_prob = rules.softmax_at(row, next_id)
             # 4. roll back to the accepted path
             target.crop(len(ids) + accepted)
-            if speculative:
+            commit_s = 0.0
+            if speculative:  # the drafter's own work on the verified tokens (e.g. EAGLE's feature fusion)
+                tc = time.perf_counter()
                 drafter.commit(accepted, next_token, _rows(out, accepted + 1))
+                _sync(pair.device)
+                commit_s = time.perf_counter() - tc
             ids += [*tokens[:accepted], next_token]
             # 5. emit
             emitted, finished = self._emit(tokens[:accepted], next_token)
@@ -214,7 +223,7 @@ class Generation:
             t2 = time.perf_counter()
             event = dataclasses.replace(
                 event, draft_s=t1 - t0, verify_s=t2 - t1, target_s=target_s,
-                engine_s=(t1 - t0 - propose_s) + (t2 - t1 - target_s),
+                engine_s=(t1 - t0 - propose_s) + (t2 - t1 - target_s - commit_s),
                 stop_reason=stop_reason if speculative else "", policy_trace=policy_trace if speculative else {},
             )  # fmt: skip
             self.events.append(event)
@@ -336,9 +345,15 @@ class Generation:
         """
         gamma = len(tokens)
         if gamma:
-            gold = inputs.target_logits[:gamma].argmax(-1)  # [γ] the target's own choices
-            rows = torch.cat([verdict.target_probs.float(), verdict.accept_probs.float(),
-                              rules.softmax_at(inputs.draft_logits, gold), next_prob.float()])  # fmt: skip
+            gold = inputs.target_argmax[:gamma]  # [γ] the target's own choices
+            if self.sampling.greedy:  # q(gold) = q(x)·exp(l_gold − l_x): token_probs are q's softmax here
+                x = inputs.draft_tokens[:, None]
+                ratio = (inputs.draft_logits.gather(-1, gold[:, None]) - inputs.draft_logits.gather(-1, x))[:, 0]
+                gold_q = ratio.exp() * torch.tensor(token_probs, dtype=ratio.dtype, device=ratio.device)
+            else:
+                gold_q = rules.softmax_at(inputs.draft_logits, gold)
+            rows = torch.cat([verdict.target_probs.float(), verdict.accept_probs.float(), gold_q.float(),
+                              next_prob.float()])  # fmt: skip
             values = rows.tolist()  # the one host copy of the round's display numbers
             target_probs, accept_probs = tuple(values[:gamma]), tuple(values[gamma : 2 * gamma])
             gold_probs, next_value = tuple(values[2 * gamma : 3 * gamma]), values[-1]

@@ -85,6 +85,29 @@ class RoundInputs:
             return self.sampled_probs
         return torch.softmax(self.draft_logits.float(), dim=-1)
 
+    @cached_property
+    def target_max(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(max logit, argmax) per row of ``target_logits``, each ``[γ + 1]``: one pass over the vocabulary serves
+        greedy acceptance, the target's own choices and the log-normaliser (first index on ties, as ``argmax``)."""
+        values, index = self.target_logits.max(dim=-1)
+        return values, index
+
+    @property
+    def target_argmax(self) -> torch.Tensor:
+        """[γ + 1] the target's greedy choice at each verified position."""
+        return self.target_max[1]
+
+    @cached_property
+    def target_logsumexp(self) -> torch.Tensor:
+        """[γ + 1] log Σ_v exp(target logit): the temperature-1 softmax of any token is one gather away."""
+        top = self.target_max[0]
+        return top + (self.target_logits - top[:, None]).exp().sum(-1).log()
+
+    def target_prob_at(self, rows: torch.Tensor | slice, tokens: torch.Tensor) -> torch.Tensor:
+        """softmax(target logits)[rows, tokens] at temperature 1, without forming the distribution."""
+        logits = self.target_logits[rows]
+        return (logits.gather(-1, tokens.view(-1, 1))[:, 0] - self.target_logsumexp[rows]).exp()
+
 
 @dataclass(frozen=True)
 class RoundEvent:
@@ -119,7 +142,8 @@ class RoundEvent:
     next_prob: float | None = None  # the target's probability of next_token (temperature-1 softmax if greedy)
     target_s: float = 0.0  # wall seconds of the target forward alone (inside verify_s)
     engine_s: float = 0.0  # wall seconds that were neither a draft step nor the target forward (policy, rule,
-    #   rollback, bookkeeping, this event): the engine's own work
+    #   rollback, bookkeeping, this event): the engine's own work. The drafter's commit (its own work on the
+    #   verified tokens, e.g. the feature draft's fusion of the target's features) counts as drafting.
     tree: dict[str, Any] = field(default_factory=dict)  # a token-tree round: tokens, pieces, parents, depths,
     #   draft_probs, target_probs (per node), path (accepted nodes), tried ([node, acceptance probability])
 

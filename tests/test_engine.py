@@ -130,3 +130,18 @@ def test_bad_input_is_a_clear_error(kwargs):
 def test_context_overflow_is_a_clear_error():
     with pytest.raises(SpecScopeError, match="context"):
         generate(make_tiny_pair(), "x" * 500, "ar", max_new_tokens=100)
+
+
+def test_greedy_display_numbers_come_from_one_pass():
+    """At temperature 0 the event's numbers are read off the round's one pass over each distribution: q(gold) by the
+    ratio to the draft's own q(x), p(x) and the next token's p from the target's log-normaliser."""
+    pair = make_tiny_pair(draft="feature")
+    events = generate(pair, PROMPT, "fixed:3", max_new_tokens=24).events
+    drafted = [e for e in events if e.draft_len]
+    assert drafted and any(e.accepted < e.draft_len for e in drafted)
+    for e in drafted:
+        for i in range(e.accepted):  # kept: the draft's token is the target's own, so q(gold) is q(x)
+            assert e.gold_draft_probs[i] == pytest.approx(e.draft_probs[i], rel=1e-4)
+        if e.accepted < e.draft_len:  # the first rejection: the draft's argmax x beats the target's choice under q
+            assert 0.0 <= e.gold_draft_probs[e.accepted] <= e.draft_probs[e.accepted] + 1e-6
+        assert all(0.0 < p <= 1.0 for p in e.target_probs) and 0.0 < e.next_prob <= 1.0

@@ -295,3 +295,20 @@ def test_block_drafter_composes_with_relaxed_verifiers():
             assert drafted and all(len(e.verifier_trace["accept_prob"]) == e.draft_len for e in drafted)
     greedy0 = generate(pair, "blocks", "block:dpace+static:0", 20, chat=False)
     assert all(e.accepted == e.draft_len for e in greedy0.events if e.draft_len)
+
+
+def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():
+    """The one pass over the target's logits (max + log-normaliser) agrees with argmax (first index on ties) and
+    with the softmax it replaces, so greedy acceptance and the displayed p(x) are unchanged."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 300, generator=g)
+    logits[1, 7] = logits[1, 250] = logits[1].max() + 1.0  # a tie: argmax must take the first index
+    logits[3, 0] = 40.0  # a large logit (the log-normaliser is shifted by the max)
+    inputs = RoundInputs(torch.tensor([7, 3, 9, 0]), torch.randn(4, 300, generator=g), None, torch.zeros(4, 2),
+                         logits)  # fmt: skip
+    assert torch.equal(inputs.target_argmax, logits.argmax(-1)) and int(inputs.target_argmax[1]) == 7
+    assert torch.allclose(inputs.target_logsumexp, torch.logsumexp(logits, -1), atol=1e-5)
+    tokens = torch.tensor([7, 250, 3, 0])
+    expected = torch.softmax(logits, -1)[torch.arange(4), tokens]
+    assert torch.allclose(inputs.target_prob_at(slice(0, 4), tokens), expected, atol=1e-6)
+    assert torch.allclose(inputs.target_prob_at(slice(3, 4), tokens[3:]), expected[3:], atol=1e-6)

@@ -81,7 +81,7 @@ class EnsembleVerifier:
         if sampling.greedy:
             p = torch.softmax(logits[:gamma].float(), -1)  # [γ, V] for ν (argmax mode) and the display
             if self.t0 == "onehot":
-                a, accepted, nxt = rules.verify_onehot_ensemble(logits.argmax(-1), x, w, generator)
+                a, accepted, nxt = rules.verify_onehot_ensemble(inputs.target_argmax, x, w, generator)
                 expected = a  # given the greedy draft, its acceptance probability is the whole expectation
             else:
                 a, accepted, nxt = rules.verify_argmax_ensemble(rules.ensemble(p, q, w), x, int(logits[gamma].argmax()))
