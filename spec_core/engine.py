@@ -280,7 +280,7 @@ class Generation:
             rows = torch.tensor([0, *[1 + i for i in path]])
             if tree is not None:
                 target.gather(torch.cat([torch.arange(len(ids)), len(ids) + torch.tensor(path, dtype=torch.long)]))
-                drafter.commit_path(path_tokens, next_token, _select(out, rows))
+                drafter.commit_path(path, path_tokens, next_token, _select(out, rows))
             else:
                 target.crop(len(ids))
                 drafter.commit(0, next_token, _rows(out, 1))

@@ -77,9 +77,10 @@ def _branches_deep(events) -> bool:
     return False
 
 
+@pytest.mark.parametrize("design", ["feature", "standalone"])
 @pytest.mark.parametrize("method", ["tree", "tree:nodes=6,depth=3,topk=2", "tree:nodes=40,depth=8,topk=4"])
-def test_greedy_tree_equals_ar(method):
-    pair = make_tiny_pair(draft="feature")
+def test_greedy_tree_equals_ar(method, design):
+    pair = make_tiny_pair(draft=design)
     ar = generate(pair, PROMPT, "ar", max_new_tokens=40)
     res = generate(pair, PROMPT, method, max_new_tokens=40)
     assert res.token_ids == ar.token_ids
@@ -101,6 +102,25 @@ def test_cache_compaction_equals_a_fresh_prefill():
             assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
         d = run.drafter  # the draft keeps only pairs built from verified features
         assert d.cache.get_seq_length() == d.cached <= len(ids) - 2
+
+
+def test_standalone_tree_draft_cache_is_compacted_to_the_accepted_text():
+    """The standalone draft's own cache after a tree round: the verified text and the accepted path's expanded
+    nodes, gathered (not cropped), equal to a fresh prefill of that text."""
+    pair = make_tiny_pair(draft="standalone")
+    run = Generation(pair, PROMPT, "tree:nodes=12,depth=4,topk=3", 30, SamplingConfig(temperature=1.0, seed=4))
+    kept_nodes = 0
+    for event in run.rounds():
+        ids = list(run.prompt_ids) + list(run.new_tokens)
+        lm = run.drafter.lm
+        assert lm.length <= len(ids) - 1
+        fresh = CachedLM(pair.draft)
+        fresh.reset()
+        fresh.forward(torch.tensor(ids[: lm.length]))
+        for a, b in zip(lm.cache.layers, fresh.cache.layers):
+            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+        kept_nodes += max(0, lm.length - (len(ids) - 1 - len(event.tree.get("path", []))))
+    assert kept_nodes > 0  # some accepted tree nodes were kept in the cache rather than run again
 
 
 VOCAB, DRAWS = 6, 1000  # sampling noise at 1000 draws: TV about 0.04 (measured 0.046 at 800; 0.02 at 4000)

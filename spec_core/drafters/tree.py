@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from spec_core.drafters.feature import FeatureDrafter
+from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.errors import SpecScopeError
 
 
@@ -124,6 +125,72 @@ def verification_inputs(tree: DraftTree, pending: int, prefix_len: int):
     return tokens, positions, visible
 
 
+class TreeBuilder:
+    """EAGLE-2's level-by-level growth, shared by the drafters: the nodes so far (old numbering), their log
+    values, and the breadth-first renumbering of the ``nodes`` most valuable ones at the end."""
+
+    def __init__(self, root_logq: torch.Tensor, topk: int):
+        top = root_logq.topk(topk)
+        self.tokens, self.parents, self.depths = top.indices.tolist(), [-1] * topk, [1] * topk
+        self.logv = top.values.tolist()  # Σ log q along the path
+        self.logp = top.values.tolist()  # log q of the node's token given its parent
+        self.frontier = list(range(topk))  # the last level's nodes
+        self.expanded: list[int] = []  # nodes whose draft states are cached, in cache order
+        self.kept: list[int] = []  # after :meth:`tree`: old index of each kept node, in its new order
+
+    def select(self, topk: int) -> list[int]:
+        """The last level's ``topk`` most valuable nodes: the next batch to expand."""
+        return sorted(self.frontier, key=lambda i: -self.logv[i])[:topk]
+
+    def visibility(self, selected: list[int]) -> torch.Tensor:
+        """``[m, E + m]``: which already expanded nodes (cache order) and which selected ones each selected node
+        sees — its own ancestors and itself (≤ K rows × ≤ D ancestors: structure, not math)."""
+        m, e = len(selected), len(self.expanded)
+        visible = torch.zeros(m, e + m, dtype=torch.bool)
+        for row, node in enumerate(selected):
+            ancestors = set(self.ancestors(node))
+            visible[row, :e] = torch.tensor([x in ancestors for x in self.expanded], dtype=torch.bool)
+            visible[row, e + row] = True
+        return visible
+
+    def grow(self, selected: list[int], child_logq: torch.Tensor, depth: int, topk: int) -> list[int]:
+        """Add the ``topk`` most likely children of each selected node (``child_logq`` ``[m, V]``); returns, per
+        new node, the row of ``selected`` it came from."""
+        self.expanded += selected
+        kids = child_logq.topk(topk, dim=-1)  # [m, K]
+        rows, self.frontier = [], []
+        for row, node in enumerate(selected):
+            for lq, tok in zip(kids.values[row].tolist(), kids.indices[row].tolist()):
+                self.frontier.append(len(self.tokens))
+                self.tokens.append(tok), self.parents.append(node), self.depths.append(depth)
+                self.logv.append(self.logv[node] + lq), self.logp.append(lq), rows.append(row)
+        return rows
+
+    def ancestors(self, node: int) -> list[int]:
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.parents[node]
+        return out
+
+    def tree(self, nodes: int) -> DraftTree:
+        """The ``nodes`` most valuable nodes (ancestors first on ties, plus any missing ancestor: only possible on
+        exact ties), renumbered breadth-first."""
+        order = sorted(range(len(self.tokens)), key=lambda i: (-self.logv[i], self.depths[i]))[:nodes]
+        closed = set(order)
+        for n in order:
+            closed.update(self.ancestors(n))
+        self.kept = sorted(closed, key=lambda i: (self.depths[i], -self.logv[i]))
+        index = {old: new for new, old in enumerate(self.kept)}
+        return DraftTree(
+            tokens=torch.tensor([self.tokens[i] for i in self.kept]),
+            parents=torch.tensor([index[self.parents[i]] if self.parents[i] >= 0 else -1 for i in self.kept]),
+            depths=torch.tensor([self.depths[i] for i in self.kept]),
+            draft_probs=torch.tensor([self.logp[i] for i in self.kept]).exp(),
+            values=torch.tensor([self.logv[i] for i in self.kept]).exp(),
+        )
+
+
 class FeatureTreeDrafter(FeatureDrafter):
     """EAGLE-2's dynamic tree on the EAGLE-style feature draft (:class:`~spec_core.drafters.feature.FeatureDrafter`).
 
@@ -143,80 +210,75 @@ class FeatureTreeDrafter(FeatureDrafter):
         out = self.draft(self.feats[first - 1 : length - 1][None], ids, past_key_values=self.cache)[0]  # [m, H]
         self.cached = length - 1
         chain = self.cache.get_seq_length()  # cached pairs: every later pair is a tree node
-        logq = torch.log_softmax(self.draft.logits(out[-1:]).float(), -1)[0]  # [V]
-        top = logq.topk(shape.topk)
-        tokens, parents, depths = top.indices.tolist(), [-1] * shape.topk, [1] * shape.topk
-        logv = top.values.tolist()  # log value = Σ log q along the path
-        logp = top.values.tolist()
+        grower = TreeBuilder(torch.log_softmax(self.draft.logits(out[-1:]).float(), -1)[0], shape.topk)
         node_feature = [out[-1]] * shape.topk  # the input feature of each node's pair: its parent's feature
-        expanded: list[int] = []  # nodes whose pairs are in the draft cache, in cache order
-        frontier = list(range(shape.topk))  # the last level's nodes
         for depth in range(2, shape.depth + 1):
             # 2. expand the most valuable nodes of the last level in one batched forward
-            selected = sorted(frontier, key=lambda i: -logv[i])[: shape.topk]
-            m = len(selected)
-            visible = torch.zeros(m, len(expanded) + m, dtype=torch.bool)  # which cached tree pairs each sees
-            for row, node in enumerate(selected):  # ≤ K rows × ≤ D ancestors: structure, not math
-                ancestors = set(self._ancestors(node, parents))
-                visible[row, : len(expanded)] = torch.tensor([e in ancestors for e in expanded], dtype=torch.bool)
-                visible[row, len(expanded) + row] = True
-            mask = attention_mask(visible, chain, self.draft.body, self.device)
-            positions = torch.full((1, m), chain + depth - 2, device=self.device)  # level d − 1 pairs
+            selected = grower.select(shape.topk)
+            mask = attention_mask(grower.visibility(selected), chain, self.draft.body, self.device)
+            positions = torch.full((1, len(selected)), chain + depth - 2, device=self.device)  # level d − 1 pairs
             feats = torch.stack([node_feature[i] for i in selected])[None]  # [1, m, H]
-            node_ids = torch.tensor([[tokens[i] for i in selected]], device=self.device)  # [1, m]
+            node_ids = torch.tensor([[grower.tokens[i] for i in selected]], device=self.device)  # [1, m]
             new = self.draft(feats, node_ids, past_key_values=self.cache, attention_mask=mask,
                              position_ids=positions)[0]  # fmt: skip  # [m, H]
-            expanded += selected
-            kids = torch.log_softmax(self.draft.logits(new).float(), -1).topk(shape.topk, dim=-1)  # [m, K]
-            frontier = []
-            for row, node in enumerate(selected):
-                for lq, tok in zip(kids.values[row].tolist(), kids.indices[row].tolist()):
-                    frontier.append(len(tokens))
-                    tokens.append(tok), parents.append(node), depths.append(depth)
-                    logv.append(logv[node] + lq), logp.append(lq), node_feature.append(new[row])
-        # 3. keep the most valuable nodes (ancestors first on ties), renumbered breadth-first
-        order = sorted(range(len(tokens)), key=lambda i: (-logv[i], depths[i]))[: shape.nodes]
-        kept = self._closed(set(order), parents)
-        kept = sorted(kept, key=lambda i: (depths[i], -logv[i]))
-        index = {old: new for new, old in enumerate(kept)}
-        return DraftTree(
-            tokens=torch.tensor([tokens[i] for i in kept]),
-            parents=torch.tensor([index[parents[i]] if parents[i] >= 0 else -1 for i in kept]),
-            depths=torch.tensor([depths[i] for i in kept]),
-            draft_probs=torch.tensor([logp[i] for i in kept]).exp(),
-            values=torch.tensor([logv[i] for i in kept]).exp(),
-        )
+            rows = grower.grow(selected, torch.log_softmax(self.draft.logits(new).float(), -1), depth, shape.topk)
+            node_feature += [new[row] for row in rows]
+        # 3. keep the most valuable nodes, renumbered breadth-first
+        return grower.tree(shape.nodes)
 
-    @staticmethod
-    def _ancestors(node: int, parents: list[int]) -> list[int]:
-        out = []
-        while node >= 0:
-            out.append(node)
-            node = parents[node]
-        return out
-
-    @classmethod
-    def _closed(cls, nodes: set[int], parents: list[int]) -> set[int]:
-        """``nodes`` plus any missing ancestors (only possible on exact ties of value)."""
-        closed = set(nodes)
-        for n in nodes:
-            closed.update(cls._ancestors(n, parents))
-        return closed
-
-    def commit_path(self, path_tokens: list[int], next_token: int, verified) -> None:
-        """After verification: the accepted path's tokens, the target's next token, and the target's output rows
-        at ``[pending, path...]``. The draft cache keeps only pairs built from verified features."""
+    def commit_path(self, path: list[int], path_tokens: list[int], next_token: int, verified) -> None:
+        """After verification: the accepted path (node indices) and its tokens, the target's next token, and the
+        target's output rows at ``[pending, path...]``. The draft cache keeps only pairs built from verified
+        features."""
         self.ids = self.ids[: self.round_start] + list(path_tokens)
         actual = self.cache.get_seq_length()
         self.cached = actual  # FeatureDrafter.commit crops everything past the verified pairs
         self.commit(len(path_tokens), next_token, verified)
 
 
-def make_tree_drafter(pair) -> FeatureTreeDrafter:
-    """The tree drafter of a pair: EAGLE-2's dynamic tree needs the feature draft."""
-    if pair.draft is None or pair.draft_design != "feature":
-        raise SpecScopeError(
-            f"tree drafting runs on an EAGLE-style feature draft; the pair {pair.name!r} has a "
-            f"{pair.draft_design!r} draft (use the embedded pair's default draft)"
-        )
-    return FeatureTreeDrafter(pair.draft)
+class StandaloneTreeDrafter(StandaloneDrafter):
+    """EAGLE-2's dynamic tree on a standalone draft LM (:class:`~spec_core.drafters.standalone.StandaloneDrafter`).
+
+    Each level's selected nodes run in one batched forward of the draft over its own KV cache, masked to their
+    ancestors, at the positions their depth gives. After verification the cache is compacted with a gather to the
+    verified text plus the accepted path's nodes that were expanded (their keys and values were computed with
+    exactly the accepted prefix in view), so the next round feeds only what is left.
+    """
+
+    @torch.inference_mode()
+    def propose_tree(self, shape: TreeShape) -> DraftTree | None:
+        """Draft a tree for the current round (the standalone draft can always condition on the text)."""
+        out = self.lm.forward(torch.tensor(self.ids[self.lm.length :]))  # the 1–2 verified tokens not yet cached
+        self.chain = self.lm.length  # every later cached position is a tree node
+        self.grower = grower = TreeBuilder(torch.log_softmax(out.logits[-1].float(), -1), shape.topk)
+        for depth in range(2, shape.depth + 1):
+            selected = grower.select(shape.topk)
+            mask = attention_mask(grower.visibility(selected), self.chain, self.lm.model, self.lm.device)
+            positions = torch.full((len(selected),), self.chain + depth - 2)  # nodes of level d − 1
+            new = self.lm.forward(torch.tensor([grower.tokens[i] for i in selected]), positions=positions, mask=mask)
+            grower.grow(selected, torch.log_softmax(new.logits.float(), -1), depth, shape.topk)
+        return grower.tree(shape.nodes)
+
+    def commit_path(self, path: list[int], path_tokens: list[int], next_token: int, verified) -> None:
+        """Keep the verified text and the accepted path's expanded nodes (a gather); the rest is fed next round."""
+        cached = {node: self.chain + k for k, node in enumerate(self.grower.expanded)}
+        kept_path = []
+        for node in (self.grower.kept[n] for n in path):  # old numbering; the expanded ones form a prefix
+            if node not in cached:
+                break
+            kept_path.append(cached[node])
+        self.lm.gather(torch.cat([torch.arange(self.chain), torch.tensor(kept_path, dtype=torch.long)]))
+        self.ids = self.ids[: self.round_start] + list(path_tokens) + [next_token]
+        self.round_start = len(self.ids)
+
+
+def make_tree_drafter(pair) -> FeatureTreeDrafter | StandaloneTreeDrafter:
+    """The tree drafter of a pair: EAGLE-2's dynamic tree on the feature draft, or on a standalone draft LM."""
+    if pair.draft is not None and pair.draft_design == "feature":
+        return FeatureTreeDrafter(pair.draft)
+    if pair.draft is not None and pair.draft_design == "standalone":
+        return StandaloneTreeDrafter(pair.draft)
+    raise SpecScopeError(
+        f"tree drafting needs a feature or a standalone draft; the pair {pair.name!r} has a {pair.draft_design!r} "
+        "draft"
+    )
