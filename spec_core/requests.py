@@ -141,6 +141,42 @@ def parse_live_request(
     )
 
 
+@dataclass(frozen=True)
+class AnalyzerRequest:
+    """A "Run prompt set" click of the analyzer tab."""
+
+    source: str  # the prompt set's path (an uploaded file, checked, or one of the project's sets)
+    spec: MethodSpec
+    n_prompts: int
+    max_new_tokens: int
+    sampling: SamplingConfig
+    pair_name: str
+    precision: str
+
+
+def parse_analyzer_request(
+    prompt_set: Any, upload: Any, method: Any, n_prompts: Any, max_new_tokens: Any, temperature: Any, top_p: Any,
+    seed: Any, pair_name: Any, precision: Any, *, pairs: Sequence[str], prompt_sets: Sequence[str], root, max_new: int,
+) -> AnalyzerRequest:  # fmt: skip
+    from spec_core.guards import check_upload
+
+    if upload:
+        source = str(check_upload(upload, "the uploaded prompt set"))
+    elif prompt_set:
+        source = str(root / parse_choice(prompt_set, "prompt set", prompt_sets))
+    else:
+        raise SpecScopeError("no prompt set: upload a JSONL file (id, category, prompt per line)")
+    return AnalyzerRequest(
+        source=source,
+        spec=parse_live_method(method),
+        n_prompts=parse_int(n_prompts, "prompts to run", 1, 10_000),
+        max_new_tokens=parse_int(max_new_tokens, "max new tokens", 1, max_new),
+        sampling=parse_sampling(temperature, top_p, seed),
+        pair_name=parse_choice(pair_name, "model pair", pairs),
+        precision=parse_choice(precision, "precision", PRECISIONS),
+    )
+
+
 def parse_generate_request(
     prompt: Any, method: Any, max_new_tokens: Any, temperature: Any, seed: Any
 ) -> GenerateRequest:

@@ -31,7 +31,15 @@ def tiny_pair(noise: float = 0.05):
     with torch.no_grad():
         for p in draft.model.layers[-1].parameters():
             p.add_(noise * torch.randn_like(p))
-    return ModelPair("tiny", target, draft, "standalone", tokenizer, torch.device("cpu"), torch.float32)
+    pair = ModelPair("tiny", target, draft, "standalone", tokenizer, torch.device("cpu"), torch.float32)
+    # PACER is in the live tab's default trio: give the tiny draft an untrained pre-verifier (seeded), as
+    # `PacerLength.build` would cache a trained one (a random pair has nothing to train it on)
+    from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
+    from spec_core.policies.pacer import HEAD_KEY
+
+    torch.manual_seed(0)
+    pair.extras[HEAD_KEY] = (PreVerifier(PreVerifierConfig(hidden_size=config.hidden_size)).eval(), "tiny-untrained")
+    return pair
 
 
 MIXED = {"temperature": 1.0, "seed": 1}  # sampling that gives accepted, rejected, recovered and bonus tokens

@@ -247,3 +247,32 @@ def test_with_frontier_and_interleave():
     assert row["acceptance_vs_lossless"] == pytest.approx(1.5)
     items = load_items("eval", per_task=2)
     assert [i.task for i in pareto.interleave(items)] == list(TASKS) * 2
+
+
+def test_shipped_sweeps_load_into_the_analyzer_panel(tmp_path):
+    """The analyzer's Pareto panel: every shipped sweep reads, with the frontier and a sentence; bad CSVs are
+    clear errors."""
+    from spec_core.analysis.pareto import read_sweep, shipped_sweeps
+    from visuals.diversed import sweep_view
+
+    sweeps = shipped_sweeps()
+    assert {"temperature 0", "temperature 1"} <= set(sweeps)
+    for path in sweeps.values():
+        df = read_sweep(path)
+        assert {"frontier_quality", "above_frontier"} <= set(df.columns)
+        text, fig = sweep_view(df)
+        assert "static frontier" in text and "Target alone" in text and "DIVERSED" in text
+        assert any(t.name == "static W (frontier)" for t in fig.data)
+    rows = "method,param,acceptance_rate,quality\nstatic,0,1.0,0.0\nstatic,1,0.2,0.5\ndiversed,,0.6,0.4\n"
+    (tmp_path / "mine.csv").write_text(rows)
+    mine = read_sweep(tmp_path / "mine.csv")
+    assert mine.loc[mine["method"] == "diversed", "frontier_quality"].iloc[0] == pytest.approx(0.25)
+    assert "above the static frontier" in sweep_view(mine)[0]
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(SpecScopeError, match="missing column"):
+        read_sweep(tmp_path / "bad.csv")
+    (tmp_path / "one.csv").write_text("method,param,acceptance_rate,quality\nstatic,0,1.0,0.0\n")
+    with pytest.raises(SpecScopeError, match="two static"):
+        read_sweep(tmp_path / "one.csv")
+    with pytest.raises(SpecScopeError, match="could not read"):
+        read_sweep(tmp_path / "absent.csv")

@@ -134,6 +134,25 @@ def test_top_p_outside_0_1_is_refused():
             requests.parse_sampling(0.7, top_p, 0)
 
 
+def test_analyzer_requests_are_parsed_at_the_edge(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    common = dict(pairs=["embedded"], prompt_sets=["prompts/specscope.jsonl"], root=root, max_new=512)
+    ok = requests.parse_analyzer_request("prompts/specscope.jsonl", None, "pacer", 3, 64, 0.0, 1.0, 0, "embedded",
+                                         "bfloat16", **common)  # fmt: skip
+    assert (ok.spec.name, ok.n_prompts, ok.max_new_tokens) == ("pacer", 3, 64) and ok.source.endswith("specscope.jsonl")
+    upload = tmp_path / "mine.jsonl"
+    upload.write_text('{"id": "a", "category": "chat", "prompt": "hi"}\n')
+    assert requests.parse_analyzer_request(None, str(upload), "ar", 1, 8, 0, 1, 0, "embedded", "float32",
+                                           **common).source == str(upload)  # fmt: skip
+    bad = [((None, None, "ar", 1, 8), "no prompt set"), (("../etc/passwd", None, "ar", 1, 8), "prompt set"),
+           (("prompts/specscope.jsonl", None, "nope", 1, 8), "nope"),
+           (("prompts/specscope.jsonl", None, "ar", 0, 8), "prompts to run"),
+           (("prompts/specscope.jsonl", None, "ar", 1, 10_000), "max new tokens")]  # fmt: skip
+    for head, message in bad:
+        with pytest.raises(SpecScopeError, match=message):
+            requests.parse_analyzer_request(*head, 0.0, 1.0, 0, "embedded", "bfloat16", **common)
+
+
 def test_text_and_upload_guards(tmp_path):
     assert guards.check_text("héllo 👋") == "héllo 👋"
     with pytest.raises(SpecScopeError, match="not valid UTF-8"):

@@ -330,3 +330,28 @@ def test_lane_parts_of_an_error_lane_and_empty_slots():
     assert "spec-error" in parts[2] and "unknown method" in parts[2] and parts[1] == ""
     assert 'data-method="ar"' in parts[4] and parts[6:] == list(live_page.EMPTY_LANE)
     assert live_page.step_lanes(frame_with({"ar": AR, "fixed:4": LANE})) == ["fixed:4", "ar"]
+
+
+def test_hovers_and_step_through_show_what_the_method_parts_said():
+    """PACER's â and an ensemble verifier's w_t, ν(x) reach the token hover and the step-through's table."""
+    blocks = [{"predicted": [0.7], "mean": 0.7, "threshold": 0.6, "decision": "pass"},
+              {"predicted": [0.4], "mean": 0.4, "threshold": 0.66, "decision": "stop"}]  # fmt: skip
+    e = ev(0, ["The", " sky"], 1, " blue", method="pacer+diversed",
+           policy_trace={"blocks": blocks, "predicted": [0.7, 0.4]},
+           verifier_trace={"w": [0.9, 0.2], "nu_x": [0.31, 0.05]})  # fmt: skip
+    spans = tokens.token_spans([e])
+    first = tokens.span_html(spans[0])
+    assert "â = 0.700" in first and "w_t = 0.900" in first and "ν(x) = 0.310" in first
+    assert "â = 0.400" in tokens.span_html(spans[1]) and "w_t = 0.200" in tokens.span_html(spans[1])
+    assert spans[2].notes == ()  # the target's own token: nothing drafted, nothing predicted
+    plain = tokens.token_spans([ev(0, ["a"], 1, "b")])[0]
+    assert plain.notes == () and "â" not in tokens.span_html(plain)
+
+    draft_step = stepthrough.round_step_html(e, "draft")
+    assert "â (PACER)" in draft_step and "0.700" in draft_step and "w_t" in draft_step
+    assert "block 1: mean predicted 0.70 vs threshold 0.60" in draft_step
+    assert "kept 1 of 2" not in draft_step  # the outcome is for the accept step
+    assert ">0.900<" not in draft_step  # w_t needs the target's pass: "?" while drafting
+    verify_step = stepthrough.round_step_html(e, "verify")
+    assert ">0.900<" in verify_step and ">0.310<" in verify_step
+    assert "â (PACER)" not in stepthrough.round_step_html(ev(0, ["a"], 1, "b"), "draft")

@@ -112,6 +112,40 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
     return fig
 
 
+def sweep_summary(df: pd.DataFrame) -> str:
+    """A sentence a student can follow on one sweep: how far the draft alone and the target alone are apart,
+    and where DIVERSED sits against the static frontier."""
+
+    def row(method: str, param: str | None = None):
+        rows = df[(df["method"] == method) & ((df["param"].astype(str) == param) if param is not None else True)]
+        return rows.iloc[0] if len(rows) else None
+
+    items = f" on {int(df['items'].iloc[0])} eval items per configuration" if "items" in df.columns else ""
+    parts = [f"Each point is one verifier{items}: further right keeps more drafts (faster), higher keeps more "
+             "quality. The blue line is the static ensemble ν = W·p + (1 − W)·q from W = 0 (the draft alone) to "
+             "W = 1 (the target alone); a learned verifier is only worth training if it lands above that line."]  # fmt: skip
+    lossless, draft = row("lossless"), row("static", "0")
+    if lossless is not None and draft is not None:
+        parts.append(f"Target alone: quality {lossless['quality']:.3f} at acceptance {lossless['acceptance_rate']:.3f}; "
+                     f"draft alone: quality {draft['quality']:.3f}.")  # fmt: skip
+    div = row("diversed")
+    if div is not None:
+        frontier = float(div["frontier_quality"])  # the static sweep at DIVERSED's acceptance (read_sweep)
+        where = ("above" if div["quality"] > frontier + 1e-9 else "below" if div["quality"] < frontier - 1e-9
+                 else "on")  # fmt: skip
+        ratio = (
+            f" ({div['acceptance_rate'] / lossless['acceptance_rate']:.2f}× lossless)" if lossless is not None else ""
+        )
+        parts.append(f"DIVERSED: acceptance {div['acceptance_rate']:.3f}{ratio}, quality {div['quality']:.3f} — "
+                     f"{where} the static frontier ({frontier:.3f} at that acceptance).")  # fmt: skip
+    return " ".join(parts)
+
+
+def sweep_view(df: pd.DataFrame) -> list:
+    """[the sentence, the figure] for one checked sweep (``spec_core.analysis.pareto.read_sweep``)."""
+    return [sweep_summary(df), pareto_figure(df)]
+
+
 def _static(t: float) -> str:
     if t == 0:
         return (
@@ -158,4 +192,4 @@ register_view(
     )
 )
 
-__all__ = ["ensemble_weights_figure", "pareto_figure", "weight_points"]
+__all__ = ["ensemble_weights_figure", "pareto_figure", "sweep_summary", "sweep_view", "weight_points"]

@@ -22,6 +22,16 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("heuristic", "transformers' schedule: the window grows by 2 after a round where every draft passed, "
                   "shrinks by 1 otherwise."),
     ("confidence:T", "draft while the draft model's own probability of its token stays above T."),
+    ("pacer", "PACER: the draft drafts a block at a time; a small trained pre-verifier predicts how likely each "
+              "drafted token is to be kept, and drafting stops when the block's mean falls under a threshold "
+              "that grows by ρ after every block that passes."),
+    ("static:W · lenient:L", "lossy verifiers: static checks drafts against a fixed mix ν = W·p + (1 − W)·q of "
+                             "target and draft; lenient accepts with min(1, p / (L·q)). They keep more drafts "
+                             "and give up exactness."),
+    ("diversed", "DIVERSED: like static, but a trained head chooses the mixing weight w_t for each drafted "
+                 "token from both models' hidden states (w_t = 1 is lossless at that token)."),
+    ("tree", "a token tree (EAGLE-2): the draft proposes several candidates per position; one target pass "
+             "checks every branch at once and the longest branch the target agrees with is kept."),
     ("block:LOSS", "a block drafter proposes a whole block in one forward pass (DFlash); LOSS is how it was "
                    "trained: uniform, decay (DFlash's) or dpace (D-PACE, weights on the positions the verifier "
                    "is likely to reach)."),
@@ -29,9 +39,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                  "a draft iff it is the target's top token)."),
     ("embedded", "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
                  "trained draft; it runs offline on a CPU."),
-    ("bfloat16 · float32", "precision: bfloat16 is fast (verifying k tokens costs about one step) but a k-token "
-                           "pass rounds differently from a 1-token step, so near-ties can flip; float32 is "
-                           "exact and slower."),
+    ("bfloat16 · float32", "precision: bfloat16 moves half the bytes of float32, but a k-token pass rounds "
+                           "differently from a 1-token step, so near-ties can flip; float32 is exact and, for "
+                           "one token at a time, slower."),
     ("speedup, measured · predicted", "measured: this lane's tokens/s over ar's, each on its own clock; "
                                       "predicted: the cost model's speedup at this lane's τ with this run's "
                                       "median forward costs."),
@@ -43,6 +53,11 @@ FAMILIES = {
     "heuristic": "an adaptive window (+2 / −1)",
     "confidence": "drafts while the draft is confident",
     "block": "a parallel block drafter",
+    "pacer": "adaptive length from a trained pre-verifier (PACER)",
+    "static": "lossy: verified against a fixed target/draft mix",
+    "lenient": "lossy: a lenient acceptance test",
+    "diversed": "lossy: a trained per-token target/draft mix (DIVERSED)",
+    "tree": "a token tree verified in one pass",
 }
 
 

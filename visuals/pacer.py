@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from spec_core.types import RoundEvent
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO, series_style
-from visuals.views import View, method_heads, register_rule, register_view
+from visuals.views import View, method_heads, register_round_note, register_rule, register_view
 
 DECISION_STYLE = {  # decision → (colour, marker, label)
     "pass": (OKABE_ITO["green"], "circle", "passed: draft the next block"),
@@ -129,8 +129,9 @@ def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
     return fig
 
 
-def round_text(event: RoundEvent) -> str:
-    """One PACER round, block by block, in words (for a step-through; empty for other methods)."""
+def round_text(event: RoundEvent, outcome: bool = True) -> str:
+    """One PACER round, block by block, in words (for a step-through; empty for other methods); ``outcome``
+    adds what the target kept (a step-through's draft step leaves it out)."""
     blocks = event.policy_trace.get("blocks", ())
     if not blocks:
         return ""
@@ -143,7 +144,8 @@ def round_text(event: RoundEvent) -> str:
             "budget": "— no tokens left in the budget",
         }[b["decision"]]
         parts.append(f"block {k + 1}: mean predicted {b['mean']:.2f} vs threshold {b['threshold']:.2f} {verdict}")
-    return "; ".join(parts) + f". The target kept {event.accepted} of {event.draft_len}."
+    kept = f" The target kept {event.accepted} of {event.draft_len}." if outcome else ""
+    return "; ".join(parts) + "." + kept
 
 
 def _rule(temperature: float) -> str:
@@ -156,6 +158,7 @@ def _rule(temperature: float) -> str:
 
 
 register_rule("pacer", _rule, kind="policy")
+register_round_note(lambda e: f"PACER, block by block: {text}" if (text := round_text(e, outcome=False)) else "")
 register_view(
     View(
         "pacer_threshold",

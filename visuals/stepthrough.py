@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from spec_core.types import RoundEvent
 from visuals.style import TOKEN_STYLE, tint
 from visuals.tokens import TokenSpan, span_html
-from visuals.views import explain
+from visuals.views import explain, round_notes
 
 STEPS = ("draft", "verify", "accept", "emit")
 STEP_TITLES = {
@@ -32,10 +32,23 @@ def _piece(text: str) -> str:
     return html.escape(repr(text))
 
 
+def _part_columns(event: RoundEvent) -> list[tuple[str, Sequence[float], int]]:
+    """(header, per-token values, first step shown) for what the method's own parts computed: PACER's â while
+    drafting, an ensemble verifier's w_t and ν(x) once the target has run."""
+    columns = []
+    if event.policy_trace.get("predicted"):
+        columns.append(("â (PACER)", event.policy_trace["predicted"], 0))
+    if event.verifier_trace.get("w"):
+        columns.append(("w_t", event.verifier_trace["w"], 1))
+        columns.append(("ν(x)", event.verifier_trace.get("nu_x", ()), 1))
+    return columns
+
+
 def _row_cells(event: RoundEvent, i: int, step: int) -> list[str]:
     """One drafted token's row; after the first rejection a draft is *discarded*, as in the lane's hover: its
     acceptance probability was computed (one pass scores every position) but never used, so it shows "–"."""
     cells = [str(i + 1), _piece(event.draft_pieces[i]), _fmt(event.draft_probs, i)]
+    cells += [_fmt(values, i) if step >= first else "?" for _, values, first in _part_columns(event)]
     cells.append(_fmt(event.target_probs, i) if step >= 1 else "?")
     if step >= 2:
         discarded = i > event.accepted
@@ -63,7 +76,9 @@ def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0
     else:
         why = f" (stopped: {html.escape(event.stop_reason)})" if event.stop_reason else ""
         parts.append(f"<p>{event.draft_len} tokens drafted{why} after {event.context_len} tokens of context.</p>")
-        head = ["#", "draft token", "q(x) draft", "p(x) target"] + (["accept prob.", "verdict"] if k >= 2 else [])
+        parts += [f'<p class="spec-note">{html.escape(text)}</p>' for text in round_notes(event)]
+        head = ["#", "draft token", "q(x) draft", *(h for h, _, _ in _part_columns(event)), "p(x) target"]
+        head += ["accept prob.", "verdict"] if k >= 2 else []
         rows = ["<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
         for i in range(event.draft_len):
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in _row_cells(event, i, k)) + "</tr>")
@@ -98,3 +113,11 @@ def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0
     )
     parts.append("</div>")
     return "".join(parts)
+
+
+def frame_card(frame, lane: str | None, round_index: int | float, step: int | str) -> str:
+    """The step-through card for round ``round_index`` of ``lane`` in a live frame (or what to do first)."""
+    if frame is None or not lane or not frame.lanes.get(lane):
+        return "<p>Generate something first, then pick a method and a round.</p>"
+    events = frame.lanes[lane]
+    return round_step_html(events[min(int(round_index), len(events) - 1)], step, frame.temperature)

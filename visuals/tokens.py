@@ -35,6 +35,7 @@ class TokenSpan:
     q: float | None = None  # draft probability of the token (drafted tokens only)
     accept_prob: float | None = None  # probability the verifier accepted it (up to the first rejection only)
     discarded: bool = False  # a draft after the round's first rejection: never checked on its own
+    notes: tuple[str, ...] = ()  # what a method's own parts said of this token (PACER's â, DIVERSED's w_t, ν(x))
 
     @property
     def emitted(self) -> bool:
@@ -45,12 +46,26 @@ def _at(values: Sequence[float], i: int) -> float | None:
     return float(values[i]) if i < len(values) else None
 
 
+def _part_notes(e: RoundEvent, i: int) -> tuple[str, ...]:
+    """Hover lines from the round's policy and verifier traces for drafted token ``i``, where they carry one."""
+    notes = []
+    predicted = _at(e.policy_trace.get("predicted", ()), i)
+    if predicted is not None:  # PACER's pre-verifier (arXiv 2602.01274)
+        notes.append(f"PACER's pre-verifier predicted acceptance â = {predicted:.3f}")
+    w, nu = _at(e.verifier_trace.get("w", ()), i), _at(e.verifier_trace.get("nu_x", ()), i)
+    if w is not None:  # an ensemble verifier (static:W, DIVERSED's trained w_t, arXiv 2604.07622)
+        notes.append(f"w_t = {w:.3f} (the target's weight in ν = w·p + (1 − w)·q)"
+                     + (f"   ν(x) = {nu:.3f}" if nu is not None else ""))  # fmt: skip
+    return tuple(notes)
+
+
 def _draft_span(e: RoundEvent, i: int, kind: str) -> TokenSpan:
-    """The i-th drafted token of round ``e`` with its p, q and (up to the first rejection) acceptance probability."""
+    """The i-th drafted token of round ``e`` with its p, q, (up to the first rejection) acceptance probability and
+    what the method's own parts said of it."""
     discarded = i > e.accepted
     accept = None if discarded else _at(e.accept_probs, i)
     return TokenSpan(e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), accept,
-                     discarded)  # fmt: skip
+                     discarded, _part_notes(e, i))  # fmt: skip
 
 
 def token_spans(events: Sequence[RoundEvent]) -> list[TokenSpan]:
@@ -96,6 +111,7 @@ def _hover(span: TokenSpan) -> str:
         lines.append(f"p(x) = {span.p:.3f} (the target's probability of its own token)")
     if span.accept_prob is not None:
         lines.append(f"acceptance probability = {span.accept_prob:.3f}")
+    lines += span.notes
     if is_special(span.text):
         lines.append("a special token: the model's end of text")
     return "\n".join(lines)

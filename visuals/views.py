@@ -112,6 +112,21 @@ def build_for_round(view: View, lanes: Lanes, method: str, round_index: int) -> 
     return builder({method: lanes[method]}, round_index)
 
 
+ROUND_NOTES: list[Callable[[RoundEvent], str]] = []  # event → a sentence on what a method's parts did this round
+
+
+def register_round_note(note: Callable[[RoundEvent], str]) -> None:
+    """Add a sentence-maker for the step-through (it returns "" for rounds it has nothing to say about)."""
+    if note not in ROUND_NOTES:
+        ROUND_NOTES.append(note)
+
+
+def round_notes(event: RoundEvent) -> list[str]:
+    """What each registered method part said of this round (PACER's blocks, ...), non-empty sentences only."""
+    _load_plugins()
+    return [text for note in ROUND_NOTES if (text := note(event))]
+
+
 def explain(method: str, temperature: float) -> str:
     """The rule in force for a method, in a few sentences (its verifier's, then any policy note)."""
     _load_plugins()

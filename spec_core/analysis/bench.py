@@ -30,6 +30,14 @@ COLUMNS = [
 ]  # fmt: skip
 
 
+def prompt_sets(root: Path) -> list[str]:
+    """The prompt sets under ``root/prompts`` (paths relative to ``root``), the project's own first."""
+    folder = root / "prompts"
+    first = [p for p in (folder / "specscope.jsonl", folder / "examples.jsonl") if p.exists()]
+    rest = sorted(p for p in folder.glob("*.jsonl") if p not in first) if folder.exists() else []
+    return [str(p.relative_to(root)) for p in first + rest]
+
+
 def load_prompts(path: str | Path) -> list[dict]:
     """Read a JSON-lines prompt file (``id``, ``category``, ``prompt`` per line)."""
     rows = []

@@ -122,6 +122,35 @@ def run_item(pair, method: str, item, temperature: float, seed: int) -> dict:
     }  # fmt: skip
 
 
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "results"  # measured sweeps the app shows
+REQUIRED = ("method", "param", "acceptance_rate", "quality")
+
+
+def shipped_sweeps(directory: Path = RESULTS_DIR) -> dict[str, Path]:
+    """The measured sweeps shipped with the app (``pareto_t<T>.csv``), labelled by temperature."""
+    found = sorted(directory.glob("pareto_t*.csv"))
+    return {f"temperature {p.stem.removeprefix('pareto_t')}": p for p in found}
+
+
+def read_sweep(path: str | Path) -> pd.DataFrame:
+    """A ``pareto`` CSV, checked: the required columns, numbers where numbers belong, a static sweep to compare
+    with; the frontier columns are (re)computed."""
+    try:
+        df = pd.read_csv(path, dtype={"param": str}, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.ParserError) as e:
+        raise SpecScopeError(f"could not read the sweep {Path(str(path)).name}: {e}") from e
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise SpecScopeError(f"not a pareto table: missing column(s) {', '.join(missing)} "
+                             "(write one with `python -m spec_core pareto --out FILE.csv`)")  # fmt: skip
+    for column in ("acceptance_rate", "quality"):
+        df[column] = pd.to_numeric(df[column], errors="coerce")
+    df = df.dropna(subset=["acceptance_rate", "quality"])
+    if (df["method"] == "static").sum() < 2:
+        raise SpecScopeError("the sweep needs at least two static:W rows to draw the frontier")
+    return with_frontier(df)
+
+
 def interpolate_frontier(static: pd.DataFrame, acceptance: float) -> float:
     """Quality of the static frontier at ``acceptance``, linear between sweep points (NaN outside the sweep)."""
     pts = static.sort_values("acceptance_rate")
