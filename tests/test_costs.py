@@ -44,3 +44,16 @@ def test_acceptance_needed_inverts_the_speedup_model():
     slower = acceptance_needed(costs, "d", speedup=1.5, tau=3.0, windows=(2, 4, 6), overhead_ms=10.0)
     assert (slower["alpha_for_1.5x"] > need["alpha_for_1.5x"]).all()
     assert np.isnan(acceptance_needed(costs, "d", speedup=10.0)["alpha_for_10x"]).all()
+
+
+def test_predicted_ms_counts_a_tree_round_by_its_nodes_and_levels():
+    from types import SimpleNamespace
+
+    from spec_core.analysis.costs import predicted_ms, round_shape
+
+    chain = SimpleNamespace(draft_len=3, tree={})
+    plain = SimpleNamespace(draft_len=0, tree={})
+    tree = SimpleNamespace(draft_len=2, tree={"tokens": list(range(12)), "depths": [1] * 4 + [2] * 4 + [3] * 4})
+    assert (round_shape(chain), round_shape(plain), round_shape(tree)) == ((4, 3), (1, 0), (13, 3))
+    costs = _table({1: 10.0, 4: 16.0, 16: 40.0}, 2.0)
+    assert predicted_ms([chain, plain, tree], costs, "d") == pytest.approx(16 + 3 * 2 + 10 + 34 + 3 * 2)

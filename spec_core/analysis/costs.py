@@ -1,7 +1,7 @@
 """Forward costs of the target and of each draft design, measured side by side in one process.
 
-Reports milliseconds per call (median over repeats, after a warm-up) for a target forward over 1, 2, 4, 8 and
-16 new tokens on a cached context, and for one draft step of each design (what a drafted token costs), with the
+Reports milliseconds per call (median over repeats, after a warm-up) for a target forward over 1, 2, 4, 8, 16 and
+32 new tokens on a cached context, and for one draft step of each design (what a drafted token costs), with the
 ratio draft step / one-token target forward — the c in the usual speedup estimate (Leviathan et al. 2023).
 
 From those costs, :func:`acceptance_needed` answers the inverse question: the per-token acceptance α a fixed window
@@ -25,6 +25,7 @@ from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
+WIDTHS = (1, 2, 4, 8, 16, 32)  # target forward widths timed (a token tree verifies 25 by default)
 GREEDY = SamplingConfig()
 
 
@@ -57,7 +58,7 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, c
         target.forward(torch.tensor(ids[:n]))
         target.crop(context)
 
-    for n in (1, 2, 4, 8, 16):
+    for n in WIDTHS:
         rows.append({"what": "target forward", "tokens": n, "ms": median_ms(lambda n=n: target_call(n), repeats)})
     base = rows[0]["ms"]
     for name, draft in drafts.items():
@@ -123,13 +124,21 @@ def target_ms(costs: pd.DataFrame, width: int | np.ndarray) -> np.ndarray:
     return np.interp(width, target["tokens"], target["ms"])
 
 
+def round_shape(event) -> tuple[int, int]:
+    """(tokens in the round's target forward, draft forwards): a chain of γ drafts is (γ + 1, γ), plain decoding
+    (1, 0); a token tree of N nodes and depth D is (N + 1, D) — one batched draft forward per level."""
+    nodes = event.tree.get("tokens", ()) if event.tree else ()
+    if len(nodes):
+        return len(nodes) + 1, max(event.tree.get("depths", (1,)))
+    return (event.draft_len + 1, event.draft_len) if event.draft_len else (1, 0)
+
+
 def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
-    """The cost model's time for these rounds: per round, a target forward over γ + 1 tokens and γ draft steps
-    (plain decoding: one one-token forward). Nothing for the engine's own work."""
-    gammas = np.array([e.draft_len for e in events])
-    widths = np.where(gammas > 0, gammas + 1, 1)
-    step = float(costs.loc[costs["what"] == f"draft step ({draft})", "ms"].iloc[0]) if (gammas > 0).any() else 0.0
-    return float(target_ms(costs, widths).sum() + gammas.sum() * step)
+    """The cost model's time for these rounds: per round, one target forward over its width and its draft
+    forwards at one draft step each (:func:`round_shape`). Nothing for the engine's own work."""
+    widths, steps = np.array([round_shape(e) for e in events]).reshape(-1, 2).T
+    step = float(costs.loc[costs["what"] == f"draft step ({draft})", "ms"].iloc[0]) if steps.any() else 0.0
+    return float(target_ms(costs, widths).sum() + steps.sum() * step)
 
 
 def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], methods: list[str],
