@@ -1,13 +1,10 @@
 """SpecScope: watch speculative decoding work — live side by side, token by token, round by round.
 
-Wiring only (STYLE.md §6): requests are parsed where they enter (:mod:`spec_core.requests`); the live run and
-its frames are :mod:`spec_core.live`; the analyzer's records, tables and downloads are
-:mod:`spec_core.analysis.records`; :mod:`visuals` turns frames and events into HTML and plotly figures. This
-file lays out the Gradio Blocks, one small function per tab, and routes values between them. No model is
-loaded at import time: the pair is loaded on first use, warmed up and cached (:func:`get_pair`);
-``build_demo(pair_loader=...)`` lets tests inject a tiny pair.
-
-Run: ``python app.py`` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT).
+Wiring only (STYLE.md §6): requests are parsed at the edge (:mod:`spec_core.requests`), live runs are
+:mod:`spec_core.live`, the analyzer's records :mod:`spec_core.analysis.records`, and :mod:`visuals` makes the HTML
+and plotly figures; this file lays out the Gradio Blocks, one small function per tab. No model loads at import:
+the pair is loaded on first use, warmed up and cached (:func:`get_pair`); ``build_demo(pair_loader=...)`` lets
+tests inject a tiny pair. Run: ``python app.py`` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT).
 """
 
 from __future__ import annotations
@@ -23,67 +20,46 @@ from typing import Any
 import gradio as gr
 
 from spec_core import guards, live, requests
+from spec_core.analysis import pareto
 from spec_core.analysis import records as rec
-from spec_core.analysis.bench import load_prompts
+from spec_core.analysis.bench import load_prompts, prompt_sets
 from spec_core.errors import SpecScopeError
-from spec_core.methods import known_methods
-from visuals import live_page, stepthrough, tokens, views
+from visuals import diversed as diversed_view
+from visuals import live_page, menus, playground, stepthrough, tokens, views
 from visuals.glossary import glossary_html
-from visuals.style import token_css
+from visuals.menus import EXAMPLES, live_method_choices
 
 ROOT = Path(__file__).resolve().parent
 CSS_PATH = ROOT / "assets" / "app.css"
-PROMPTS_DIR = ROOT / "prompts"
-DEFAULT_METHODS = ("heuristic", "fixed:4", "ar")  # best adaptive policy available · fixed window · plain decoding
+DEFAULT_METHODS = ("pacer", "fixed:4", "ar")  # PACER (adaptive, trained) · fixed window · plain decoding
 N_LANES = 3  # methods side by side
 N_VIEW_SLOTS = 8  # figure slots filled from the view registry (visuals.views), generic views first
 UI_MAX_NEW_TOKENS = 512
 STEP_DELAY_S = 1.2  # pause between the steps of a slow replay
-EXAMPLES = [
-    ["Explain in three sentences why the sky is blue.", "heuristic", "fixed:4", "ar"],
-    ["Write a Python function that checks whether a number is prime.", "heuristic", "fixed:2", "ar"],
-    ["List five fruits, one per line.", "confidence:0.4", "fixed:4", "ar"],
-    ["What is the capital of France? Answer in one word.", "heuristic", "fixed:6", "ar"],
-]
 
 PairLoader = live.PairLoader  # (pair name, precision) → spec_core.models.ModelPair
 get_pair = live.warm_pair  # the default loader: load once, warm up, cache
 pair_choices = requests.offered_pairs
 
-
-def live_method_choices() -> list[str]:
-    """Every engine method the live tab can run (peers, which run transformers' own generate, are bench-only)."""
-    return [m for m in known_methods() if not m.startswith("hf-")]
-
-
-def prompt_files() -> list[str]:
-    """The project's prompt sets, its own first."""
-    first = [p for p in (PROMPTS_DIR / "specscope.jsonl", PROMPTS_DIR / "examples.jsonl") if p.exists()]
-    rest = sorted(p for p in PROMPTS_DIR.glob("*.jsonl") if p not in first) if PROMPTS_DIR.exists() else []
-    return [str(p.relative_to(ROOT)) for p in first + rest]
+prompt_files = functools.partial(prompt_sets, ROOT)  # the project's prompt sets (paths relative to ROOT)
 
 
 def ui_errors(fn: Callable) -> Callable:
     """Turn :class:`SpecScopeError` (bad input, an unavailable model) into a ``gr.Error`` the page shows."""
-    if inspect.isgeneratorfunction(fn):
 
-        @functools.wraps(fn)
-        def stream(*args, **kwargs):
-            try:
-                yield from fn(*args, **kwargs)
-            except SpecScopeError as err:
-                raise gr.Error(str(err)) from err
+    def stream(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except SpecScopeError as err:
+            raise gr.Error(str(err)) from err
 
-        return stream
-
-    @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except SpecScopeError as err:
             raise gr.Error(str(err)) from err
 
-    return call
+    return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
 
 
 def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
@@ -145,7 +121,7 @@ def live_tab(pairs: list[str]) -> LiveTab:
     with gr.Row():
         boxes = [gr.Dropdown([*methods, requests.NONE_METHOD], value=DEFAULT_METHODS[i], label=f"Method {'ABC'[i]}",
                              allow_custom_value=True, elem_id=f"method-{i}",
-                             info="e.g. fixed:K, heuristic, confidence:T, block:dpace, ar")
+                             info="e.g. pacer, fixed:K, heuristic, fixed:4+diversed, static:W, tree, block:dpace, ar")
                  for i in range(N_LANES)]  # fmt: skip
     with gr.Accordion("Settings", open=False), gr.Row():
         settings = [
@@ -203,11 +179,7 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
         [tab.state, tab.show_rejected], tab.lanes, api_visibility="private", show_progress="hidden",
     )  # fmt: skip
 
-    def card(frame, lane, rnd, step) -> str:
-        if frame is None or not lane or not frame.lanes.get(lane):
-            return "<p>Generate something first, then pick a method and a round.</p>"
-        events = frame.lanes[lane]
-        return stepthrough.round_step_html(events[min(int(rnd), len(events) - 1)], step, frame.temperature)
+    card = stepthrough.frame_card  # (frame, lane, round, step) → HTML
 
     def lens_slots(frame, lane, rnd) -> list[Any]:
         """The figure slots, with the round-following views (the training lens) redrawn for this round."""
@@ -251,7 +223,7 @@ def analyzer_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) 
         upload = gr.File(label="…or upload a prompt JSONL (id, category, prompt)", file_types=[".jsonl"],
                          type="filepath")  # fmt: skip
     with gr.Row():
-        method = gr.Dropdown(live_method_choices(), value="heuristic", label="method (compared with ar)",
+        method = gr.Dropdown(live_method_choices(), value="pacer", label="method (compared with ar)",
                              allow_custom_value=True)  # fmt: skip
         limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)")
         max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
@@ -273,18 +245,11 @@ def analyzer_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) 
         return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df)]
 
     @ui_errors
-    def on_analyze(pfile, up, m, n_prompts, n, t, tp, s, pname, precision):
-        spec = requests.parse_live_method(m)
-        sampling = requests.parse_sampling(t, tp, s)
-        n = requests.parse_int(n, "max new tokens", 1, UI_MAX_NEW_TOKENS)
-        n_prompts = requests.parse_int(n_prompts, "prompts to run", 1, 10_000)
-        pair = pair_loader(requests.parse_choice(pname, "model pair", pairs),
-                           requests.parse_choice(precision, "precision", requests.PRECISIONS))  # fmt: skip
-        source = (str(guards.check_upload(up, "the uploaded prompt set")) if up else
-                  str(ROOT / requests.parse_choice(pfile, "prompt set", prompt_files())) if pfile else None)  # fmt: skip
-        if not source:
-            raise SpecScopeError("no prompt set: upload a JSONL file (id, category, prompt per line)")
-        prompts = load_prompts(source)[:n_prompts]
+    def on_analyze(*values):
+        req = requests.parse_analyzer_request(*values, pairs=pairs, prompt_sets=prompt_files(), root=ROOT,
+                                              max_new=UI_MAX_NEW_TOKENS)  # fmt: skip
+        pair, spec, n, sampling = pair_loader(req.pair_name, req.precision), req.spec, req.max_new_tokens, req.sampling
+        prompts = load_prompts(req.source)[: req.n_prompts]
         yield [f"Running {len(prompts)} prompts × (ar, {spec.name})…", None, None, None, None, None]
         records: dict = {}
         for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
@@ -305,6 +270,24 @@ def analyzer_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) 
         return replay_outputs(records, str(evt.row_value[0]) if getattr(evt, "row_value", None) else "")
 
     table.select(on_pick, state, [title, *lanes, *slots], api_visibility="private")
+    pareto_panel()
+
+
+def pareto_panel() -> None:
+    """DIVERSED's acceptance-vs-quality sweep (``python -m spec_core pareto``): a shipped one, or the user's CSV."""
+    sweeps = pareto.shipped_sweeps()
+    show = lambda path: diversed_view.sweep_view(pareto.read_sweep(path))  # noqa: E731
+    first = show(next(iter(sweeps.values()))) if sweeps else ["", None]
+    with gr.Accordion("DIVERSED: acceptance vs quality (Pareto sweep)", open=False, elem_id="an-pareto"):
+        with gr.Row():  # a measured sweep (embedded pair), or the user's own
+            sweep = gr.Dropdown(list(sweeps), value=next(iter(sweeps), None), label="measured sweep")
+            upload = gr.UploadButton("Load a pareto CSV", file_types=[".csv"], type="filepath")
+        outputs = [gr.Markdown(first[0]), gr.Plot(first[1], show_label=False)]
+    pick = lambda key: show(sweeps[requests.parse_choice(key, "sweep", list(sweeps))])  # noqa: E731
+    sweep.change(ui_errors(pick), sweep, outputs, api_visibility="private")
+    upload.upload(
+        ui_errors(lambda p: show(guards.check_upload(p, "the sweep"))), upload, outputs, api_visibility="private"
+    )
 
 
 def replay_outputs(records, pid: str) -> list[Any]:
@@ -313,6 +296,25 @@ def replay_outputs(records, pid: str) -> list[Any]:
     frame = rec.replay_frame(record)
     title = f"#### Prompt {pid} ({record.category})\n> {record.prompt[:400]}"
     return [title, *live_page.lanes_parts(frame, 2), *view_updates(record.lanes)]
+
+
+def playground_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) -> None:
+    """Policy playground: record the Live tab's last greedy text once, then every knob replays it (no model call)."""
+    gr.Markdown(playground.INTRO)
+    with gr.Row(equal_height=True):  # record · load · the policy drawn · its knobs (K, T, b, t, ρ, max)
+        record, upload = gr.Button("Record this text", variant="primary", elem_id="pg-record"), gr.UploadButton(
+            "Load a record (.json) / events (.jsonl)", file_types=[".json", ".jsonl"], type="filepath")  # fmt: skip
+        knobs = [gr.Radio(list(playground.FAMILIES), value="pacer", label="policy drawn", elem_id="pg-policy"), *(
+            gr.Slider(lo, hi, v, step=st, label=lb, elem_id=f"pg-{k}") for k, lb, lo, hi, st, v in playground.SLIDERS)]  # fmt: skip
+    outs, state = [gr.Markdown(playground.EMPTY, elem_id="pg-text"), gr.Plot(show_label=False, elem_id="pg-rounds")], gr.State()  # fmt: skip
+    with gr.Row(equal_height=False):
+        outs += [gr.Plot(show_label=False, elem_id=f"pg-{k}") for k in ("speed", "grid")]
+    live_in = [live_tab_.state, *(live_tab_.inputs[i] for i in (0, 7, 8, 9))]  # frame, prompt, max new, pair, precision
+    on = lambda fn: ui_errors(functools.partial(fn, pair_loader, pairs))  # noqa: E731
+    record.click(on(playground.on_record), [*live_in, *knobs], [state, *outs], api_visibility="private")
+    upload.upload(on(playground.on_upload), [upload, *live_in[3:], *knobs], [state, *outs], api_visibility="private")
+    gr.on([k.change for k in knobs], ui_errors(playground.playground_view), [state, *knobs], outs,
+          api_visibility="private", show_progress="hidden")  # fmt: skip
 
 
 def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
@@ -324,6 +326,8 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
             tab = live_tab(pairs)
         with gr.Tab("Analyzer", id="analyzer"):
             analyzer_tab(pair_loader, pairs, tab)
+        with gr.Tab("Playground", id="playground"):
+            playground_tab(pair_loader, pairs, tab)
         wire_live(tab, pair_loader, pairs)
 
         @ui_errors
@@ -337,12 +341,7 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
     return demo
 
 
-def launch_kwargs() -> dict[str, Any]:
-    """Launch options shared by ``__main__`` and the tests (Gradio 6 takes CSS at launch)."""
-    css_paths = [CSS_PATH] if CSS_PATH.exists() else None
-    return {"css": token_css(), "css_paths": css_paths, "ssr_mode": False, "max_file_size": guards.MAX_UPLOAD_BYTES}
-
-
+launch_kwargs = functools.partial(menus.launch_kwargs, CSS_PATH)  # shared by __main__ and the tests
 demo = build_demo()
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def test_live_tab_in_a_browser(tmp_path):
                 page.get_by_text("Step through one round").first.click()
                 page.locator("#stepthrough .spec-step").wait_for(timeout=30_000)
                 card = page.locator("#stepthrough").inner_text()
-                assert "Generate something first" not in card and "Round 0 of heuristic" in card, card
+                assert "Generate something first" not in card and "Round 0 of pacer" in card, card
                 top = page.locator("#st-round input[type=range]").get_attribute("max")
                 passes = page.locator("#lane-0 [data-counter=passes] .spec-counter-value").inner_text().split(" · ")[0]
                 assert int(top) == int(passes) - 1, (top, passes)
@@ -178,6 +178,21 @@ def save_readme_screenshots(page) -> None:
     page.locator("#stepthrough").screenshot(path=str(SHOTS / "stepthrough.png"))
     for png in SHOTS.glob("*.png"):
         assert png.stat().st_size < 400_000, png
+
+
+def check_playground(page) -> None:
+    """The Playground tab records the Live tab's last greedy text; a knob then redraws the replay at once."""
+    page.get_by_role("tab", name="Playground").click()
+    page.locator("#pg-record").click()
+    page.wait_for_function("document.querySelector('#pg-text')?.innerText.includes('rounds')", timeout=300_000)
+    assert "oracle" in page.locator("#pg-text").inner_text()
+    set_number(page, "pg-t", "0.4")  # PACER's threshold: redrawn from the record
+    page.wait_for_function("document.querySelector('#pg-text')?.innerText.includes('t=0.4')", timeout=60_000)
+    assert page.locator("#pg-grid .js-plotly-plot").count() == 1
+    if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
+        page.locator("#pg-record").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "playground.png"))
+        assert (SHOTS / "playground.png").stat().st_size < 400_000
 
 
 @pytest.mark.embedded
@@ -238,6 +253,7 @@ def test_default_generate_is_honest():
                     assert first in marked_index(page, methods.index("ar")), m  # and the same place in ar
                     title = page.locator(f"#lane-{i} .tok-diverge").first.get_attribute("title")
                     assert "two best tokens" in title and "logit gap" in title, title
+                check_playground(page)  # one recording pass of this text, then knobs redraw with no model call
             finally:
                 browser.close()
     finally:

@@ -1,5 +1,8 @@
 """``python -m spec_core analyze policies``: draft-length policies replayed on recorded rounds, against an oracle.
 
+With ``--prompts FILE`` it records each prompt's own greedy answer instead and replays every policy on it exactly
+(:mod:`spec_core.analysis.playground`, the policy playground); below, the training-rounds mode.
+
 PACER (arXiv 2602.01274) motivates adaptive lengths with an oracle that knows each step's accepted length and
 reports up to 1.4× over the best fixed window in theory. Here, from rounds recorded with a long window on
 training prompts (``python -m spec_core train pacer`` writes them to ``runs/pacer/<draft>/``):
@@ -232,8 +235,25 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="also measure the pre-verifier's share of decode time on these prompts (JSON lines)",
     )
-    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--out", default=None, help="write the results as JSON here (with --prompts: a CSV, one row per "
+                    "policy and prompt)")  # fmt: skip
+    new = ap.add_argument_group("per-prompt records (the policy playground, spec_core.analysis.playground)")
+    new.add_argument("--prompts", default=None, help="record each prompt's greedy answer (JSON lines) and replay "
+                     "every policy on it, instead of the training rounds")  # fmt: skip
+    new.add_argument("--policies", default=None, help="comma-separated policies (default: fixed windows, heuristic, "
+                     "confidence, the --pacer settings, oracle)")  # fmt: skip
+    new.add_argument("--max-new-tokens", type=int, default=96)
+    new.add_argument("--max-len", type=int, default=16, help="drafts recorded per position")
+    new.add_argument("--confidence", type=float, default=0.4, help="T of confidence:T in the default policies")
+    new.add_argument("--measure", type=int, default=2, help="also run the engine on the first N prompts")
+    new.add_argument("--limit", type=int, default=0, help="only the first N prompts (0 = all)")
+    new.add_argument("--dtype", default="bfloat16", help="the pair's precision (float32: the replay is exact)")
+    new.add_argument("--save-records", default=None, help="write each prompt's record (JSON) in this folder")
     args = ap.parse_args(argv)
+    if args.prompts:
+        from spec_core.analysis.playground import prompts_main
+
+        return prompts_main(args)
     torch.set_num_threads(args.threads)
     from spec_core.heads.preverifier import find_head, load_head
     from spec_core.models import load_pair

@@ -1,0 +1,193 @@
+"""The policy playground: one recorded pass replays every policy family exactly as the engine runs it (float32,
+greedy, tiny pairs), the oracle is never beaten, bad names fail clearly, and the view is built from the record."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_tiny_pair
+
+from spec_core.analysis.playground import (
+    ORACLE,
+    TextRecord,
+    best_fixed,
+    pacer_grid,
+    record_text,
+    replay_all,
+    replay_policy,
+    standard_policies,
+)
+from spec_core.analysis.policies import RoundCosts
+from spec_core.drafters.networks import FeatureDraft
+from spec_core.engine import generate
+from spec_core.errors import SpecScopeError
+from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
+from spec_core.models import ModelPair
+from spec_core.policies.pacer import HEAD_KEY, PacerParams
+
+COSTS = RoundCosts(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, overhead_ms=0.5,
+                   head_ms=0.1)  # fmt: skip
+PROMPTS = ("hello world prompt", "another one here", "abc def ghi")
+N = 40
+
+
+def noisy_pair(design: str, noise: float) -> ModelPair:
+    """A tiny float32 pair whose draft is the target with noise (mixed acceptance), plus a random pre-verifier
+    head where PACER finds it (as ``PacerLength.build`` caches a loaded one)."""
+    base = make_tiny_pair(vocab=16)
+    torch.manual_seed(int(noise * 1000))
+    if design == "feature":
+        draft = FeatureDraft(base.target, num_layers=1, init_from_target=True).eval()
+        layer = draft.body.layers[0]
+    else:
+        draft = copy.deepcopy(base.target)
+        layer = draft.model.layers[-1]
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(noise * torch.randn_like(p))
+    pair = ModelPair("tiny", base.target, draft, design, base.tokenizer, torch.device("cpu"), torch.float32)
+    torch.manual_seed(0)
+    pair.extras[HEAD_KEY] = (PreVerifier(PreVerifierConfig(hidden_size=32)).eval(), "tiny")
+    return pair
+
+
+@pytest.fixture(scope="module")
+def records():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = []
+    for design, noise in (("standalone", 0.1), ("feature", 0.05)):
+        pair = noisy_pair(design, noise)
+        for prompt in PROMPTS[:2]:
+            out.append((pair, prompt, record_text(pair, prompt, max_new_tokens=N, costs=COSTS)))
+    yield out
+    torch.set_num_threads(before)
+
+
+def rounds_of(result) -> list[tuple[int, int]]:
+    return [(e.draft_len, e.accepted) for e in result.events]
+
+
+def pacer_settings(record: TextRecord) -> list[str]:
+    """Two PACER settings whose thresholds sit inside the random head's scores (so lengths vary)."""
+    t = float(np.median(record.predicted[""][:, 0]))
+    return [f"pacer:b=1,t={t:.3f},rho=1.02,max=6", f"pacer:b=2,t={t - 0.02:.3f},rho=1.05,max=7"]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_replay_equals_engine_runs_for_every_family(records, case):
+    pair, prompt, record = records[case]
+    policies = ["fixed:1", "fixed:3", "fixed:6", "heuristic", "confidence:0.3", "confidence:0.7",
+                *pacer_settings(record)]  # fmt: skip
+    for policy in policies:
+        replay = replay_policy(record, policy)
+        real = generate(pair, prompt, policy, max_new_tokens=N)
+        assert real.token_ids == record.tokens, policy  # lossless: the same greedy text
+        assert list(zip(replay.lengths, replay.kept)) == rounds_of(real), policy
+        assert replay.tau == real.stats.tau and replay.truncated == 0, policy
+        assert (replay.drafted, replay.accepted) == (real.stats.drafted_tokens, real.stats.accepted_tokens)
+        if policy.startswith("pacer"):
+            assert len({n for n in replay.lengths[:-1]}) > 1, policy  # the rule really varied the length
+            assert replay.head_calls == sum(len(e.policy_trace["blocks"]) for e in real.events)
+
+
+def test_the_oracle_is_never_beaten(records):
+    extra = ["fixed:2", "fixed:12", "confidence:0.9", "heuristic:2"]
+    for _, _, record in records:
+        replays = replay_all(record, [*standard_policies(), *pacer_settings(record), *extra])
+        oracle = next(r for r in replays if r.policy == ORACLE)
+        assert oracle.wasted == 0 and oracle.accepted == int(sum(record.match[list(oracle.starts)]))
+        for r in replays:
+            assert oracle.tau >= r.tau and oracle.ms_per_token <= r.ms_per_token + 1e-9, r.policy
+        assert best_fixed(replays).policy.startswith("fixed:")
+    # the records' drafts agree with a real round: the draft's first token is what fixed:1 drafted
+    pair, prompt, record = records[0]
+    first = generate(pair, prompt, "fixed:1", max_new_tokens=N).events[0].draft_tokens
+    assert first == (int(record.draft_tokens[0, 0]),)
+
+
+def test_predicted_time_follows_the_cost_model(records):
+    record = records[0][2]
+    rep = replay_policy(record, "fixed:3")
+    widths = np.asarray(rep.lengths)
+    expected = (widths * 1.0 + COSTS.target(widths + 1) + 0.5).sum()
+    assert rep.ms == pytest.approx(expected) and rep.ar_ms == pytest.approx(10.5 * N)
+    assert rep.predicted_speedup == pytest.approx(10.5 * N / expected)
+    pacer = replay_policy(record, PacerParams(block=2, threshold=0.5, rho=1.1, max_len=6))
+    assert pacer.head_calls == sum((n + 1) // 2 for n in pacer.lengths)
+    grid = pacer_grid(record, [0.3, 0.6], [1.0, 1.2], block=2, max_len=6)
+    assert grid.shape == (2, 2) and np.isfinite(grid).all()
+
+
+def test_bad_policies_fail_clearly(records):
+    record = records[0][2]
+    for bad in ["nonsense", "fixed:0", "fixed:4+static:0.7", "", "pacer:max=32"]:
+        with pytest.raises(SpecScopeError):
+            replay_policy(record, bad)
+    bare = TextRecord(record.prompt, record.prompt_ids, record.tokens, record.max_new_tokens, record.draft_tokens,
+                      record.draft_probs, record.match)  # fmt: skip
+    with pytest.raises(SpecScopeError, match="pre-verifier"):
+        replay_policy(bare, "pacer")
+    assert replay_policy(bare, "fixed:2").ms is None  # no costs: rounds and τ only
+    from visuals.playground import playground_view
+
+    text, *figs = playground_view(bare, "pacer", 3, 0.4, 1, 0.55, 1.1, 6)  # the rest drawn, PACER's absence said
+    assert "no pre-verifier scores" in text and figs[0].data
+    assert [r.policy for r in replay_all(bare, ["fixed:2", "pacer", ORACLE])] == ["fixed:2", ORACLE]
+
+
+def test_record_round_trips_through_json(records, tmp_path):
+    from spec_core.analysis.playground import load_record, save_record
+
+    record = records[2][2]
+    save_record(record, tmp_path / "r.json")
+    back = load_record(tmp_path / "r.json")
+    assert back.tokens == record.tokens and back.costs == record.costs
+    assert np.array_equal(back.draft_tokens, record.draft_tokens) and np.array_equal(back.match, record.match)
+    for policy in ["fixed:3", "heuristic", "confidence:0.5", "pacer:b=1,t=0.55,rho=1.1,max=6", ORACLE]:
+        assert replay_policy(back, policy).lengths == replay_policy(record, policy).lengths
+    (tmp_path / "bad.json").write_text('{"kind": "something else"}')
+    with pytest.raises(SpecScopeError, match="playground record"):
+        load_record(tmp_path / "bad.json")
+
+
+def test_prompt_rows_and_summary(records):
+    import pandas as pd
+
+    from spec_core.analysis.playground import CSV_COLUMNS, measure_runs, prompt_rows, summary
+
+    pair, prompt, record = records[0]
+    policies = ["fixed:1", "fixed:3", "heuristic", "pacer:b=1,t=0.5,rho=1.1,max=6", ORACLE]
+    runs = measure_runs(pair, prompt, policies[:-1], N)
+    rows = prompt_rows(record, replay_all(record, policies), {"id": "p0"}, runs)
+    df = pd.DataFrame(rows).reindex(columns=CSV_COLUMNS)
+    assert {"policy", "prompt_id", "tau", "drafted_tokens", "accepted_tokens", "predicted_speedup"} <= set(df)
+    assert df.loc[df["policy"] != ORACLE, "engine_same_rounds"].all()
+    assert df.loc[df["policy"] == ORACLE, "measured_speedup"].isna().all()
+    table, best = summary(df)
+    row = table.set_index("policy").loc[ORACLE]
+    assert best.startswith("fixed:") and row["share_of_oracle_gain"] == pytest.approx(1.0)
+    assert row["wasted"] == 0
+
+
+def test_playground_view_is_built_from_the_record(records):
+    from visuals.playground import playground_view
+
+    record = records[0][2]
+    text, rounds_fig, speed_fig, grid_fig = playground_view(record, "pacer", 3, 0.4, 1, 0.55, 1.1, 6)
+    names = [t.name for t in rounds_fig.data]
+    assert any("oracle" in n for n in names) and any("fixed:" in n for n in names)
+    policy = replay_policy(record, "pacer:b=1,t=0.55,rho=1.1,max=6")
+    drafted = next(t for t in rounds_fig.data if t.name.endswith("drafted"))
+    assert list(drafted.x) == list(policy.starts) and list(drafted.y) == list(policy.lengths)
+    assert "oracle" in list(speed_fig.data[0].y)
+    heat = grid_fig.data[0]
+    assert np.asarray(heat.z).shape == (len(heat.y), len(heat.x))
+    assert "rounds" in text and "oracle" in text
+    fixed = playground_view(record, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)
+    assert "fixed:3" in fixed[0]
+    hint, *empty = playground_view(None, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)
+    assert "Record" in hint and all(not f.data for f in empty)

@@ -1,0 +1,207 @@
+"""The policy playground's figures: one recorded pass, every policy replayed at once (no model call).
+
+:func:`playground_view` is the one function the app's sliders call: from a
+:class:`~spec_core.analysis.playground.TextRecord` and the slider values it draws the chosen policy's rounds
+against the oracle and the best fixed window, the predicted speed of every policy, and PACER's t × ρ grid
+coloured by predicted speedup with the defaults marked, plus a few sentences a student can follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import plotly.graph_objects as go
+
+from spec_core.analysis.playground import (
+    DEFAULT_COSTS,
+    FIXED_WINDOWS,
+    ORACLE,
+    PolicyReplay,
+    TextRecord,
+    best_fixed,
+    pacer_grid,
+    record_frame,
+    record_upload,
+    replay_all,
+)
+from spec_core.policies.pacer import PacerParams
+from visuals.plots import base_layout
+from visuals.style import OKABE_ITO
+
+FAMILIES = ("fixed", "heuristic", "confidence", "pacer")
+# slider key, label, minimum, maximum, step, default (the app builds one gr.Slider per row)
+SLIDERS = [
+    ("k", "K (fixed:K)", 1, 16, 1, 4),
+    ("conf", "T (confidence:T)", 0.0, 1.0, 0.05, 0.4),
+    ("b", "b (PACER block)", 1, 8, 1, PacerParams.block),
+    ("t", "t (PACER threshold)", 0.0, 1.0, 0.05, PacerParams.threshold),
+    ("rho", "ρ (PACER growth)", 1.0, 2.0, 0.05, PacerParams.rho),
+    ("max", "max (PACER length)", 1, 16, 1, PacerParams.max_len),
+]
+GRID_T = tuple(round(x, 2) for x in np.arange(0.1, 0.95, 0.1))
+GRID_RHO = (1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
+INTRO = (
+    "### Policy playground\nAt temperature 0 every draft-length policy writes the same text, the target's greedy "
+    "answer; a policy only changes **how many rounds** (target forward passes) it takes and how many drafts it "
+    "wastes. **Record this text** runs one pass over the Live tab's last greedy text (for each position: what "
+    "the draft would propose, how sure it is, what PACER's pre-verifier predicts, and how much the target keeps), "
+    "then every slider replays the policies from that record at once, with no model call."
+)
+__all__ = ["EMPTY", "FAMILIES", "INTRO", "SLIDERS", "on_record", "on_upload", "playground_view"]
+EMPTY = "Generate on the Live tab at temperature 0, then press **Record this text** (or load a saved record)."
+
+
+def chosen_policy(family: str, k, conf, b, t, rho, max_len) -> str | PacerParams:
+    """The policy the sliders describe (PACER's block never exceeds its max)."""
+    if family == "fixed":
+        return f"fixed:{int(k)}"
+    if family == "heuristic":
+        return "heuristic"
+    if family == "confidence":
+        return f"confidence:{float(conf):g}"
+    return PacerParams(min(int(b), int(max_len)), round(float(t), 4), round(float(rho), 4), int(max_len))
+
+
+def _name(policy) -> str:
+    return policy.describe() if isinstance(policy, PacerParams) else policy
+
+
+def rounds_figure(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay, best: PolicyReplay) -> go.Figure:
+    """Draft length per round, placed at the token where the round starts: the chosen policy (drafted, kept),
+    the oracle's drafts, the best fixed window, and under them what the target would keep from each position."""
+    fig = go.Figure()
+    n = len(record.tokens)
+    fig.add_trace(go.Bar(x=list(range(n)), y=record.match.tolist(), name="target keeps, from this token",
+                         marker={"color": OKABE_ITO["grey"], "opacity": 0.35},
+                         hovertemplate="a round starting at token %{x} keeps %{y} drafts<extra></extra>"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=list(chosen.starts), y=list(chosen.lengths), name=f"{chosen.policy} · drafted",
+                             mode="lines+markers", line={"color": OKABE_ITO["blue"], "shape": "hv", "width": 2},
+                             marker={"symbol": "circle-open", "size": 8},
+                             hovertemplate="round at token %{x}: drafted %{y}<extra></extra>"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=list(chosen.starts), y=list(chosen.kept), name=f"{chosen.policy} · kept", mode="markers",
+                             marker={"color": OKABE_ITO["green"], "symbol": "circle", "size": 7},
+                             hovertemplate="round at token %{x}: kept %{y}<extra></extra>"))  # fmt: skip
+    fig.add_trace(go.Scatter(x=list(oracle.starts), y=list(oracle.lengths), name="oracle · drafts (all kept)",
+                             mode="markers", marker={"color": OKABE_ITO["orange"], "symbol": "diamond", "size": 8},
+                             hovertemplate="oracle round at token %{x}: drafted %{y}<extra></extra>"))  # fmt: skip
+    k = best.lengths[0] if best.lengths else 0
+    fig.add_trace(go.Scatter(x=[0, n], y=[k, k], name=f"best fixed window ({best.policy})", mode="lines",
+                             line={"color": OKABE_ITO["black"], "dash": "dot"}, hoverinfo="skip"))  # fmt: skip
+    title = (f"{chosen.policy}: {chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} {best.rounds}"
+             if len(chosen.policy) < 24 else f"{chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} "
+             f"{best.rounds}")  # fmt: skip
+    base_layout(fig, title, "token of the answer where the round starts", "drafts per round")
+    fig.update_layout(barmode="overlay", height=380)
+    return fig
+
+
+def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
+    """Predicted speedup over ar of every policy (τ when the record has no costs), the chosen one highlighted."""
+    timed = all(r.predicted_speedup is not None for r in replays)
+    value = [r.predicted_speedup if timed else r.tau for r in replays]
+    colours = [OKABE_ITO["orange"] if r.policy == ORACLE else OKABE_ITO["blue"] if r.policy == chosen
+               else OKABE_ITO["grey"] for r in replays]  # fmt: skip
+    fig = go.Figure(go.Bar(x=value, y=[r.policy for r in replays], orientation="h", marker={"color": colours},
+                           text=[f"×{v:.2f} · τ {r.tau:.2f} · {r.wasted} wasted" if timed else f"τ {v:.2f}"
+                                 for v, r in zip(value, replays)], textposition="auto",
+                           hovertemplate="%{y}: %{text}<extra></extra>"))  # fmt: skip
+    base_layout(fig, "Predicted speedup over ar" if timed else "τ (tokens per round)", "predicted speedup" if timed
+                else "τ", "")  # fmt: skip
+    fig.update_layout(height=380, showlegend=False, margin={"l": 200, "r": 20, "t": 40, "b": 40})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def grid_figure(record: TextRecord, block: int, max_len: int, t: float, rho: float) -> go.Figure:
+    """PACER's predicted speedup over t × ρ at the chosen b and max, the defaults and the sliders marked."""
+    grid = pacer_grid(record, GRID_T, GRID_RHO, block, max_len)
+    fig = go.Figure(go.Heatmap(z=grid, x=list(GRID_T), y=[str(r) for r in GRID_RHO], colorscale="Viridis",
+                               colorbar={"title": "×"}, hovertemplate="t %{x}, ρ %{y}: %{z:.3f}<extra></extra>"))  # fmt: skip
+    d = PacerParams()
+    for (x, y), name, symbol in [((d.threshold, d.rho), "default", "x"), ((t, rho), "sliders", "circle-open")]:
+        fig.add_trace(go.Scatter(x=[x], y=[str(min(GRID_RHO, key=lambda r: abs(r - y)))], mode="markers+text",
+                                 text=[name], textposition="top center", name=name,
+                                 marker={"symbol": symbol, "size": 14, "color": "white",
+                                         "line": {"width": 2, "color": "white"}}, textfont={"color": "white"}))  # fmt: skip
+    base_layout(fig, f"PACER, b = {block}, max = {max_len}: predicted speedup", "t (threshold)", "ρ (growth)")
+    fig.update_layout(height=380, showlegend=False)
+    fig.update_yaxes(type="category")
+    return fig
+
+
+def empty_figure(text: str = "record a text first") -> go.Figure:
+    return base_layout(go.Figure(), "", "", "", empty=True, empty_text=text)
+
+
+def summary_text(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay, best: PolicyReplay) -> str:
+    """What the numbers say, in sentences."""
+    speed = lambda r: f"×{r.predicted_speedup:.2f}" if r.predicted_speedup is not None else f"τ {r.tau:.2f}"  # noqa: E731
+    gain = ""
+    if chosen.ms is not None and oracle.ms is not None and best.ms is not None and best.ms > oracle.ms:
+        share = (best.ms / chosen.ms - 1) / (best.ms / oracle.ms - 1)
+        gain = (f" It captures **{100 * share:.0f}%** of the oracle's gain over the best fixed window." if share >= 0
+                else " It is slower than the best fixed window here.")  # fmt: skip
+    meta = record.meta
+    where = meta.get("costs", "measured" if record.costs else "default")
+    where = "forward costs measured in that run" if where == "measured in that run" else f"{where} forward costs"
+    return (
+        f"**{chosen.policy}** takes **{chosen.rounds} rounds** for these {chosen.tokens} tokens (τ {chosen.tau:.2f}); "
+        f"it drafts {chosen.drafted} tokens and the target throws away {chosen.wasted}: predicted {speed(chosen)}. "
+        f"The **oracle**, which drafts exactly what the target will keep, needs {oracle.rounds} rounds "
+        f"({speed(oracle)}); the best fixed window, **{best.policy}**, {best.rounds} ({speed(best)}).{gain}\n\n"
+        f"<small>Record: {meta.get('source', 'a saved record')}, {meta.get('dtype', '?')} "
+        f"{meta.get('draft', '')} draft, recorded in {meta.get('record_s', float('nan')):.1f} s; speed from the "
+        f"cost model with {where}. In float32 the replay equals real runs round for round; in "
+        f"bfloat16 a real run may part from this text at a near-tie.</small>"
+    )
+
+
+def playground_view(record: TextRecord | None, family: str, k, conf, b, t, rho, max_len):
+    """(rounds figure, speed figure, t × ρ grid, markdown) for the slider values; no model call."""
+    if record is None:
+        return EMPTY, empty_figure(), empty_figure(), empty_figure()
+    if record.costs is None:
+        record = dataclasses.replace(record, costs=DEFAULT_COSTS, meta={**record.meta, "costs": "default"})
+    policy = chosen_policy(family, k, conf, b, t, rho, max_len)
+    name = _name(policy)
+    policies = [*(f"fixed:{w}" for w in FIXED_WINDOWS), "heuristic", f"confidence:{float(conf):g}"]
+    policies += [p for p in [name, ORACLE] if p not in policies]
+    replays = replay_all(record, [policy if p == name else p for p in policies])
+    chosen = next((r for r in replays if r.policy == name), None)
+    oracle = next(r for r in replays if r.policy == ORACLE)
+    best = best_fixed(replays)
+    note = ""
+    if chosen is None:  # PACER without pre-verifier scores: draw the rest, and say why PACER is missing
+        chosen, note = (
+            best,
+            f"\n\n*{name} cannot be replayed here: this record has no pre-verifier scores (no PACER head matches its draft).*",
+        )
+    scored = "" in record.predicted
+    grid = grid_figure(record, min(int(b), int(max_len)), int(max_len), float(t), float(rho)) if scored else (
+        empty_figure("no pre-verifier scores in this record"))  # fmt: skip
+    return (summary_text(record, chosen, oracle, best) + note, rounds_figure(record, chosen, oracle, best),
+            speed_figure(replays, name), grid)  # fmt: skip
+
+
+def _pair_for(pair_loader, pairs: list[str], name: str):
+    """``precision → pair`` for the pair chosen on the Live tab (validated as every request is)."""
+    from spec_core import requests
+
+    pair = requests.parse_choice(name, "model pair", pairs)
+    return lambda precision: pair_loader(pair, requests.parse_choice(precision, "precision", requests.PRECISIONS))
+
+
+def on_record(pair_loader, pairs: list[str], frame, prompt: str, max_new, pair_name: str, precision: str, *knobs):
+    """The app's "Record this text": record the Live tab's last run, then draw it → [record, *view]."""
+    record = record_frame(_pair_for(pair_loader, pairs, pair_name), frame, prompt, max_new)
+    return [record, *playground_view(record, *knobs)]
+
+
+def on_upload(pair_loader, pairs: list[str], path, pair_name: str, precision: str, *knobs):
+    """A saved record (no model call) or an events file (recorded on the Live tab's pair) → [record, *view]."""
+    from spec_core.guards import check_upload
+
+    pair_for = _pair_for(pair_loader, pairs, pair_name)
+    record = record_upload(check_upload(path, "the record"), lambda: pair_for(precision))
+    return [record, *playground_view(record, *knobs)]
