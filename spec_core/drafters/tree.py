@@ -279,6 +279,5 @@ def make_tree_drafter(pair) -> FeatureTreeDrafter | StandaloneTreeDrafter:
     if pair.draft is not None and pair.draft_design == "standalone":
         return StandaloneTreeDrafter(pair.draft)
     raise SpecScopeError(
-        f"tree drafting needs a feature or a standalone draft; the pair {pair.name!r} has a {pair.draft_design!r} "
-        "draft"
+        f"tree drafting needs a feature or a standalone draft; the pair {pair.name!r} has a {pair.draft_design!r} draft"
     )
