@@ -521,9 +521,13 @@ def prompts_main(args) -> int:
     engine_policies = [p for p in policies if p != ORACLE]
     if args.measure:
         measure_runs(pair, prompts[0]["prompt"], engine_policies, 8)  # warm-up
+    variants = sorted({_parse(p)[1].params.head for p in policies if _parse(p)[0] == "pacer"} | {""})
+    missing = [v for v in variants if v not in _heads(pair, [v])]
+    if missing:  # said once, here: the replays of these PACER settings are left out of the table
+        print(f"no pre-verifier head {missing} matches this pair's draft: those PACER settings are left out")
     rows = []
     for k, prompt in enumerate(prompts):
-        record = record_text(pair, prompt["prompt"], args.max_new_tokens, args.max_len, costs=costs)
+        record = record_text(pair, prompt["prompt"], args.max_new_tokens, args.max_len, heads=variants, costs=costs)
         if args.save_records:
             save_record(record, Path(args.save_records) / f"{prompt['id']}.json")
         runs = measure_runs(pair, prompt["prompt"], engine_policies, args.max_new_tokens) if k < args.measure else None
