@@ -169,8 +169,8 @@ def save_readme_screenshots(page) -> None:
     page.screenshot(path=str(SHOTS / "live.png"))
     page.locator("#live-view-0").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "plots.png"))
-    page.locator("#live-view-2").scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "plots2.png"))
+    page.locator("#live-view-4").scroll_into_view_if_needed()  # the first method's own views (PACER's by default)
+    page.screenshot(path=str(SHOTS / "method_views.png"))
     page.get_by_text("Step through one round").first.click()
     page.locator("#st-lane").scroll_into_view_if_needed()
     page.get_by_text("accept", exact=True).first.click()
@@ -191,7 +191,7 @@ def check_playground(page) -> None:
     assert page.locator("#pg-grid .js-plotly-plot").count() == 1
     if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
         page.locator("#pg-record").scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / "playground.png"))
+        page.screenshot(path=str(SHOTS / "playground.png"), full_page=True)  # the rounds, the speeds and the grid
         assert (SHOTS / "playground.png").stat().st_size < 400_000
 
 
