@@ -157,7 +157,7 @@ def test_record_round_trips_through_json(records, tmp_path):
 def test_prompt_rows_and_summary(records):
     import pandas as pd
 
-    from spec_core.analysis.playground import CSV_COLUMNS, measure_runs, prompt_rows, summary
+    from spec_core.analysis.playground_table import CSV_COLUMNS, measure_runs, prompt_rows, summary
 
     pair, prompt, record = records[0]
     policies = ["fixed:1", "fixed:3", "heuristic", "pacer:b=1,t=0.5,rho=1.1,max=6", ORACLE]

@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--save-records", default=None, help="write each prompt's record (JSON) in this folder")
     args = ap.parse_args(argv)
     if args.prompts:
-        from spec_core.analysis.playground import prompts_main
+        from spec_core.analysis.playground_table import prompts_main
 
         return prompts_main(args)
     torch.set_num_threads(args.threads)
