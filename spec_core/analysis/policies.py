@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"rounds": len(rounds.gamma), "costs": asdict(costs), "table": table.to_dict("records"),
               "best_fixed": best["policy"], "oracle_vs_best_fixed": float(oracle["vs_best_fixed"])}  # fmt: skip
     if args.tune:
-        grid = {"block": [1, 2, 3, 4], "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6],
+        grid = {"block": [1, 2, 3, 4], "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
                 "rho": [1.0, 1.1, 1.2, 1.3, 1.5], "max_len": [4, 6, 8]}  # fmt: skip
         tuned = tune_pacer(rounds, costs, grid)
         print("\nPACER settings replayed on these rounds, best first:")
