@@ -112,6 +112,9 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
     return fig
 
 
+ON_FRONTIER = 0.005  # quality within this of the static line counts as on it (one eval item moves quality by ~0.1)
+
+
 def sweep_summary(df: pd.DataFrame) -> str:
     """A sentence a student can follow on one sweep: how far the draft alone and the target alone are apart,
     and where DIVERSED sits against the static frontier."""
@@ -131,8 +134,8 @@ def sweep_summary(df: pd.DataFrame) -> str:
     div = row("diversed")
     if div is not None:
         frontier = float(div["frontier_quality"])  # the static sweep at DIVERSED's acceptance (read_sweep)
-        where = ("above" if div["quality"] > frontier + 1e-9 else "below" if div["quality"] < frontier - 1e-9
-                 else "on")  # fmt: skip
+        gap = float(div["quality"]) - frontier  # within ON_FRONTIER it sits on the line (a sweep of a few items)
+        where = "above" if gap > ON_FRONTIER else "below" if gap < -ON_FRONTIER else "on"
         ratio = (
             f" ({div['acceptance_rate'] / lossless['acceptance_rate']:.2f}× lossless)" if lossless is not None else ""
         )
