@@ -55,6 +55,7 @@ class Generation:
         sampling: SamplingConfig | None = None,
         chat: bool = True,
         should_stop: Callable[[], bool] | None = None,
+        display: bool = True,
     ):
         self.pair, self.sampling = pair, (sampling or SamplingConfig()).validate()
         self.spec: MethodSpec = method if isinstance(method, MethodSpec) else parse_method(method)
@@ -76,6 +77,10 @@ class Generation:
                 f"target's context of {limit} tokens"
             )
         self.max_new_tokens, self.should_stop = max_new_tokens, should_stop
+        # display=False (benchmarks): events skip the numbers only a viewer reads — p(x) where the rule did not
+        # need it, q(the target's choice), p(next token) — so a round costs what the method itself costs
+        self.display = display
+        self.eos = pair.eos_token_ids  # a property that asks the tokenizer: once per run, not once per round
         self.generator = torch.Generator(device=pair.device).manual_seed(self.sampling.seed)
         self.new_tokens: list[int] = []
         self.events: list[RoundEvent] = []
@@ -86,7 +91,7 @@ class Generation:
     def _emit(self, accepted_tokens: list[int], next_token: int) -> tuple[tuple[int, ...], bool]:
         """Append this round's tokens, cut at EOS and at max_new_tokens; returns (emitted, finished)."""
         emitted: list[int] = []
-        eos = self.pair.eos_token_ids
+        eos = self.eos
         for t in [*accepted_tokens, next_token]:
             if len(self.new_tokens) >= self.max_new_tokens:
                 break
@@ -165,18 +170,20 @@ class Generation:
             # 2. verify: one target forward over [pending, x_1..x_γ] (first round: [x_1..x_γ] after the prefill)
             gamma = len(tokens)
             if first is not None:
-                out = _concat(first, target.forward(torch.tensor(tokens))) if tokens else first
+                fed = torch.tensor(tokens)
+                out = _concat(first, target.forward(fed)) if tokens else first
                 first = None
             else:
-                out = target.forward(torch.tensor([ids[-1], *tokens]))
+                fed = torch.tensor([ids[-1], *tokens])
+                out = target.forward(fed)
             _sync(pair.device)
             target_s = time.perf_counter() - t1
             # 3. accept
             inputs = verdict = None
             if gamma:
                 inputs = RoundInputs(
-                    draft_tokens=torch.tensor(tokens, dtype=torch.long, device=out.logits.device),
-                    draft_logits=torch.stack(draft_logits),
+                    draft_tokens=fed[-gamma:].to(out.logits.device),
+                    draft_logit_rows=tuple(draft_logits),
                     sampled_probs=torch.cat(qs) if qs else None,
                     draft_hidden=torch.stack(hidden),
                     target_logits=out.logits,
@@ -193,13 +200,7 @@ class Generation:
                                                                  sampling.top_p)  # fmt: skip
             if not gamma:
                 next_token = int(row.argmax()) if dist is None else int(rules.sample(dist, self.generator)[0])
-            next_id = torch.tensor([next_token], device=row.device)
-            if dist is not None:
-                next_prob = dist[0, next_id]  # [1]
-            elif inputs is not None:  # the round's one normaliser pass already covers this row
-                next_prob = inputs.target_prob_at(slice(accepted, accepted + 1), next_id)
-            else:
-                next_prob = rules.softmax_at(row, next_id)
+            next_prob = self._next_prob(next_token, dist, inputs, row, accepted) if self.display else None
             # 4. roll back to the accepted path
             target.crop(len(ids) + accepted)
             commit_s = 0.0
@@ -336,15 +337,35 @@ class Generation:
             finished=finished, next_prob=next_prob, tree=tree_record,
         )  # fmt: skip
 
+    @staticmethod
+    def _next_prob(next_token, dist, inputs, row, accepted) -> torch.Tensor:
+        """``[1]`` the target's probability of ``next_token``: from the warped ``dist`` when sampling, else its
+        temperature-1 softmax (from the round's one normaliser pass when there were drafts)."""
+        next_id = torch.tensor([next_token], device=row.device)
+        if dist is not None:
+            return dist[0, next_id]
+        if inputs is not None:
+            return inputs.target_prob_at(slice(accepted, accepted + 1), next_id)
+        return rules.softmax_at(row, next_id)
+
     def _event(self, tokens, token_probs, inputs, verdict, accepted, next_token, next_prob, kind, emitted, finished,
                context_len) -> RoundEvent:  # fmt: skip
         """The round's display record: the per-token probabilities in one host copy, pieces from the pair's cache.
 
         ``next_prob`` ``[1]`` is the target's probability of ``next_token`` (its temperature-1 softmax when greedy,
-        else the warped distribution).
+        else the warped distribution). Without ``display`` (benchmarks) the event keeps what the method produced
+        (draft and acceptance probabilities, the verifier's trace) and leaves ``target_probs``,
+        ``gold_draft_probs`` empty and ``next_prob`` None unless the rule computed them anyway.
         """
         gamma = len(tokens)
-        if gamma:
+        if gamma and not self.display:
+            shown = [verdict.accept_probs.float()] + (
+                [verdict.target_probs.float()] if verdict.target_probs is not None else []
+            )
+            values = torch.cat(shown).tolist()
+            accept_probs, target_probs = tuple(values[:gamma]), tuple(values[gamma:])
+            gold_probs, next_value = (), None
+        elif gamma:
             gold = inputs.target_argmax[:gamma]  # [γ] the target's own choices
             if self.sampling.greedy:  # q(gold) = q(x)·exp(l_gold − l_x): token_probs are q's softmax here
                 x = inputs.draft_tokens[:, None]
@@ -352,14 +373,16 @@ class Generation:
                 gold_q = ratio.exp() * torch.tensor(token_probs, dtype=ratio.dtype, device=ratio.device)
             else:
                 gold_q = rules.softmax_at(inputs.draft_logits, gold)
-            rows = torch.cat([verdict.target_probs.float(), verdict.accept_probs.float(), gold_q.float(),
-                              next_prob.float()])  # fmt: skip
+            p_x = verdict.target_probs
+            if p_x is None:  # the rule did not need p: its temperature-1 softmax, one normaliser pass
+                p_x = inputs.target_prob_at(slice(0, gamma), inputs.draft_tokens)
+            rows = torch.cat([p_x.float(), verdict.accept_probs.float(), gold_q.float(), next_prob.float()])
             values = rows.tolist()  # the one host copy of the round's display numbers
             target_probs, accept_probs = tuple(values[:gamma]), tuple(values[gamma : 2 * gamma])
             gold_probs, next_value = tuple(values[2 * gamma : 3 * gamma]), values[-1]
         else:
             target_probs = accept_probs = gold_probs = ()
-            next_value = float(next_prob)
+            next_value = float(next_prob) if next_prob is not None else None
         return RoundEvent(
             index=len(self.events),
             method=self.spec.name,

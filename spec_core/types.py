@@ -67,7 +67,7 @@ class RoundInputs:
     """
 
     draft_tokens: torch.Tensor  # [γ] long: x_1..x_γ
-    draft_logits: torch.Tensor  # [γ, V] float32: the draft's raw logits at each drafted position
+    draft_logit_rows: tuple[torch.Tensor, ...]  # γ × [V] float32: the draft's raw logits at each drafted position
     sampled_probs: torch.Tensor | None  # [γ, V] the warped q each token was drawn from (None at temperature 0)
     draft_hidden: torch.Tensor  # [γ, H_d]: the draft's last hidden state at each drafted position
     target_logits: torch.Tensor  # [γ + 1, V] float32: the target over [pending, x_1..x_γ]
@@ -78,6 +78,11 @@ class RoundInputs:
         return int(self.draft_tokens.shape[0])
 
     @cached_property
+    def draft_logits(self) -> torch.Tensor:
+        """[γ, V] the draft's raw logits, stacked on first use (a greedy lossless round never reads them)."""
+        return torch.stack(tuple(self.draft_logit_rows))
+
+    @cached_property
     def draft_probs(self) -> torch.Tensor:
         """[γ, V] q: the warped distribution tokens were drawn from; at temperature 0 the draft's own softmax
         (temperature 1), so that an ensemble ν = w·p + (1 − w)·q can be formed in greedy mode too."""
@@ -86,22 +91,15 @@ class RoundInputs:
         return torch.softmax(self.draft_logits.float(), dim=-1)
 
     @cached_property
-    def target_max(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(max logit, argmax) per row of ``target_logits``, each ``[γ + 1]``: one pass over the vocabulary serves
-        greedy acceptance, the target's own choices and the log-normaliser (first index on ties, as ``argmax``)."""
-        values, index = self.target_logits.max(dim=-1)
-        return values, index
-
-    @property
     def target_argmax(self) -> torch.Tensor:
-        """[γ + 1] the target's greedy choice at each verified position."""
-        return self.target_max[1]
+        """[γ + 1] the target's greedy choice at each verified position (first index on ties)."""
+        return self.target_logits.argmax(dim=-1)
 
     @cached_property
     def target_logsumexp(self) -> torch.Tensor:
-        """[γ + 1] log Σ_v exp(target logit): the temperature-1 softmax of any token is one gather away."""
-        top = self.target_max[0]
-        return top + (self.target_logits - top[:, None]).exp().sum(-1).log()
+        """[γ + 1] log Σ_v exp(target logit): the temperature-1 softmax of any token is one gather away. Only
+        display numbers read it: a greedy lossless round that shows nothing never pays for it."""
+        return torch.logsumexp(self.target_logits, dim=-1)
 
     def target_prob_at(self, rows: torch.Tensor | slice, tokens: torch.Tensor) -> torch.Tensor:
         """softmax(target logits)[rows, tokens] at temperature 1, without forming the distribution."""

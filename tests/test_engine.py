@@ -43,6 +43,28 @@ def test_rejections_and_acceptances_both_happen():
     assert len(set(res.token_ids)) > 3  # a varied output, not one repeated token
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_display_off_runs_the_same_rounds_without_viewer_numbers(temperature):
+    """The benchmark's ``display=False`` changes nothing a method does (tokens, drafts, acceptance), and skips
+    only the numbers a viewer reads: the greedy rule's p(x), q of the target's choice, p of the next token."""
+    pair = make_tiny_pair(draft="feature")
+    sampling = SamplingConfig(temperature=temperature, seed=4)
+    runs = {d: Generation(pair, PROMPT, "fixed:3", 30, sampling, display=d) for d in (True, False)}
+    events = {d: list(run.rounds()) for d, run in runs.items()}
+    assert runs[True].new_tokens == runs[False].new_tokens
+    for shown, bare in zip(events[True], events[False]):
+        assert (shown.draft_tokens, shown.accepted, shown.next_token) == (
+            bare.draft_tokens,
+            bare.accepted,
+            bare.next_token,
+        )
+        assert bare.accept_probs == pytest.approx(shown.accept_probs) and bare.draft_probs == shown.draft_probs
+        assert bare.gold_draft_probs == () and bare.next_prob is None and shown.next_prob is not None
+        # sampling verification needs p anyway, so it stays; the greedy rule never formed it
+        assert bare.target_probs == (pytest.approx(shown.target_probs) if temperature else ())
+        assert len(shown.target_probs) == len(shown.gold_draft_probs) == shown.draft_len
+
+
 def _cache_tensors(cache):
     return [(layer.keys, layer.values) for layer in cache.layers]
 

@@ -38,7 +38,7 @@ def one_round(p: torch.Tensor, q: torch.Tensor, x: int, bonus: torch.Tensor | No
     """A γ = 1 round whose target logits give p (then ``bonus``) and whose draft sampled x from q."""
     bonus = p if bonus is None else bonus
     return RoundInputs(
-        draft_tokens=torch.tensor([x]), draft_logits=q.log()[None], sampled_probs=q[None],
+        draft_tokens=torch.tensor([x]), draft_logit_rows=q.log()[None], sampled_probs=q[None],
         draft_hidden=torch.zeros(1, 4), target_logits=torch.stack([p.log(), bonus.log()]),
     )  # fmt: skip
 
@@ -298,8 +298,9 @@ def test_block_drafter_composes_with_relaxed_verifiers():
 
 
 def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():
-    """The one pass over the target's logits (max + log-normaliser) agrees with argmax (first index on ties) and
-    with the softmax it replaces, so greedy acceptance and the displayed p(x) are unchanged."""
+    """The round's lazy numbers over the target's logits (argmax, log-normaliser) agree with argmax (first index on
+    ties) and with the softmax they replace, so greedy acceptance and the displayed p(x) are unchanged; the draft's
+    logit rows stack to the [γ, V] matrix."""
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(5, 300, generator=g)
     logits[1, 7] = logits[1, 250] = logits[1].max() + 1.0  # a tie: argmax must take the first index
@@ -312,3 +313,6 @@ def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():
     expected = torch.softmax(logits, -1)[torch.arange(4), tokens]
     assert torch.allclose(inputs.target_prob_at(slice(0, 4), tokens), expected, atol=1e-6)
     assert torch.allclose(inputs.target_prob_at(slice(3, 4), tokens[3:]), expected[3:], atol=1e-6)
+    rows = tuple(torch.randn(300, generator=g) for _ in range(4))
+    stacked = RoundInputs(torch.tensor([7, 3, 9, 0]), rows, None, torch.zeros(4, 2), logits).draft_logits
+    assert stacked.shape == (4, 300) and torch.equal(stacked[2], rows[2])

@@ -74,7 +74,7 @@ def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: Samp
         return {"token_ids": res.token_ids, "wall_s": res.wall_s, "target_forwards": res.target_forwards,
                 "drafted_tokens": float("nan"), "accepted_tokens": float("nan"), "draft_s": float("nan"),
                 "verify_s": float("nan"), "new_tokens": n}  # fmt: skip
-    run = Generation(pair, prompt, method, max_new_tokens, sampling)
+    run = Generation(pair, prompt, method, max_new_tokens, sampling, display=False)  # time the method, not a viewer
     for _ in run.rounds():
         pass
     r = run.result()

@@ -41,9 +41,11 @@ def median_ms(fn, repeats: int) -> float:
 
 
 @torch.inference_mode()
-def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, context: int = CONTEXT) -> pd.DataFrame:
+def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, context: int = CONTEXT,
+                  widths: tuple[int, ...] = WIDTHS) -> pd.DataFrame:  # fmt: skip
     """One row per measured call: ``what``, ``tokens``, ``ms``, ``relative_to_target_1``, with ``context``
-    tokens already cached (a forward's cost grows with it: compare rounds with costs at their own context)."""
+    tokens already cached (a forward's cost grows with it: compare rounds with costs at their own context).
+    ``widths`` (1 among them) are the target forward widths timed."""
     context = max(2, int(context))
     gen = torch.Generator(device=pair.device).manual_seed(0)
     vocab = pair.target.config.vocab_size
@@ -55,10 +57,12 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, c
     rows = []
 
     def target_call(n):
-        target.forward(torch.tensor(ids[:n]))
+        target.forward(torch.tensor(feed[:n]))
         target.crop(context)
 
-    for n in WIDTHS:
+    widths = tuple(sorted({1, *widths}))
+    feed = ids * (max(widths) // context + 1)  # enough tokens for the widest pass
+    for n in widths:
         rows.append({"what": "target forward", "tokens": n, "ms": median_ms(lambda n=n: target_call(n), repeats)})
     base = rows[0]["ms"]
     for name, draft in drafts.items():
@@ -146,18 +150,21 @@ def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], m
     """Per method (``ar`` first, interleaved with the others): ms per round spent in draft steps, in the target
     forward and in the engine's own work (policy, rule, rollback, event), from the events' timers; τ; and the
     decode speedup over ``ar`` measured (lane clocks: Σ draft_s + verify_s) beside the one the cost model
-    predicts for the same rounds (:func:`predicted_ms`). Medians over ``repeats`` per prompt, then means."""
+    predicts for the same rounds (:func:`predicted_ms`). Medians over ``repeats`` per prompt, then means.
+
+    Rounds run as the benchmark runs them (``display=False``); ``display_ms`` is what the numbers a viewer reads
+    (p(x), q of the target's choice, p of the next token) add per round, from one more run with them."""
     from spec_core.engine import Generation
 
     methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
     for m in methods:  # warm-up: allocations, lazy loads
-        list(Generation(pair, prompts[0], m, 8, GREEDY).rounds())
+        list(Generation(pair, prompts[0], m, 8, GREEDY, display=False).rounds())
     per: dict[str, list[dict]] = {m: [] for m in methods}
     for prompt in prompts:
         runs: dict[str, list[dict]] = {m: [] for m in methods}
         for _ in range(repeats):
             for m in methods:
-                events = list(Generation(pair, prompt, m, max_new_tokens, GREEDY).rounds())
+                events = list(Generation(pair, prompt, m, max_new_tokens, GREEDY, display=False).rounds())
                 busy = sum(e.draft_s + e.verify_s for e in events)
                 runs[m].append({
                     "tokens": sum(len(e.emitted) for e in events), "rounds": len(events), "busy_ms": busy * 1000,
@@ -165,6 +172,7 @@ def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], m
                     "engine_ms": sum(e.engine_s for e in events) * 1000,
                     "model_ms": predicted_ms(events, costs, draft),
                 })  # fmt: skip
+        shown = {m: list(Generation(pair, prompt, m, max_new_tokens, GREEDY).rounds()) for m in methods}
         med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in runs.items()}
         for m in methods:
             r, a = med[m], med["ar"]
@@ -172,6 +180,7 @@ def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], m
                 "rounds": r["rounds"], "tau": r["tokens"] / r["rounds"],
                 "draft_ms": max(0.0, r["busy_ms"] - r["target_ms"] - r["engine_ms"]) / r["rounds"],  # timer noise
                 "target_ms": r["target_ms"] / r["rounds"], "engine_ms": r["engine_ms"] / r["rounds"],
+                "display_ms": 1000 * sum(e.engine_s for e in shown[m]) / len(shown[m]) - r["engine_ms"] / r["rounds"],
                 "measured_speedup": (r["tokens"] / r["busy_ms"]) / (a["tokens"] / a["busy_ms"]),
                 "predicted_speedup": (r["tokens"] / r["model_ms"]) / (a["tokens"] / a["model_ms"]),
             })  # fmt: skip

@@ -23,7 +23,8 @@ class Verdict:
     accept_probs: torch.Tensor  # [γ] probability of accepting each draft given its prefix was accepted
     accepted: int  # leading drafts kept
     next_token: int  # recovered token (accepted < γ) or bonus token (accepted == γ)
-    target_probs: torch.Tensor  # [γ] p_i(x_i) for display (temperature-1 softmax when greedy)
+    target_probs: torch.Tensor | None  # [γ] p_i(x_i) for display; None: the engine derives the temperature-1
+    # softmax from the round inputs when an event shows it (a greedy rule that never needed p pays nothing)
     trace: dict[str, Any] = field(default_factory=dict)  # verifier internals for the event (JSON-ready)
 
 

@@ -39,7 +39,7 @@ class LosslessVerifier:
         idx = torch.arange(gamma, device=x.device)
         if sampling.greedy:
             a, accepted, nxt = rules.verify_greedy(inputs.target_argmax, x)
-            return Verdict(a, accepted, nxt, inputs.target_prob_at(slice(0, gamma), x))
+            return Verdict(a, accepted, nxt, None)  # p(x) only for display: the engine derives it if shown
         p = rules.warp_probs(logits, sampling.temperature, sampling.top_k, sampling.top_p)  # [γ + 1, V]
         a, accepted, nxt = rules.verify_drafts(p[:gamma], inputs.draft_probs, x, p[gamma], generator)
         return Verdict(a, accepted, nxt, p[idx, x])
