@@ -194,6 +194,26 @@ def test_round_numbers_and_summary_on_a_tiny_run():
     assert set(pareto.COLUMNS) == set(row)
 
 
+def test_pareto_workers_give_the_table_of_one_process(tmp_path):
+    """Items shared among worker processes (each loads its own pair) give the same table as one process: item n
+    always runs with seed + n, whichever worker takes it."""
+    import functools
+
+    from spec_core.analysis.rewards import EvalItem
+
+    items = [EvalItem(f"x{n}", task, "eval", f"tiny prompt {n}", "1" if task == "arithmetic" else "b", 12)
+             for n, task in enumerate(["arithmetic", "summary", "extraction", "arithmetic"])]  # fmt: skip
+    configs = [pareto.Config("lossless", "", "lossless"), pareto.Config("static", "0.5", "static:0.5")]
+    load = functools.partial(make_tiny_pair, draft="feature")
+    tables = {w: pareto.run_pareto(load, configs, items, "fixed:3", 1.0, 7, tmp_path / f"w{w}.jsonl", progress=False,
+                                   workers=w) for w in (1, 2)}  # fmt: skip
+    cols = ["method", "param", "acceptance_rate", "quality", "tau", "measured_accepted", "expected_accepted"]
+    assert tables[1][cols].equals(tables[2][cols])
+    assert (tables[1]["items"] == 4).all() and len((tmp_path / "w2.jsonl").read_text().splitlines()) == 8
+    with pytest.raises(SpecScopeError, match="loader"):
+        pareto.run_pareto(load(), configs, items, "fixed:3", 1.0, 7, progress=False, workers=2)
+
+
 def test_default_configs_cover_the_sweep():
     configs = pareto.default_configs("argmax", "diversed")
     kinds = [c.method for c in configs]

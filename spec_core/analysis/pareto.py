@@ -16,7 +16,9 @@ of them alike; ``tokens_per_s`` ratios are comparable within one run only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -111,7 +113,8 @@ def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) 
 def run_item(pair, method: str, item, temperature: float, seed: int) -> dict:
     from spec_core.engine import Generation
 
-    run = Generation(pair, item.prompt, method, item.max_new_tokens, SamplingConfig(temperature=temperature, seed=seed))
+    sampling = SamplingConfig(temperature=temperature, seed=seed)
+    run = Generation(pair, item.prompt, method, item.max_new_tokens, sampling, display=False)
     events = list(run.rounds())
     result = run.result()
     return {
@@ -175,30 +178,66 @@ def with_frontier(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+_WORKER: dict = {}  # the pair a worker process loaded once (see run_pareto)
+
+
+def _worker_init(load_pair, threads: int) -> None:
+    torch.set_num_threads(threads)
+    _WORKER["pair"] = load_pair()
+
+
+def _worker_item(n: int, item, methods: list[str], temperature: float, seed: int) -> tuple[int, list[dict]]:
+    return n, [run_item(_WORKER["pair"], m, item, temperature, seed + n) for m in methods]
+
+
 def run_pareto(pair, configs: list[Config], items, policy: str, temperature: float, seed: int,
-               raw_path: Path | None = None, progress: bool = True, partial_path: Path | None = None) -> pd.DataFrame:  # fmt: skip
+               raw_path: Path | None = None, progress: bool = True, partial_path: Path | None = None,
+               workers: int = 1, threads: int = 1) -> pd.DataFrame:  # fmt: skip
+    """Run every configuration on every item and summarise one row per configuration.
+
+    ``pair`` is a loaded pair, or a picklable zero-argument loader (``functools.partial(load_pair, ...)``). With
+    ``workers`` > 1 (a loader needed) items are shared among that many processes of ``threads`` threads each, every
+    process running all configurations on its items in turn. Item n is always generated with seed ``seed + n``,
+    so the table does not depend on the number of workers.
+    """
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
     from tqdm import tqdm
 
     for c in configs:
         parse_method(c.full(policy))  # fail before any generation
+    if workers > 1 and not callable(pair):
+        raise SpecScopeError("workers > 1 need a pair loader, not a loaded pair")
+    methods = [c.full(policy) for c in configs]
     raw: dict[str, list[dict]] = {c.verifier: [] for c in configs}
     handle = raw_path.open("w") if raw_path else None
     bar = tqdm(total=len(items) * len(configs), desc="pareto", disable=not progress)
     table = lambda: pd.DataFrame([summarise(c, policy, temperature, raw[c.verifier]) for c in configs], columns=COLUMNS)  # noqa: E731
+    pool = None
     try:
-        for n, item in enumerate(items):
-            for c in configs:
-                rec = run_item(pair, c.full(policy), item, temperature, seed + n)
+        if workers > 1:
+            pool = ProcessPoolExecutor(min(workers, len(items)) or 1, mp_context=get_context("spawn"),
+                                       initializer=_worker_init, initargs=(pair, threads))  # fmt: skip
+            futures = [pool.submit(_worker_item, n, item, methods, temperature, seed) for n, item in enumerate(items)]
+            done = (f.result() for f in as_completed(futures))
+        else:
+            loaded = pair() if callable(pair) else pair
+            done = ((n, [run_item(loaded, m, item, temperature, seed + n) for m in methods]) for n, item in enumerate(items))  # fmt: skip
+        for _, records in done:
+            for c, rec in zip(configs, records):
                 raw[c.verifier].append(rec)
                 if handle:
                     counts = {"drafted": sum(rec["rounds"]["gamma"]), "accepted": sum(rec["rounds"]["measured"])}
                     handle.write(json.dumps({**{k: v for k, v in rec.items() if k != "rounds"}, **counts}) + "\n")
                     handle.flush()
-                bar.update()
+            bar.update(len(configs))
             if partial_path is not None:  # every item: the table so far (a long run stopped early still counts)
                 table().to_csv(partial_path, index=False)
     finally:
         bar.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         if handle:
             handle.close()
     return table()
@@ -261,9 +300,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--figure", default="", help="also write the plotly figure as HTML here")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                    help="processes sharing the items (default: 2, or 1 on a one-core machine)")  # fmt: skip
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
+    if a.workers < 1 or a.threads < 1:
+        print("error: --workers and --threads must be at least 1")
+        return 2
     if a.summarise:
         try:
             df = with_frontier(table_from_items([Path(p) for p in a.summarise.split(",") if p]))
@@ -293,12 +337,13 @@ def main(argv: list[str]) -> int:
         else:
             configs = default_configs(a.t0, head)
         items = interleave(load_items(a.split, tuple(t for t in a.tasks.split(",") if t), per_task=a.per_task or None))
-        pair = load_pair("embedded", "cpu", a.dtype)
+        load = functools.partial(load_pair, "embedded", "cpu", a.dtype)
+        pair = load if a.workers > 1 else load()  # one process: load before the clock starts
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         df = run_pareto(pair, configs, items, a.policy, a.temperature, a.seed, out.with_suffix(".items.jsonl"),
-                        not a.no_progress, out.with_suffix(".partial.csv"))  # fmt: skip
+                        not a.no_progress, out.with_suffix(".partial.csv"), a.workers, a.threads)  # fmt: skip
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
@@ -315,5 +360,6 @@ def main(argv: list[str]) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(df[["method", "param", "acceptance_rate", "quality", "tau", "measured_accepted", "expected_accepted",
                   "iid_expected_accepted", "tokens_per_s"]].round(3).to_string(index=False))  # fmt: skip
-    print(f"wrote {out} ({len(items)} items x {len(configs)} configurations, {time.perf_counter() - t:.0f} s)")
+    print(f"wrote {out} ({len(items)} items x {len(configs)} configurations, {a.workers} worker(s), "
+          f"{time.perf_counter() - t:.0f} s)")  # fmt: skip
     return 0
