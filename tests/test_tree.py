@@ -158,3 +158,29 @@ def test_tree_view_draws_the_round_as_data():
     assert len(traces["accepted path"].x) == len(last["path"])
     drawn = sum(len(traces[k].x) for k in ("accepted path", "tried, rejected", "drafted, not reached"))
     assert drawn == len(last["tokens"])  # every node once, in exactly one group
+
+
+def test_tree_shape_analysis_prices_every_shape():
+    """``analyze trees``: the grid's every combination, τ from greedy runs (identical text to ``ar``), and both
+    speed columns priced from measured costs."""
+    from spec_core.analysis import trees
+    from spec_core.analysis.costs import measure_costs
+
+    shapes = trees.parse_grid("nodes=2,6;depth=3;topk=1,3")
+    assert [(s.nodes, s.topk) for s in shapes] == [(2, 1), (2, 3), (6, 1), (6, 3)]
+    for bad, msg in [
+        ("nodes=a", "integers"),
+        ("width=3", "unknown axis"),
+        ("nodes=", "no values"),
+        ("nodes=0", "nodes"),
+    ]:
+        with pytest.raises(SpecScopeError, match=msg):
+            trees.parse_grid(bad)
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    table, events = trees.run_shapes(pair, shapes, [PROMPT, "tree shapes"], 12)
+    assert len(table) == 4 and (table["tau"] >= 1).all() and (table["rounds"] > 0).all()
+    assert all(sum(len(e.emitted) for e in evs) == 24 for evs in events.values())
+    costs = measure_costs(pair, {"feature": pair.draft}, repeats=2, context=8, widths=(2, 3, 7))
+    assert set(costs.loc[costs["what"] == "target forward", "tokens"]) == {1, 2, 3, 7}
+    priced = trees.price(table, events, costs, "feature")
+    assert (priced["predicted_speedup"] > 0).all() and (priced["free_pass_speedup"] > 0).all()
