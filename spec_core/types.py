@@ -57,6 +57,19 @@ class PartSpec:
     family: str  # the registry key, e.g. "pacer"
     params: Any = None  # what the family's ``parse`` returned (frozen: ints, floats, frozen dataclasses)
 
+    @classmethod
+    def parse(cls, text: str, registry: dict[str, type], what: str) -> PartSpec:
+        """``"FAMILY[:ARG]"`` → a validated part, the family looked up in ``registry`` (``what`` names the kind of
+        part in the error: "draft-length policy", "verifier"). Nothing is loaded."""
+        head, _, arg = text.partition(":")
+        if head not in registry:
+            raise SpecScopeError(f"unknown {what} {head!r}; known: {sorted(registry)}")
+        return cls(text, head, registry[head].parse(arg or None))
+
+    def build(self, registry: dict[str, type], pair=None):
+        """The family's fresh part for one generation, built with the loaded pair (where trained weights live)."""
+        return registry[self.family].build(self.params, pair)
+
 
 @dataclass(frozen=True)
 class RoundInputs:

@@ -6,7 +6,6 @@ A new verifier is one class (``prefix``, ``parse``, ``build``, ``verify``; see :
 
 from __future__ import annotations
 
-from spec_core.errors import SpecScopeError
 from spec_core.types import PartSpec
 from spec_core.verifiers.base import Verdict, Verifier
 from spec_core.verifiers.diversed import DiversedVerifier
@@ -23,13 +22,10 @@ VERIFIERS: dict[str, type] = {
 
 def parse_verifier(text: str) -> PartSpec:
     """``"lossless"`` → a validated :class:`PartSpec` (nothing is loaded)."""
-    head, _, arg = text.partition(":")
-    if head not in VERIFIERS:
-        raise SpecScopeError(f"unknown verifier {head!r}; known: {sorted(VERIFIERS)}")
-    return PartSpec(text, head, VERIFIERS[head].parse(arg or None))
+    return PartSpec.parse(text, VERIFIERS, "verifier")
 
 
 def make_verifier(part: PartSpec | str, pair=None) -> Verifier:
     """The verifier for one generation, built with the loaded pair (a learned verifier finds its head there)."""
     part = parse_verifier(part) if isinstance(part, str) else part
-    return VERIFIERS[part.family].build(part.params, pair)
+    return part.build(VERIFIERS, pair)
