@@ -79,6 +79,11 @@ def test_tokens_html_kinds_and_hover():
     assert "style=" not in html  # colours come from the style sheet, not from every token
 
 
+def test_hover_probabilities_never_read_as_zero():
+    assert [tokens.prob_text(x) for x in (0.25, 1.0, 0.0, 0.0004, 3.2e-7)] == ["0.250", "1.000", "0.000", "4.0e-04",
+                                                                              "3.2e-07"]  # fmt: skip
+
+
 def test_token_css_gives_each_kind_its_palette_colour():
     css = token_css()
     for kind, (colour, _, underline) in TOKEN_STYLE.items():

@@ -42,6 +42,11 @@ class TokenSpan:
         return self.kind != "rejected"
 
 
+def prob_text(x: float) -> str:
+    """A probability for a hover: three decimals, or two significant digits below 0.001 (never a bare 0.000)."""
+    return f"{x:.3f}" if x == 0 or x >= 0.0005 else f"{x:.1e}"
+
+
 def _at(values: Sequence[float], i: int) -> float | None:
     return float(values[i]) if i < len(values) else None
 
@@ -51,11 +56,11 @@ def _part_notes(e: RoundEvent, i: int) -> tuple[str, ...]:
     notes = []
     predicted = _at(e.policy_trace.get("predicted", ()), i)
     if predicted is not None:  # PACER's pre-verifier (arXiv 2602.01274)
-        notes.append(f"PACER's pre-verifier predicted acceptance â = {predicted:.3f}")
+        notes.append(f"PACER's pre-verifier predicted acceptance â = {prob_text(predicted)}")
     w, nu = _at(e.verifier_trace.get("w", ()), i), _at(e.verifier_trace.get("nu_x", ()), i)
     if w is not None:  # an ensemble verifier (static:W, DIVERSED's trained w_t, arXiv 2604.07622)
-        notes.append(f"w_t = {w:.3f} (the target's weight in ν = w·p + (1 − w)·q)"
-                     + (f"   ν(x) = {nu:.3f}" if nu is not None else ""))  # fmt: skip
+        notes.append(f"w_t = {prob_text(w)} (the target's weight in ν = w·p + (1 − w)·q)"
+                     + (f"   ν(x) = {prob_text(nu)}" if nu is not None else ""))  # fmt: skip
     return tuple(notes)
 
 
@@ -106,11 +111,11 @@ def _hover(span: TokenSpan) -> str:
         what = f"discarded draft (position {span.position}): it came after the round's first rejection"
     lines = [f"round {span.round} · {what}", f"token {span.text!r}"]
     if span.p is not None and span.q is not None:
-        lines.append(f"p(x) = {span.p:.3f}   q(x) = {span.q:.3f}")
+        lines.append(f"p(x) = {prob_text(span.p)}   q(x) = {prob_text(span.q)}")
     elif span.p is not None:
-        lines.append(f"p(x) = {span.p:.3f} (the target's probability of its own token)")
+        lines.append(f"p(x) = {prob_text(span.p)} (the target's probability of its own token)")
     if span.accept_prob is not None:
-        lines.append(f"acceptance probability = {span.accept_prob:.3f}")
+        lines.append(f"acceptance probability = {prob_text(span.accept_prob)}")
     lines += span.notes
     if is_special(span.text):
         lines.append("a special token: the model's end of text")
