@@ -40,6 +40,20 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def interleaved_median_ms(calls: dict[str, object], repeats: int) -> dict[str, float]:
+    """Median milliseconds of each call, timed round-robin (every call once per repeat, after one warm-up each):
+    a slow spell of a shared machine then slows every call alike instead of one width's whole series."""
+    for fn in calls.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    for _ in range(repeats):
+        for key, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            times[key].append((time.perf_counter() - t0) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 @torch.inference_mode()
 def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, context: int = CONTEXT,
                   widths: tuple[int, ...] = WIDTHS) -> pd.DataFrame:  # fmt: skip
@@ -54,7 +68,6 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, c
     target = CachedLM(pair.target)
     target.reset()
     target.forward(torch.tensor(ids), all_logits=False)
-    rows = []
 
     def target_call(n):
         target.forward(torch.tensor(feed[:n]))
@@ -62,9 +75,7 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, c
 
     widths = tuple(sorted({1, *widths}))
     feed = ids * (max(widths) // context + 1)  # enough tokens for the widest pass
-    for n in widths:
-        rows.append({"what": "target forward", "tokens": n, "ms": median_ms(lambda n=n: target_call(n), repeats)})
-    base = rows[0]["ms"]
+    calls = {("target forward", n): (lambda n=n: target_call(n)) for n in widths}
     for name, draft in drafts.items():
         drafter = FeatureDrafter(draft) if hasattr(draft, "fc") else StandaloneDrafter(draft)
         probe = CachedLM(pair.target, layers=drafter.target_layers)  # the states this drafter reads
@@ -76,7 +87,10 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, c
             drafter.propose(1, GREEDY, gen)
             drafter.commit(0, ids[-1], verified)
 
-        rows.append({"what": f"draft step ({name})", "tokens": 1, "ms": median_ms(step, repeats)})
+        calls[(f"draft step ({name})", 1)] = step
+    timed = interleaved_median_ms(calls, repeats)
+    rows = [{"what": what, "tokens": n, "ms": ms} for (what, n), ms in timed.items()]
+    base = rows[0]["ms"]
     df = pd.DataFrame(rows)
     df["relative_to_target_1"] = (df["ms"] / base).round(3)
     df["ms"] = df["ms"].round(2)
