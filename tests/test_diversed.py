@@ -103,11 +103,30 @@ def test_training_end_to_end_tiny(tmp_path):
     assert 0.0 <= card["results"]["acceptance_rate"] <= 1.0 and "quality" in card["results"]
     assert {"data", "draft_hidden", "target_hidden", "draft_sha256", "training"} <= set(card)
     assert (tmp_path / "work" / "checkpoint.pt").exists()
+    assert card["lossless_heldout"]["acceptance_rate"] >= 0 and card["selected_epoch"] in (1, 2) and card["selection"]
     head2, card2 = train(pair, cfg, tiny_items(6), tiny_items(2))  # resumes: nothing left to do
     assert card2["steps"] == 4
     assert torch.equal(head2.linear.weight, head.linear.weight)
     save_asset(head.tensors(), "tiny", card, tmp_path)
     assert json.loads((tmp_path / "tiny.json").read_text())["sha256"] == file_sha256(tmp_path / "tiny.safetensors")
+
+
+def test_model_selection_keeps_the_best_epoch_that_accepts_enough():
+    from spec_core.train.diversed import select_epoch
+
+    h = lambda q, a: {"heldout": {"quality": q, "acceptance_rate": a}}  # noqa: E731
+    history = [h(0.30, 0.26), h(0.46, 0.19), h(0.50, 0.16), h(0.38, 0.18)]
+    assert select_epoch(history, 0.15, 1.2)[0] == 1  # epoch 3 has the best quality but accepts only 1.07×
+    assert select_epoch(history, 0.15, 0.0) == (3, "the last epoch")
+    idx, why = select_epoch(history, 0.25, 1.2)
+    assert idx == 3 and "none accepted" in why
+    assert select_epoch(history, None, 1.2)[0] == 3
+
+
+def test_heldout_items_never_meet_the_first_items_of_a_sweep():
+    first = {i.id for i in load_items("eval", per_task=8)}
+    last = load_items("eval", per_task=4, from_end=True)
+    assert len(last) == 4 * len(TASKS) and not first & {i.id for i in last}
 
 
 def test_training_refuses_temperature_zero(tmp_path):

@@ -12,9 +12,13 @@ where the authors' code's sign looks inverted (ALGORITHMS.md §2).
 2. Loss per batch (REINFORCE with a per-task running-mean baseline b, since rewards of different tasks live on
    different scales): −(R − b)·Σ_t log ν_t(y_t) − λ·Σ_t (1 − w_t·TV(p_t, q_t)), averaged over the batch
    (1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable).
-3. AdamW (the authors' lr 5e-4), progress bar, a held-out evaluation on the eval split after each epoch
-   (quality and acceptance of ``fixed:4+diversed`` at temperature 0), checkpoint after each epoch in
-   ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card) in ``--out-dir``.
+3. AdamW (the authors' lr 5e-4), progress bar, a held-out evaluation after each epoch (quality and acceptance
+   of ``fixed:4+diversed`` at temperature 0 on the *last* ``--eval-per-task`` items of each task of the eval
+   split, which a default ``pareto`` sweep — the first 8 per task — never reaches), checkpoint after each epoch
+   in ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card) in ``--out-dir``.
+4. Model selection on that held-out set: the same items run with ``lossless`` once, and the shipped head is the
+   epoch with the best held-out quality among those accepting at least ``--min-acceptance-ratio`` × lossless
+   (the issue's 1.2×); the last epoch when none does, or when the ratio is 0.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class TrainConfig:
     eval_per_task: int = 4  # held-out items of each task evaluated after each epoch (0 = skip)
     max_new_tokens: int = 0  # cap on each item's own limit (0 = the item's)
     baseline_momentum: float = 0.8  # running-mean baseline per task
+    min_acceptance_ratio: float = 1.2  # model selection: held-out acceptance ≥ this × lossless (0 = last epoch)
     seed: int = 0
     dtype: str = "bfloat16"
     threads: int = 1
@@ -124,17 +129,14 @@ def loss_terms(head: EnsembleHead, rec: dict[str, torch.Tensor]) -> tuple[torch.
     return nu_y.clamp_min(1e-12).log().sum(), (1.0 - w * rec["tv"]).sum(), w
 
 
-def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
-    """Quality (macro mean reward over tasks) and acceptance of ``POLICY+diversed`` with ``head``."""
-    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})
-    method = f"{policy}+diversed:head={TRAIN_HEAD}"
+def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
+    """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items``."""
     rewards: dict[str, list[float]] = {}
     drafted = accepted = 0
     ws: list[float] = []
     for n, item in enumerate(items):
-        run = Generation(
-            pair, item.prompt, method, item.max_new_tokens, SamplingConfig(temperature=temperature, seed=n)
-        )
+        run = Generation(pair, item.prompt, method, item.max_new_tokens, SamplingConfig(temperature=temperature, seed=n),
+                         display=False)  # fmt: skip
         events = list(run.rounds())
         rewards.setdefault(item.task, []).append(reward(item.task, run.result().text, item.reference))
         drafted += sum(e.draft_len for e in events)
@@ -143,6 +145,27 @@ def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, tempe
     per_task = {t: round(statistics.fmean(v), 4) for t, v in rewards.items()}
     return {"quality": round(statistics.fmean(per_task.values()), 4), "per_task": per_task,
             "acceptance_rate": round(accepted / max(1, drafted), 4), "mean_w": round(statistics.fmean(ws), 4) if ws else None}  # fmt: skip
+
+
+def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
+    """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})
+    return evaluate_method(pair, items, f"{policy}+diversed:head={TRAIN_HEAD}", temperature)
+
+
+def select_epoch(history: list[dict], lossless_acceptance: float | None, min_ratio: float) -> tuple[int, str]:
+    """(index into ``history``, why): the best held-out quality among epochs accepting ≥ ``min_ratio`` × lossless
+    (ties: the higher acceptance), else the last epoch."""
+    last = len(history) - 1
+    if not min_ratio or not lossless_acceptance or not history or not history[0].get("heldout"):
+        return last, "the last epoch"
+    floor = min_ratio * lossless_acceptance
+    ok = [i for i, h in enumerate(history) if h["heldout"]["acceptance_rate"] >= floor]
+    if not ok:
+        return last, f"the last epoch (none accepted ≥ {min_ratio:g}× lossless's {lossless_acceptance:.3f} held out)"
+    best = max(ok, key=lambda i: (history[i]["heldout"]["quality"], history[i]["heldout"]["acceptance_rate"]))
+    return best, (f"the best held-out quality among epochs accepting ≥ {min_ratio:g}× lossless "
+                  f"({floor:.3f} = {min_ratio:g} × {lossless_acceptance:.3f})")  # fmt: skip
 
 
 def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
@@ -159,7 +182,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[
     work = Path(cfg.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     ckpt = work / "checkpoint.pt"
-    state = {"epoch": 0, "step": 0, "baseline": {}, "history": []}
+    state = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
         if saved.get("config") == asdict(cfg):
@@ -170,6 +193,9 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[
         total=cfg.epochs * steps_per_epoch, initial=state["step"], desc="train diversed", disable=not cfg.progress
     )
     t0 = time.perf_counter()
+    if eval_items and state["lossless"] is None:  # the reference the selection compares acceptance with
+        state["lossless"] = evaluate_method(pair, eval_items, f"{cfg.policy}+lossless")
+        print(json.dumps({"lossless": state["lossless"]}), flush=True)
     for epoch in range(state["epoch"], cfg.epochs):
         order = list(range(len(train_items)))
         random.Random(cfg.seed + epoch).shuffle(order)
@@ -205,16 +231,24 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[
                                  "train_reward": round(statistics.fmean(x["reward"] for x in epoch_log), 4),
                                  "train_mean_w": epoch_log[-1]["mean_w"], "heldout": heldout})  # fmt: skip
         print(json.dumps(state["history"][-1]), flush=True)
+        state["heads"].append({k: v.clone() for k, v in head.state_dict().items()})  # a few KB per epoch
         state["epoch"] = epoch + 1
         torch.save({"config": asdict(cfg), "head": head.state_dict(), "opt": opt.state_dict(), "state": state}, ckpt)
     bar.close()
+    lossless_acc = (state["lossless"] or {}).get("acceptance_rate")
+    chosen, why = select_epoch(state["history"], lossless_acc, cfg.min_acceptance_ratio)
+    if state["heads"]:
+        head.load_state_dict(state["heads"][chosen])
     card = {
         "kind": "diversed-ensemble-head", "paper": "DIVERSED, arXiv 2604.07622",
         "draft_sha256": (pair.draft_card or {}).get("sha256"), "draft_hidden": draft_h, "target_hidden": target_h,
         "data": {"train_items": len(train_items), "eval_items": len(eval_items), "tasks": sorted({i.task for i in train_items}),
                  "source": "prompts/eval/*.jsonl (split=train for rollouts, split=eval for the held-out check)"},
         "steps": state["step"], "lambda": cfg.lam, "training": asdict(cfg), "history": state["history"],
-        "results": state["history"][-1]["heldout"] if state["history"] else {},
+        "heldout_items": "the last eval_per_task items of each task of the eval split (a default pareto sweep "
+                         "takes the first 8)",
+        "lossless_heldout": state["lossless"], "selected_epoch": chosen + 1 if state["history"] else None,
+        "selection": why, "results": state["history"][chosen]["heldout"] if state["history"] else {},
     }  # fmt: skip
     return head, card
 
@@ -238,12 +272,13 @@ def main(argv: list[str]) -> int:
 
         tasks = tuple(t for t in a.tasks.split(",") if t)
         train_items = load_items("train", tasks, per_task=cfg.train_per_task or None)
-        eval_items = load_items("eval", tasks, per_task=cfg.eval_per_task) if cfg.eval_per_task else []
+        eval_items = load_items("eval", tasks, per_task=cfg.eval_per_task, from_end=True) if cfg.eval_per_task else []
         pair = load_pair("embedded", "cpu", cfg.dtype)
         head, card = train(pair, cfg, train_items, eval_items)
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
     path = save_asset(head.tensors(), cfg.name, card, Path(cfg.out_dir))
-    print(f"wrote {path} ({card['steps']} steps; held-out {card['results']})")
+    print(f"wrote {path} ({card['steps']} steps; epoch {card['selected_epoch']}: {card['selection']}; "
+          f"held-out {card['results']})")  # fmt: skip
     return 0
