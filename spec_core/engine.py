@@ -308,6 +308,7 @@ class Generation:
         drafted = list(path_tokens)
         nodes = list(verdict.path) if verdict is not None else []
         last_rejected = [n for n, a in verdict.tried if n not in verdict.path] if verdict is not None else []
+        draft_probs = target_probs = accept_probs = ()
         if verdict is not None:
             leaf_parent = verdict.path[-1] if verdict.path else -1
             rejected_here = [n for n in last_rejected if int(tree.parents[n]) == leaf_parent]
@@ -315,20 +316,28 @@ class Generation:
                 nodes.append(rejected_here[0])
                 drafted.append(int(tree.tokens[rejected_here[0]]))
             tried = dict(verdict.tried)
-            values = torch.stack([tree.draft_probs.float(), verdict.target_probs.float()]).tolist()
+            # the tree's shape and walk always (round_shape prices a round by them); its numbers only when shown
             tree_record = {
-                "tokens": tree.tokens.tolist(), "pieces": list(self.pair.pieces(tree.tokens.tolist())),
-                "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
-                "draft_probs": values[0], "target_probs": values[1], "path": list(verdict.path),
-                "tried": [[n, a] for n, a in verdict.tried],
+                "tokens": tree.tokens.tolist(), "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
+                "path": list(verdict.path), "tried": [[n, a] for n, a in verdict.tried],
             }  # fmt: skip
-            draft_probs = tuple(values[0][n] for n in nodes)
-            target_probs = tuple(values[1][n] for n in nodes)
             accept_probs = tuple(tried.get(n, 0.0) for n in nodes)
-        else:
-            draft_probs = target_probs = accept_probs = ()
-        row = logits[1 + verdict.path[-1] if verdict is not None and verdict.path else 0]  # where next_token came from
-        next_prob = float(rules.softmax_at(row[None], torch.tensor([next_token], device=row.device))[0])
+            if self.display:
+                p = verdict.target_probs
+                if p is None:  # greedy: the target's temperature-1 p of each node's token at its parent
+                    p = rules.softmax_at(logits[tree.parents + 1], tree.tokens)
+                values = torch.stack([tree.draft_probs.float(), p.float()]).tolist()
+                tree_record |= {"pieces": list(self.pair.pieces(tree_record["tokens"])), "draft_probs": values[0],
+                                "target_probs": values[1]}  # fmt: skip
+                draft_probs = tuple(values[0][n] for n in nodes)
+                target_probs = tuple(values[1][n] for n in nodes)
+            else:
+                draft_probs = tuple(float(tree.draft_probs[n]) for n in nodes)
+        next_prob = None
+        if self.display:
+            at = 1 + verdict.path[-1] if verdict is not None and verdict.path else 0  # where next_token came from
+            row = logits[at]
+            next_prob = float(rules.softmax_at(row[None], torch.tensor([next_token], device=row.device))[0])
         return RoundEvent(
             index=len(self.events), method=self.spec.name, context_len=context_len, draft_tokens=tuple(drafted),
             draft_pieces=self.pair.pieces(drafted), draft_probs=draft_probs, target_probs=target_probs,

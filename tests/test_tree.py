@@ -184,3 +184,16 @@ def test_tree_shape_analysis_prices_every_shape():
     assert set(costs.loc[costs["what"] == "target forward", "tokens"]) == {1, 2, 3, 7}
     priced = trees.price(table, events, costs, "feature")
     assert (priced["predicted_speedup"] > 0).all() and (priced["free_pass_speedup"] > 0).all()
+
+
+def test_tree_rounds_without_display_keep_the_walk_and_skip_the_numbers():
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    runs = {d: Generation(pair, PROMPT, "tree:nodes=6,depth=3,topk=3", 20, SamplingConfig(), display=d)
+            for d in (True, False)}  # fmt: skip
+    events = {d: list(r.rounds()) for d, r in runs.items()}
+    assert runs[True].new_tokens == runs[False].new_tokens
+    for shown, bare in zip(events[True], events[False]):
+        assert {k: bare.tree[k] for k in bare.tree} == {k: shown.tree[k] for k in bare.tree}
+        assert "pieces" not in bare.tree and "target_probs" not in bare.tree and bare.next_prob is None
+        assert bare.draft_probs == pytest.approx(shown.draft_probs) and bare.target_probs == ()
+        assert len(shown.target_probs) == len(shown.draft_tokens) and shown.next_prob is not None

@@ -29,7 +29,8 @@ class TreeVerdict:
     next_token: int  # recovered (some child was rejected at the last node) or bonus (a leaf, or no child tried)
     kind: str  # "recovered" or "bonus"
     tried: list[tuple[int, float]]  # (node, its acceptance probability) for every child tried, in order
-    target_probs: torch.Tensor  # [N] the target's probability of each node's token at its parent (display)
+    target_probs: torch.Tensor | None  # [N] the target's p of each node's token at its parent (display); None when
+    # greedy: the walk never needs it, the engine derives it (temperature-1 softmax) when the round is shown
 
 
 def verify_tree(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig,
@@ -37,7 +38,7 @@ def verify_tree(tree: DraftTree, target_logits: torch.Tensor, sampling: Sampling
     """Walk ``tree`` against ``target_logits`` ``[N + 1, V]`` (rows: pending, then the nodes in order)."""
     parent_rows = tree.parents + 1  # [N] the row of each node's parent (0 = the root)
     if sampling.greedy:
-        shown = rules.softmax_at(target_logits[parent_rows], tree.tokens)  # [N]
+        shown = None  # display only: the engine forms it if the round is shown
         argmax = target_logits.argmax(-1).tolist()  # [N + 1]
         tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
         path, tried, node = [], [], -1
