@@ -55,7 +55,7 @@ def test_tree_mask_gives_each_path_its_chain_logits(first_round):
 
 
 def test_shape_parsing():
-    assert TreeShape.parse("nodes=8,topk=2") == TreeShape(nodes=8, depth=6, topk=2)
+    assert TreeShape.parse("nodes=8,topk=2") == TreeShape(nodes=8, depth=4, topk=2)
     for bad in ["nodes=0", "depth=x", "width=3", "topk=99"]:
         with pytest.raises(SpecScopeError, match="tree"):
             TreeShape.parse(bad)

@@ -1,7 +1,7 @@
 """Forward costs of the target and of each draft design, measured side by side in one process.
 
-Reports milliseconds per call (median over repeats, after a warm-up) for a target forward over 1, 2, 4, 8, 16 and
-32 new tokens on a cached context, and for one draft step of each design (what a drafted token costs), with the
+Reports milliseconds per call (median over repeats, after a warm-up) for a target forward over 1, 2, 4, 8, 16 and 33
+new tokens on a cached context, and for one draft step of each design (what a drafted token costs), with the
 ratio draft step / one-token target forward — the c in the usual speedup estimate (Leviathan et al. 2023).
 
 From those costs, :func:`acceptance_needed` answers the inverse question: the per-token acceptance α a fixed window
@@ -25,7 +25,7 @@ from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
-WIDTHS = (1, 2, 4, 8, 16, 32)  # target forward widths timed (a token tree verifies 25 by default)
+WIDTHS = (1, 2, 4, 8, 16, 33)  # target forward widths timed (33: the default token tree, 32 nodes + pending)
 GREEDY = SamplingConfig()
 
 

@@ -12,8 +12,9 @@ CPU without native bf16 it costs up to 15 steps. This command runs a grid of sha
 - the predicted speedup where a verification pass costs one step (``free_pass_speedup``: τ against the draft
   levels alone), which is the regime the trees were designed for.
 
-The shipped default (:class:`spec_core.drafters.tree.TreeShape`) is the shape with the best τ at a node budget
-whose pass a GPU verifies at the cost of one step; the table says what each other shape would give.
+The shipped default (:class:`spec_core.drafters.tree.TreeShape`) is the shape with the best ``free_pass_speedup``
+among trees of at most 32 nodes (a pass a GPU verifies at about the cost of one step); the table says what each
+other shape would give here and there.
 """
 
 from __future__ import annotations
