@@ -130,18 +130,17 @@ def loss_terms(head: EnsembleHead, rec: dict[str, torch.Tensor]) -> tuple[torch.
 
 
 def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
-    """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items``."""
+    """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items`` (item n with
+    seed n, one :func:`spec_core.analysis.pareto.run_item` each)."""
+    from spec_core.analysis.pareto import run_item
+
+    records = [run_item(pair, method, item, temperature, n) for n, item in enumerate(items)]
     rewards: dict[str, list[float]] = {}
-    drafted = accepted = 0
-    ws: list[float] = []
-    for n, item in enumerate(items):
-        run = Generation(pair, item.prompt, method, item.max_new_tokens, SamplingConfig(temperature=temperature, seed=n),
-                         display=False)  # fmt: skip
-        events = list(run.rounds())
-        rewards.setdefault(item.task, []).append(reward(item.task, run.result().text, item.reference))
-        drafted += sum(e.draft_len for e in events)
-        accepted += sum(e.accepted for e in events)
-        ws += [w for e in events for w in e.verifier_trace.get("w", [])]
+    for rec in records:
+        rewards.setdefault(rec["task"], []).append(rec["reward"])
+    drafted = sum(sum(r["rounds"]["gamma"]) for r in records)
+    accepted = sum(sum(r["rounds"]["measured"]) for r in records)
+    ws = [w for r in records for w in r["rounds"]["w"]]
     per_task = {t: round(statistics.fmean(v), 4) for t, v in rewards.items()}
     return {"quality": round(statistics.fmean(per_task.values()), 4), "per_task": per_task,
             "acceptance_rate": round(accepted / max(1, drafted), 4), "mean_w": round(statistics.fmean(ws), 4) if ws else None}  # fmt: skip
