@@ -49,6 +49,10 @@ def test_head_starts_at_one_half_and_stays_in_unit_interval():
     assert ((w >= 0) & (w <= 1)).all() and w.std() > 0
     with pytest.raises(SpecScopeError, match="hidden sizes"):
         head(torch.randn(2, 9), torch.randn(2, 12))
+    assert torch.allclose(EnsembleHead(8, 12, init_w=0.8)(d, t), torch.full((50,), 0.8))  # training may start there
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(SpecScopeError, match="initial w"):
+            EnsembleHead(8, 12, init_w=bad)
 
 
 def test_head_asset_roundtrip_and_draft_check(tmp_path, monkeypatch):
@@ -123,10 +127,55 @@ def test_model_selection_keeps_the_best_epoch_that_accepts_enough():
     assert select_epoch(history, None, 1.2)[0] == 3
 
 
-def test_heldout_items_never_meet_the_first_items_of_a_sweep():
-    first = {i.id for i in load_items("eval", per_task=8)}
-    last = load_items("eval", per_task=4, from_end=True)
-    assert len(last) == 4 * len(TASKS) and not first & {i.id for i in last}
+def test_validation_items_come_from_the_train_split_and_are_never_rolled_out():
+    from spec_core.train.diversed import split_train_val
+
+    rolled, val = split_train_val(TASKS, train_per_task=0, val_per_task=4)
+    assert len(val) == 4 * len(TASKS) and {i.split for i in rolled + val} == {"train"}
+    assert not {i.id for i in rolled} & {i.id for i in val}
+    assert len(rolled) + len(val) == len(load_items("train"))
+    for task in TASKS:  # the validation items are the last of each task
+        assert [i.id for i in val if i.task == task] == [i.id for i in load_items("train", (task,))[-4:]]
+    assert len(split_train_val(TASKS, train_per_task=2, val_per_task=4)[0]) == 2 * len(TASKS)
+    with pytest.raises(SpecScopeError, match="leaves no"):
+        split_train_val(("summary",), val_per_task=1000)
+
+
+def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch):
+    """With --group 3 every item is rolled out 3 times with distinct seeds, and each rollout's advantage is its
+    reward minus the mean of the item's other two."""
+    import spec_core.train.diversed as td
+
+    rewards = iter([1.0, 0.0, 0.5, 0.2, 0.2, 0.2])
+    seeds, logps, losses = [], [], []
+    real_rollout, real_terms, real_backward = td.rollout, td.loss_terms, torch.Tensor.backward
+
+    def fake_rollout(pair, head, item, cfg, seed):
+        seeds.append(seed)
+        _, rec, text = real_rollout(pair, head, item, cfg, seed)
+        assert rec is not None
+        return next(rewards), rec, text
+
+    def spy_terms(head, rec):
+        logp, keep, w = real_terms(head, rec)
+        logps.append(float(logp.detach()))
+        return logp, keep, w
+
+    def spy_backward(self, *a, **k):
+        losses.append(float(self.detach()))
+        return real_backward(self, *a, **k)
+
+    monkeypatch.setattr(td, "rollout", fake_rollout)
+    monkeypatch.setattr(td, "loss_terms", spy_terms)
+    monkeypatch.setattr(torch.Tensor, "backward", spy_backward)
+    cfg = TrainConfig(epochs=1, batch_size=2, group=3, lam=0.0, work_dir=str(tmp_path / "w"), progress=False)
+    head, card = td.train(make_tiny_pair(), cfg, tiny_items(2), [])
+    assert len(seeds) == 6 and len(set(seeds)) == 6 and card["steps"] == 1 and len(logps) == 6
+    # rollouts come item by item: (1, 0, .5) → A = 1 − .25, 0 − .75, .5 − .5; (.2, .2, .2) → A = 0
+    advantages = [0.75, -0.75, 0.0, 0.0, 0.0, 0.0]
+    expected = -sum(a * lp for a, lp in zip(advantages, logps)) / 6
+    assert losses == [pytest.approx(expected, rel=1e-5, abs=1e-6)]
+    assert expected != 0.0  # nonzero, so the comparison has teeth
 
 
 def test_training_refuses_temperature_zero(tmp_path):

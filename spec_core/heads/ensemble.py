@@ -31,12 +31,15 @@ def _rms_norm(h: torch.Tensor) -> torch.Tensor:
 class EnsembleHead(nn.Module):
     """w = σ(Linear([rms(h_draft) ⊕ rms(h_target)])) per position."""
 
-    def __init__(self, draft_hidden: int, target_hidden: int):
+    def __init__(self, draft_hidden: int, target_hidden: int, init_w: float = 0.5):
         super().__init__()
+        if not 0.0 < init_w < 1.0:
+            raise SpecScopeError(f"the ensemble head's initial w must lie in (0, 1), got {init_w}")
         self.draft_hidden, self.target_hidden = draft_hidden, target_hidden
         self.linear = nn.Linear(draft_hidden + target_hidden, 1)
         nn.init.zeros_(self.linear.weight)
-        nn.init.zeros_(self.linear.bias)  # w = 0.5 everywhere at the start, as the authors' init
+        # w = init_w everywhere at the start: 0.5 is the authors' init; training may start nearer lossless
+        nn.init.constant_(self.linear.bias, float(torch.logit(torch.tensor(init_w))))
 
     def logit(self, draft_hidden: torch.Tensor, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[N, H_d]``, ``[N, H_t]`` → ``[N]`` pre-sigmoid scores."""

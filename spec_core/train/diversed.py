@@ -9,16 +9,20 @@ where the authors' code's sign looks inverted (ALGORITHMS.md §2).
    being trained. Speculative sampling against ν emits exactly ν_t at every drafted position, so a rollout is a
    sample of the ensemble policy; bonus tokens come from p and carry no gradient. For each emitted drafted
    position the recorder keeps the draft's and the target's hidden states, p_t(y_t), q_t(y_t) and TV(p_t, q_t).
-2. Loss per batch (REINFORCE with a per-task running-mean baseline b, since rewards of different tasks live on
-   different scales): −(R − b)·Σ_t log ν_t(y_t) − λ·Σ_t (1 − w_t·TV(p_t, q_t)), averaged over the batch
+2. Loss per batch: −A·Σ_t log ν_t(y_t) − λ·Σ_t (1 − w_t·TV(p_t, q_t)) per rollout, averaged over the batch
    (1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable).
-3. AdamW (the authors' lr 5e-4), progress bar, a held-out evaluation after each epoch (quality and acceptance
-   of ``fixed:4+diversed`` at temperature 0 on the *last* ``--eval-per-task`` items of each task of the eval
-   split, which a default ``pareto`` sweep — the first 8 per task — never reaches), checkpoint after each epoch
-   in ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card) in ``--out-dir``.
-4. Model selection on that held-out set: the same items run with ``lossless`` once, and the shipped head is the
-   epoch with the best held-out quality among those accepting at least ``--min-acceptance-ratio`` × lossless
-   (the issue's 1.2×); the last epoch when none does, or when the ratio is 0.
+   The advantage A = R − b: with ``--group G`` > 1 each item is rolled out G times (seeds differ) and b is the
+   mean reward of the item's *other* G − 1 rollouts (the leave-one-out baseline, "RLOO", Kool et al. 2019,
+   which takes out how hard the item is); with G = 1, b is a running mean per task (rewards of different tasks
+   live on different scales).
+3. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
+   of ``fixed:4+diversed`` at temperature 0 on the *last* ``--val-per-task`` items of each task of the
+   **train** split, which are never rolled out; the eval split stays untouched for ``pareto``), checkpoint
+   after each epoch in ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card)
+   in ``--out-dir``.
+4. Model selection on that validation set: the same items run with ``lossless`` once, and the shipped head is
+   the epoch with the best validation quality among those accepting at least ``--min-acceptance-ratio`` ×
+   lossless (the issue's 1.2×); the last epoch when none does, or when the ratio is 0.
 """
 
 from __future__ import annotations
@@ -51,11 +55,13 @@ class TrainConfig:
     policy: str = "fixed:4"  # draft-length policy of the rollouts
     temperature: float = 1.0  # rollouts sample ν (> 0)
     epochs: int = 2  # the authors' default
-    batch_size: int = 8  # rollouts per update (the authors' default)
+    batch_size: int = 8  # items per update (the authors' default), each rolled out --group times
+    group: int = 1  # rollouts per item; > 1 uses the leave-one-out baseline of the item's other rollouts
     lam: float = 0.1  # λ of the acceptance regulariser (per token, summed over the rollout)
     lr: float = 5e-4  # AdamW, the authors' default
+    init_w: float = 0.5  # the head's w everywhere before training (0.5 = the authors' init)
     train_per_task: int = 0  # first N training items of each task (0 = all)
-    eval_per_task: int = 4  # held-out items of each task evaluated after each epoch (0 = skip)
+    val_per_task: int = 4  # the last N training items of each task: never rolled out, checked each epoch (0 = skip)
     max_new_tokens: int = 0  # cap on each item's own limit (0 = the item's)
     baseline_momentum: float = 0.8  # running-mean baseline per task
     min_acceptance_ratio: float = 1.2  # model selection: held-out acceptance ≥ this × lossless (0 = last epoch)
@@ -122,6 +128,31 @@ def rollout(
     return reward(item.task, text, item.reference), batch, text
 
 
+def rollout_seed(cfg: TrainConfig, epoch: int, index: int, member: int) -> int:
+    """The sampling seed of rollout ``member`` of training item ``index`` in ``epoch`` (distinct for all three)."""
+    return cfg.seed + 1000 * epoch + index + 100_000 * member
+
+
+def split_train_val(
+    tasks: tuple[str, ...], train_per_task: int = 0, val_per_task: int = 4
+) -> tuple[list[EvalItem], list[EvalItem]]:
+    """(rollout items, validation items) from the train split: per task the last ``val_per_task`` items are the
+    validation set and the first ``train_per_task`` of the rest (0 = all) are rolled out. The eval split is left
+    for ``pareto``."""
+    train_items: list[EvalItem] = []
+    val_items: list[EvalItem] = []
+    for task in tasks:
+        items = load_items("train", (task,))
+        if val_per_task >= len(items):
+            raise SpecScopeError(
+                f"--val-per-task {val_per_task} leaves no {task} item to train on ({len(items)} in all)"
+            )
+        cut = len(items) - val_per_task
+        train_items += items[:cut][:train_per_task] if train_per_task else items[:cut]
+        val_items += items[cut:]
+    return train_items, val_items
+
+
 def loss_terms(head: EnsembleHead, rec: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(Σ_t log ν_t(y_t), Σ_t (1 − TV(q_t, ν_t)), w_t) of one rollout, differentiable in the head."""
     w = head(rec["draft_hidden"], rec["target_hidden"])  # [T]
@@ -141,15 +172,28 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
     drafted = sum(sum(r["rounds"]["gamma"]) for r in records)
     accepted = sum(sum(r["rounds"]["measured"]) for r in records)
     ws = [w for r in records for w in r["rounds"]["w"]]
+    task_ws: dict[str, list[float]] = {}
+    for r in records:
+        task_ws.setdefault(r["task"], []).extend(x for x in r["rounds"]["w"] if x is not None)
     per_task = {t: round(statistics.fmean(v), 4) for t, v in rewards.items()}
     return {"quality": round(statistics.fmean(per_task.values()), 4), "per_task": per_task,
-            "acceptance_rate": round(accepted / max(1, drafted), 4), "mean_w": round(statistics.fmean(ws), 4) if ws else None}  # fmt: skip
+            "acceptance_rate": round(accepted / max(1, drafted), 4), "mean_w": round(statistics.fmean(ws), 4) if ws else None,
+            "w_by_task": {t: round(statistics.fmean(v), 4) for t, v in task_ws.items() if v}}  # fmt: skip
 
 
 def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
     """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
     pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})
     return evaluate_method(pair, items, f"{policy}+diversed:head={TRAIN_HEAD}", temperature)
+
+
+def epoch_w_by_task(epoch_log: list[dict]) -> dict[str, float]:
+    """Mean w_t per task over an epoch's rollouts (whether the head tells the tasks apart); drops the raw lists."""
+    pooled: dict[str, list[float]] = {}
+    for log in epoch_log:
+        for task, ws in log.pop("w_by_task", {}).items():
+            pooled.setdefault(task, []).extend(ws)
+    return {t: round(statistics.fmean(v), 4) for t, v in sorted(pooled.items())}
 
 
 def select_epoch(history: list[dict], lossless_acceptance: float | None, min_ratio: float) -> tuple[int, str]:
@@ -167,16 +211,18 @@ def select_epoch(history: list[dict], lossless_acceptance: float | None, min_rat
                   f"({floor:.3f} = {min_ratio:g} × {lossless_acceptance:.3f})")  # fmt: skip
 
 
-def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
+def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
     """Run the REINFORCE loop; returns the head and the card (resumes from ``cfg.work_dir``)."""
     if cfg.temperature <= 0:
         raise SpecScopeError("training rollouts sample the ensemble: --temperature must be > 0")
     if not train_items:
         raise SpecScopeError("no training items")
+    if cfg.group < 1 or cfg.batch_size < 1:
+        raise SpecScopeError(f"--group and --batch-size must be ≥ 1, got {cfg.group} and {cfg.batch_size}")
     from tqdm import tqdm
 
     draft_h, target_h = pair_hidden_sizes(pair)
-    head = EnsembleHead(draft_h, target_h)
+    head = EnsembleHead(draft_h, target_h, cfg.init_w)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr)
     work = Path(cfg.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -192,43 +238,51 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[
         total=cfg.epochs * steps_per_epoch, initial=state["step"], desc="train diversed", disable=not cfg.progress
     )
     t0 = time.perf_counter()
-    if eval_items and state["lossless"] is None:  # the reference the selection compares acceptance with
-        state["lossless"] = evaluate_method(pair, eval_items, f"{cfg.policy}+lossless")
+    if val_items and state["lossless"] is None:  # the reference the selection compares acceptance with
+        state["lossless"] = evaluate_method(pair, val_items, f"{cfg.policy}+lossless")
         print(json.dumps({"lossless": state["lossless"]}), flush=True)
     for epoch in range(state["epoch"], cfg.epochs):
         order = list(range(len(train_items)))
         random.Random(cfg.seed + epoch).shuffle(order)
         epoch_log: list[dict] = []
         for b in range(steps_per_epoch):
-            batch = [train_items[i] for i in order[b * cfg.batch_size : (b + 1) * cfg.batch_size]]
+            picked = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
             head.eval()
-            outs = [rollout(pair, head, item, cfg, seed=cfg.seed + 1000 * epoch + order[b * cfg.batch_size + j])
-                    for j, item in enumerate(batch)]  # fmt: skip
+            outs = {(i, g): rollout(pair, head, train_items[i], cfg, seed=rollout_seed(cfg, epoch, i, g))
+                    for i in picked for g in range(cfg.group)}  # fmt: skip
             head.train()
             opt.zero_grad()
             total = torch.zeros(())
-            ws, rs = [], []
-            for item, (r, rec, _) in zip(batch, outs):
-                base = state["baseline"].get(item.task, r)
-                rs.append(r)
-                if rec is not None:
-                    logp, keep, w = loss_terms(head, rec)
-                    total = total - (r - base) * logp - cfg.lam * keep
-                    ws += w.detach().tolist()
-                state["baseline"][item.task] = cfg.baseline_momentum * base + (1 - cfg.baseline_momentum) * r
-            (total / len(batch)).backward()
+            ws, rs, task_ws = [], [], {}
+            for i in picked:
+                item, rewards = train_items[i], [outs[i, g][0] for g in range(cfg.group)]
+                for r, rec, _ in (outs[i, g] for g in range(cfg.group)):
+                    if cfg.group > 1:  # leave-one-out: the mean of this item's other rollouts
+                        base = (sum(rewards) - r) / (cfg.group - 1)
+                    else:
+                        base = state["baseline"].get(item.task, r)
+                    rs.append(r)
+                    if rec is not None:
+                        logp, keep, w = loss_terms(head, rec)
+                        total = total - (r - base) * logp - cfg.lam * keep
+                        ws += w.detach().tolist()
+                        task_ws.setdefault(item.task, []).extend(w.detach().tolist())
+                    running = state["baseline"].get(item.task, r)
+                    state["baseline"][item.task] = cfg.baseline_momentum * running + (1 - cfg.baseline_momentum) * r
+            (total / len(outs)).backward()
             opt.step()
             state["step"] += 1
             log = {"step": state["step"], "reward": round(statistics.fmean(rs), 4),
-                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": round(float(total.detach()) / len(batch), 4)}  # fmt: skip
+                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": round(float(total.detach()) / len(outs), 4)}  # fmt: skip
+            log["w_by_task"] = {t: v for t, v in task_ws.items()}  # summarised per epoch below
             epoch_log.append(log)
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
             bar.update()
         head.eval()
-        heldout = evaluate(pair, head, eval_items, cfg.policy) if eval_items else {}
+        heldout = evaluate(pair, head, val_items, cfg.policy) if val_items else {}
         state["history"].append({"epoch": epoch + 1, "elapsed_s": round(time.perf_counter() - t0, 1),
                                  "train_reward": round(statistics.fmean(x["reward"] for x in epoch_log), 4),
-                                 "train_mean_w": epoch_log[-1]["mean_w"], "heldout": heldout})  # fmt: skip
+                                 "train_mean_w": epoch_log[-1]["mean_w"], "train_w_by_task": epoch_w_by_task(epoch_log), "heldout": heldout})  # fmt: skip
         print(json.dumps(state["history"][-1]), flush=True)
         state["heads"].append({k: v.clone() for k, v in head.state_dict().items()})  # a few KB per epoch
         state["epoch"] = epoch + 1
@@ -241,11 +295,10 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], eval_items: list[
     card = {
         "kind": "diversed-ensemble-head", "paper": "DIVERSED, arXiv 2604.07622",
         "draft_sha256": (pair.draft_card or {}).get("sha256"), "draft_hidden": draft_h, "target_hidden": target_h,
-        "data": {"train_items": len(train_items), "eval_items": len(eval_items), "tasks": sorted({i.task for i in train_items}),
-                 "source": "prompts/eval/*.jsonl (split=train for rollouts, split=eval for the held-out check)"},
+        "data": {"train_items": len(train_items), "val_items": len(val_items), "tasks": sorted({i.task for i in train_items}),
+                 "source": "prompts/eval/*.jsonl, split=train (the last val_per_task items of each task for the validation check, the rest for rollouts); split=eval is never read"},
         "steps": state["step"], "lambda": cfg.lam, "training": asdict(cfg), "history": state["history"],
-        "heldout_items": "the last eval_per_task items of each task of the eval split (a default pareto sweep "
-                         "takes the first 8)",
+        "heldout_items": "validation: the last val_per_task items of each task of the train split, never rolled out",
         "lossless_heldout": state["lossless"], "selected_epoch": chosen + 1 if state["history"] else None,
         "selection": why, "results": state["history"][chosen]["heldout"] if state["history"] else {},
     }  # fmt: skip
@@ -270,10 +323,9 @@ def main(argv: list[str]) -> int:
         from spec_core.models import load_pair
 
         tasks = tuple(t for t in a.tasks.split(",") if t)
-        train_items = load_items("train", tasks, per_task=cfg.train_per_task or None)
-        eval_items = load_items("eval", tasks, per_task=cfg.eval_per_task, from_end=True) if cfg.eval_per_task else []
+        train_items, val_items = split_train_val(tasks, cfg.train_per_task, cfg.val_per_task)
         pair = load_pair("embedded", "cpu", cfg.dtype)
-        head, card = train(pair, cfg, train_items, eval_items)
+        head, card = train(pair, cfg, train_items, val_items)
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
