@@ -242,6 +242,32 @@ def test_interpolate_frontier():
     assert math.isnan(pareto.interpolate_frontier(static, 0.1))
 
 
+def test_task_mix_envelope_picks_a_weight_per_task(tmp_path):
+    """Two tasks, two weights: 'a' loses nothing at W = 0, 'b' everything. The per-task mix (a=0, b=1) reaches
+    acceptance (8 + 1) / (10 + 10) at quality 1, which no single W does."""
+
+    def rec(task, w, accepted, reward, n):
+        return {"id": f"{task}{n}", "task": task, "method": f"fixed:4+static:{w}", "reward": reward,
+                "drafted": 5, "accepted": accepted}  # fmt: skip
+
+    rows = [rec("arithmetic", 0, 4, 1.0, n) for n in range(2)] + [rec("arithmetic", 1, 1, 1.0, n) for n in range(2)]
+    rows += [rec("summary", 0, 4, 0.0, n) for n in range(2)] + [
+        rec("summary", 1, 0, 1.0, 0),
+        rec("summary", 1, 1, 1.0, 1),
+    ]
+    path = tmp_path / "sweep.items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = pareto.task_mix_envelope([path])
+    # (a=1, b=1) at 3/20 and (a=1, b=0) at 10/20 are beaten on both axes, so only two points remain
+    assert list(env["weights"]) == ["arithmetic=0 summary=1", "arithmetic=0 summary=0"]
+    assert env["acceptance_rate"].tolist() == pytest.approx([9 / 20, 16 / 20])
+    assert env["quality"].tolist() == pytest.approx([1.0, 0.5])
+    assert pareto.envelope_quality(env, 0.3) == 1.0 and pareto.envelope_quality(env, 0.6) == 0.5
+    assert math.isnan(pareto.envelope_quality(env, 0.9))
+    with pytest.raises(SpecScopeError, match="no lenient"):
+        pareto.task_mix_envelope([path], family="lenient")
+
+
 def test_round_numbers_and_summary_on_a_tiny_run():
     pair = make_tiny_pair()
     out = generate(pair, "pareto", "fixed:4+static:0.6", 30, temperature=1.0, seed=4, chat=False)

@@ -271,6 +271,54 @@ def table_from_items(paths: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame:
+    """The room a per-token weight has: ``static:W`` with W chosen *per task* (as if w_t only knew the task).
+
+    From ``*.items.jsonl`` records (the items every configuration finished), every choice of one ``static:W``
+    per task gives a point: acceptance = the chosen rows' accepted / drafted pooled over tasks, quality = the
+    mean of their task qualities (macro, as in the sweep). Returns the points no other point beats on both
+    axes, by acceptance, with column ``weights`` ("arithmetic=0.8 summary=0.4 ...").
+    """
+    import itertools
+
+    records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    common = set.intersection(*({r["id"] for r in records if r["method"] == m} for m in methods)) if methods else set()
+    cells: dict[str, dict[str, tuple[int, int, float]]] = {}  # task -> W -> (accepted, drafted, quality)
+    for m in methods:
+        verifier = m.split("+", 1)[1] if "+" in m else m
+        fam, _, param = verifier.partition(":")
+        if fam != family:
+            continue
+        for task in TASKS:
+            rs = [r for r in records if r["method"] == m and r["id"] in common and r["task"] == task]
+            if rs:
+                cells.setdefault(task, {})[param] = (sum(r["accepted"] for r in rs), sum(r["drafted"] for r in rs),
+                                                     statistics.fmean(r["reward"] for r in rs))  # fmt: skip
+    if not cells:
+        raise SpecScopeError(f"no {family}:W records to mix")
+    tasks = list(cells)
+    points = []
+    for choice in itertools.product(*(cells[t].items() for t in tasks)):
+        accepted = sum(c[1][0] for c in choice)
+        drafted = sum(c[1][1] for c in choice)
+        points.append({"acceptance_rate": accepted / max(1, drafted), "quality": statistics.fmean(c[1][2] for c in choice),
+                       "weights": " ".join(f"{t}={c[0]}" for t, c in zip(tasks, choice))})  # fmt: skip
+    df = pd.DataFrame(points).sort_values(["acceptance_rate", "quality"], ascending=[False, False])
+    keep, best = [], float("-inf")
+    for row in df.itertuples(index=False):  # from the highest acceptance down: keep each new best quality
+        if row.quality > best:
+            keep.append(row._asdict())
+            best = row.quality
+    return pd.DataFrame(keep).sort_values("acceptance_rate", ignore_index=True)
+
+
+def envelope_quality(envelope: pd.DataFrame, acceptance: float) -> float:
+    """The best quality the envelope reaches at ``acceptance`` or more (a step function; NaN past its end)."""
+    at = envelope[envelope["acceptance_rate"] >= acceptance]
+    return float(at["quality"].max()) if len(at) else float("nan")
+
+
 def interleave(items: list) -> list:
     """Round-robin over tasks (arithmetic, summary, extraction, arithmetic, ...), so any prefix is balanced."""
     by_task: dict[str, list] = {}
@@ -322,6 +370,15 @@ def main(argv: list[str]) -> int:
             pareto_figure(df, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
         with pd.option_context("display.width", 220, "display.max_columns", 14):
             print(df.round(3).to_string(index=False))
+        try:
+            envelope = task_mix_envelope([Path(p) for p in a.summarise.split(",") if p])
+        except SpecScopeError:
+            return 0
+        print("\nstatic:W with W chosen per task (what a w_t that only knew the task could reach), at each "
+              "non-static row's acceptance:")  # fmt: skip
+        for row in df[df["method"] != "static"].itertuples(index=False):
+            print(f"  {row.method} {row.param}: acceptance {row.acceptance_rate:.3f}, quality {row.quality:.3f}; "
+                  f"per-task static {envelope_quality(envelope, row.acceptance_rate):.3f}")  # fmt: skip
         return 0
     try:
         SamplingConfig(temperature=a.temperature).validate()
