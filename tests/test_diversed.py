@@ -382,6 +382,13 @@ def test_shipped_sweeps_load_into_the_analyzer_panel(tmp_path):
     mine = read_sweep(tmp_path / "mine.csv")
     assert mine.loc[mine["method"] == "diversed", "frontier_quality"].iloc[0] == pytest.approx(0.25)
     assert "above the static frontier" in sweep_view(mine)[0]
+    assert "dashed line" not in sweep_view(mine)[0]
+    (tmp_path / "mix.csv").write_text(rows + "task-static,arithmetic=0 summary=1,0.7,0.45\n")
+    text, fig = sweep_view(read_sweep(tmp_path / "mix.csv"))  # the per-task envelope: drawn and told
+    assert "dashed line" in text and "quality 0.450" in text
+    assert [t.name for t in fig.data if t.name == "static, W chosen per task"] and "static W (frontier)" in [
+        t.name for t in fig.data
+    ]
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     with pytest.raises(SpecScopeError, match="missing column"):
         read_sweep(tmp_path / "bad.csv")

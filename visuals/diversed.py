@@ -75,6 +75,9 @@ def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
     return fig
 
 
+TASK_STATIC = "task-static"  # rows of the per-task static envelope in a sweep table (pareto --summarise)
+
+
 def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval split)") -> go.Figure:
     """The rows of ``pareto`` (``method, param, acceptance_rate, quality, ...``): the static sweep as a line
     (the frontier DIVERSED must beat), lenient points, lossless and diversed markers."""
@@ -88,6 +91,16 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
             hovertemplate="static W=%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
         )
     )  # fmt: skip
+    mix = df[df["method"] == TASK_STATIC].sort_values("acceptance_rate")
+    if not mix.empty:  # the per-task static envelope (pareto --summarise): the room a per-token weight has
+        fig.add_trace(
+            go.Scatter(
+                x=mix["acceptance_rate"], y=mix["quality"], mode="lines+markers", name="static, W chosen per task",
+                text=mix["param"].astype(str), line={"color": OKABE_ITO["green"], "dash": "dash", "shape": "hv"},
+                marker={"symbol": "circle-open", "size": 6},
+                hovertemplate="W per task: %{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+            )
+        )  # fmt: skip
     marks = {"lenient": ("square", OKABE_ITO["orange"]), "lossless": ("star", OKABE_ITO["black"]),
              "diversed": ("diamond", OKABE_ITO["purple"])}  # fmt: skip
     for method, (symbol, colour) in marks.items():
@@ -141,6 +154,11 @@ def sweep_summary(df: pd.DataFrame) -> str:
         )
         parts.append(f"DIVERSED: acceptance {div['acceptance_rate']:.3f}{ratio}, quality {div['quality']:.3f} — "
                      f"{where} the static frontier ({frontier:.3f} at that acceptance).")  # fmt: skip
+        mix = df[(df["method"] == TASK_STATIC) & (df["acceptance_rate"] >= div["acceptance_rate"])]
+        if len(mix):
+            parts.append(f"The dashed line picks one W per task, as a w_t that only knew the task could: at that "
+                         f"acceptance it keeps quality {mix['quality'].max():.3f}. That is the room a per-token "
+                         "weight has; it is an in-sample best choice, so it flatters itself a little.")  # fmt: skip
     return " ".join(parts)
 
 

@@ -357,11 +357,19 @@ def main(argv: list[str]) -> int:
         print("error: --workers and --threads must be at least 1")
         return 2
     if a.summarise:
+        paths = [Path(p) for p in a.summarise.split(",") if p]
         try:
-            df = with_frontier(table_from_items([Path(p) for p in a.summarise.split(",") if p]))
+            df = with_frontier(table_from_items(paths))
         except SpecScopeError as err:
             print(f"error: {err}")
             return 2
+        try:
+            envelope = task_mix_envelope(paths)
+        except SpecScopeError:
+            envelope = None
+        if envelope is not None:  # drawn as the dashed line of the figure (visuals.diversed.TASK_STATIC)
+            rows = envelope.rename(columns={"weights": "param"}).assign(method="task-static")
+            df = with_frontier(pd.concat([df, rows], ignore_index=True))
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(a.out, index=False)
         if a.figure:
@@ -369,14 +377,12 @@ def main(argv: list[str]) -> int:
 
             pareto_figure(df, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
         with pd.option_context("display.width", 220, "display.max_columns", 14):
-            print(df.round(3).to_string(index=False))
-        try:
-            envelope = task_mix_envelope([Path(p) for p in a.summarise.split(",") if p])
-        except SpecScopeError:
+            print(df[df["method"] != "task-static"].round(3).to_string(index=False))
+        if envelope is None:
             return 0
         print("\nstatic:W with W chosen per task (what a w_t that only knew the task could reach), at each "
               "non-static row's acceptance:")  # fmt: skip
-        for row in df[df["method"] != "static"].itertuples(index=False):
+        for row in df[~df["method"].isin(["static", "task-static"])].itertuples(index=False):
             print(f"  {row.method} {row.param}: acceptance {row.acceptance_rate:.3f}, quality {row.quality:.3f}; "
                   f"per-task static {envelope_quality(envelope, row.acceptance_rate):.3f}")  # fmt: skip
         return 0
