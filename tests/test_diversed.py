@@ -22,11 +22,11 @@ from spec_core.analysis.rewards import (
     reward,
     rouge2,
 )  # fmt: skip
-from spec_core.assets import HEADS_DIR, file_sha256, save_asset
+from spec_core.assets import HEADS_DIR, file_sha256, load_asset, save_asset
 from spec_core.engine import generate
 from spec_core.errors import SpecScopeError
 from spec_core.heads import ensemble
-from spec_core.heads.ensemble import EnsembleHead, load_head
+from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head
 from spec_core.train.diversed import TrainConfig, loss_terms, rollout, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +113,26 @@ def test_training_end_to_end_tiny(tmp_path):
     assert torch.equal(head2.linear.weight, head.linear.weight)
     save_asset(head.tensors(), "tiny", card, tmp_path)
     assert json.loads((tmp_path / "tiny.json").read_text())["sha256"] == file_sha256(tmp_path / "tiny.safetensors")
+
+
+def test_freeze_bias_centres_the_inputs_and_keeps_the_mean_w(tmp_path):
+    """--freeze-bias: the inputs are centred on the first batch and only the weights train, so the bias (the mean
+    logit) stays at logit(init_w) while λ moves w_t token by token; the centre travels with the asset."""
+    pair = make_tiny_pair()
+    cfg = TrainConfig(epochs=1, batch_size=3, lam=1.0, lr=0.05, init_w=0.7, freeze_bias=True,
+                      work_dir=str(tmp_path / "work"), progress=False)  # fmt: skip
+    head, card = train(pair, cfg, tiny_items(6), [])
+    assert float(head.linear.bias.detach()) == pytest.approx(float(torch.logit(torch.tensor(0.7))), abs=1e-6)
+    assert head.center.abs().sum() > 0 and head.linear.weight.abs().sum() > 0
+    save_asset(head.tensors(), "tiny", card, tmp_path)
+    tensors, _ = load_asset("tiny", tmp_path, "ensemble head", "")
+    again = head_from_tensors(tensors, head.draft_hidden, head.target_hidden)
+    d, t = torch.randn(5, head.draft_hidden), torch.randn(5, head.target_hidden)
+    assert torch.allclose(again(d, t), head(d, t), atol=0.02)  # the asset stores bf16
+    old = {k: v for k, v in tensors.items() if k != "center"}  # a head saved before the centre existed
+    assert torch.equal(
+        head_from_tensors(old, head.draft_hidden, head.target_hidden).center, torch.zeros_like(head.center)
+    )
 
 
 def test_model_selection_keeps_the_best_epoch_that_accepts_enough():

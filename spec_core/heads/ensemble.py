@@ -29,7 +29,7 @@ def _rms_norm(h: torch.Tensor) -> torch.Tensor:
 
 
 class EnsembleHead(nn.Module):
-    """w = σ(Linear([rms(h_draft) ⊕ rms(h_target)])) per position."""
+    """w = σ(Linear([rms(h_draft) ⊕ rms(h_target)] − centre)) per position (centre = 0 unless trained with one)."""
 
     def __init__(self, draft_hidden: int, target_hidden: int, init_w: float = 0.5):
         super().__init__()
@@ -40,6 +40,13 @@ class EnsembleHead(nn.Module):
         nn.init.zeros_(self.linear.weight)
         # w = init_w everywhere at the start: 0.5 is the authors' init; training may start nearer lossless
         nn.init.constant_(self.linear.bias, float(torch.logit(torch.tensor(init_w))))
+        # subtracted from the normalised input (zeros = none): with a frozen bias, a centred input keeps the mean
+        # w at the bias and leaves the weights to move w_t token by token (``train diversed --freeze-bias``)
+        self.register_buffer("center", torch.zeros(draft_hidden + target_hidden))
+
+    def features(self, draft_hidden: torch.Tensor, target_hidden: torch.Tensor) -> torch.Tensor:
+        """``[N, H_d + H_t]``: each half RMS-normalised, then the centre subtracted."""
+        return torch.cat([_rms_norm(draft_hidden.float()), _rms_norm(target_hidden.float())], dim=-1) - self.center
 
     def logit(self, draft_hidden: torch.Tensor, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[N, H_d]``, ``[N, H_t]`` → ``[N]`` pre-sigmoid scores."""
@@ -48,8 +55,7 @@ class EnsembleHead(nn.Module):
                 f"ensemble head expects hidden sizes ({self.draft_hidden}, {self.target_hidden}), got "
                 f"({draft_hidden.shape[-1]}, {target_hidden.shape[-1]}): it was trained for another pair or drafter"
             )
-        x = torch.cat([_rms_norm(draft_hidden.float()), _rms_norm(target_hidden.float())], dim=-1)
-        return self.linear(x).squeeze(-1)
+        return self.linear(self.features(draft_hidden, target_hidden)).squeeze(-1)
 
     def forward(self, draft_hidden: torch.Tensor, target_hidden: torch.Tensor) -> torch.Tensor:
         """w_t ∈ [0, 1], ``[N]``."""
@@ -61,7 +67,9 @@ class EnsembleHead(nn.Module):
 
 def head_from_tensors(tensors: dict[str, torch.Tensor], draft_hidden: int, target_hidden: int) -> EnsembleHead:
     head = EnsembleHead(draft_hidden, target_hidden)
-    head.load_state_dict({k: v.float() for k, v in tensors.items()})
+    state = {k: v.float() for k, v in tensors.items()}
+    state.setdefault("center", head.center)  # heads saved before the centre existed have none
+    head.load_state_dict(state)
     return head.eval()
 
 

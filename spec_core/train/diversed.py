@@ -60,6 +60,7 @@ class TrainConfig:
     lam: float = 0.1  # λ of the acceptance regulariser (per token, summed over the rollout)
     lr: float = 5e-4  # AdamW, the authors' default
     init_w: float = 0.5  # the head's w everywhere before training (0.5 = the authors' init)
+    freeze_bias: bool = False  # centre the inputs on the first batch and keep the bias: the mean w stays init_w
     train_per_task: int = 0  # first N training items of each task (0 = all)
     val_per_task: int = 4  # the last N training items of each task: never rolled out, checked each epoch (0 = skip)
     max_new_tokens: int = 0  # cap on each item's own limit (0 = the item's)
@@ -223,7 +224,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
 
     draft_h, target_h = pair_hidden_sizes(pair)
     head = EnsembleHead(draft_h, target_h, cfg.init_w)
-    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr)
+    opt = torch.optim.AdamW([head.linear.weight] if cfg.freeze_bias else head.parameters(), lr=cfg.lr)
     work = Path(cfg.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     ckpt = work / "checkpoint.pt"
@@ -250,6 +251,13 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             head.eval()
             outs = {(i, g): rollout(pair, head, train_items[i], cfg, seed=rollout_seed(cfg, epoch, i, g))
                     for i in picked for g in range(cfg.group)}  # fmt: skip
+            if cfg.freeze_bias and state["step"] == 0:  # centre on the first batch's positions (kept in the head)
+                recs = [o[1] for o in outs.values() if o[1] is not None]
+                if recs:
+                    with torch.no_grad():
+                        feats = head.features(torch.cat([r["draft_hidden"] for r in recs]),
+                                              torch.cat([r["target_hidden"] for r in recs]))  # fmt: skip
+                        head.center += feats.mean(0)
             head.train()
             opt.zero_grad()
             total = torch.zeros(())
@@ -312,7 +320,10 @@ def main(argv: list[str]) -> int:
         if field == "progress":
             continue
         flag = "--" + field.replace("_", "-")
-        ap.add_argument(flag, type=type(value), default=value)
+        if isinstance(value, bool):
+            ap.add_argument(flag, action="store_true")
+        else:
+            ap.add_argument(flag, type=type(value), default=value)
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
