@@ -195,6 +195,19 @@ def check_playground(page) -> None:
         assert (SHOTS / "playground.png").stat().st_size < 400_000
 
 
+def check_pareto(page) -> None:
+    """The Analyzer's DIVERSED panel draws the shipped sweep: the static frontier, the per-task envelope, and a
+    sentence that says where DIVERSED sits."""
+    page.get_by_role("tab", name="Analyzer").click()
+    page.get_by_text("DIVERSED: acceptance vs quality (Pareto sweep)").click()
+    page.locator("#an-pareto .js-plotly-plot").first.wait_for(timeout=60_000)
+    text = page.locator("#an-pareto").inner_text()
+    assert "static frontier" in text and "DIVERSED: acceptance" in text and "dashed line" in text, text[:400]
+    if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
+        page.locator("#an-pareto").screenshot(path=str(SHOTS / "pareto.png"))
+        assert (SHOTS / "pareto.png").stat().st_size < 400_000
+
+
 @pytest.mark.embedded
 def test_default_generate_is_honest():
     """The default Generate against the same three methods alone, once before it and once after it in the
@@ -254,6 +267,7 @@ def test_default_generate_is_honest():
                     title = page.locator(f"#lane-{i} .tok-diverge").first.get_attribute("title")
                     assert "two best tokens" in title and "logit gap" in title, title
                 check_playground(page)  # one recording pass of this text, then knobs redraw with no model call
+                check_pareto(page)
             finally:
                 browser.close()
     finally:

@@ -96,7 +96,7 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
         fig.add_trace(
             go.Scatter(
                 x=mix["acceptance_rate"], y=mix["quality"], mode="lines+markers", name="static, W chosen per task",
-                text=mix["param"].astype(str), line={"color": OKABE_ITO["green"], "dash": "dash", "shape": "hv"},
+                text=mix["param"].astype(str), line={"color": OKABE_ITO["green"], "dash": "dash", "shape": "vh"},
                 marker={"symbol": "circle-open", "size": 6},
                 hovertemplate="W per task: %{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
             )
@@ -136,7 +136,10 @@ def sweep_summary(df: pd.DataFrame) -> str:
         rows = df[(df["method"] == method) & ((df["param"].astype(str) == param) if param is not None else True)]
         return rows.iloc[0] if len(rows) else None
 
-    items = f" on {int(df['items'].iloc[0])} eval items per configuration" if "items" in df.columns else ""
+    counts = (
+        pd.to_numeric(df["items"], errors="coerce").dropna() if "items" in df.columns else pd.Series([], dtype=float)
+    )
+    items = f" on {int(counts.max())} eval items per configuration" if len(counts) else ""
     parts = [f"Each point is one verifier{items}: further right keeps more drafts (faster), higher keeps more "
              "quality. The blue line is the static ensemble ν = W·p + (1 − W)·q from W = 0 (the draft alone) to "
              "W = 1 (the target alone); a learned verifier is only worth training if it lands above that line."]  # fmt: skip
