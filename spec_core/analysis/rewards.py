@@ -44,10 +44,8 @@ def load_items(
     tasks: tuple[str, ...] = TASKS,
     directory: Path = EVAL_DIR,
     per_task: int | None = None,
-    from_end: bool = False,
 ) -> list[EvalItem]:
-    """The items of one split, task by task (``per_task`` keeps the first N of each, or the last N ``from_end``:
-    training's held-out check takes those, so that it never sees the items a ``pareto`` sweep starts with)."""
+    """The items of one split, task by task (``per_task`` keeps the first N of each)."""
     if split not in SPLITS:
         raise SpecScopeError(f"split must be one of {SPLITS}, got {split!r}")
     items: list[EvalItem] = []
@@ -65,7 +63,7 @@ def load_items(
                         obj["id"], task, split, obj["prompt"], obj["reference"], int(obj.get("max_new_tokens", 48))
                     )
                 )
-        items += (rows[-per_task:] if from_end else rows[:per_task]) if per_task else rows
+        items += rows[:per_task] if per_task else rows
     return items
 
 

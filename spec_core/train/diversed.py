@@ -282,7 +282,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             state["step"] += 1
             log = {"step": state["step"], "reward": round(statistics.fmean(rs), 4),
                    "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": round(float(total.detach()) / len(outs), 4)}  # fmt: skip
-            log["w_by_task"] = {t: v for t, v in task_ws.items()}  # summarised per epoch below
+            log["w_by_task"] = task_ws  # pooled per epoch by epoch_w_by_task
             epoch_log.append(log)
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
             bar.update()
