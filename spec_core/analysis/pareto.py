@@ -243,17 +243,23 @@ def run_pareto(pair, configs: list[Config], items, policy: str, temperature: flo
     return table()
 
 
-def table_from_items(paths: list[Path]) -> pd.DataFrame:
-    """Rebuild the main columns from ``*.items.jsonl`` records (runs stopped early, or run apart), over the
-    items that every configuration finished (the same items, seeds and order)."""
+def finished_records(paths: list[Path]) -> tuple[list[dict], list[str]]:
+    """The ``*.items.jsonl`` records of the items that every configuration finished, and the configurations."""
     records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
     if not records:
         raise SpecScopeError(f"no records in {', '.join(map(str, paths))}")
     methods = list(dict.fromkeys(r["method"] for r in records))
     common = set.intersection(*({r["id"] for r in records if r["method"] == m} for m in methods))
+    return [r for r in records if r["id"] in common], methods
+
+
+def table_from_items(paths: list[Path]) -> pd.DataFrame:
+    """Rebuild the main columns from ``*.items.jsonl`` records (runs stopped early, or run apart), over the
+    items that every configuration finished (the same items, seeds and order)."""
+    records, methods = finished_records(paths)
     rows = []
     for m in methods:
-        rs = [r for r in records if r["method"] == m and r["id"] in common]
+        rs = [r for r in records if r["method"] == m]
         verifier = m.split("+", 1)[1] if "+" in m else m
         family, _, param = verifier.partition(":")
         per_task = {
@@ -281,9 +287,7 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
     """
     import itertools
 
-    records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
-    methods = list(dict.fromkeys(r["method"] for r in records))
-    common = set.intersection(*({r["id"] for r in records if r["method"] == m} for m in methods)) if methods else set()
+    records, methods = finished_records(paths)
     cells: dict[str, dict[str, tuple[int, int, float]]] = {}  # task -> W -> (accepted, drafted, quality)
     for m in methods:
         verifier = m.split("+", 1)[1] if "+" in m else m
@@ -291,7 +295,7 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
         if fam != family:
             continue
         for task in TASKS:
-            rs = [r for r in records if r["method"] == m and r["id"] in common and r["task"] == task]
+            rs = [r for r in records if r["method"] == m and r["task"] == task]
             if rs:
                 cells.setdefault(task, {})[param] = (sum(r["accepted"] for r in rs), sum(r["drafted"] for r in rs),
                                                      statistics.fmean(r["reward"] for r in rs))  # fmt: skip
