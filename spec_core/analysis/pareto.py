@@ -52,6 +52,13 @@ class Config:
     def full(self, policy: str) -> str:
         return f"{policy}+{self.verifier}"
 
+    @classmethod
+    def parse(cls, method: str) -> Config:
+        """The configuration of a verifier part ("static:0.7") or a whole method ("fixed:4+static:0.7")."""
+        verifier = method.split("+", 1)[1] if "+" in method else method
+        family, _, param = verifier.partition(":")
+        return cls(family, param, verifier)
+
 
 def default_configs(t0: str, diversed_head: str | None) -> list[Config]:
     opt = "" if t0 == "argmax" else f",t0={t0}"
@@ -260,8 +267,7 @@ def table_from_items(paths: list[Path]) -> pd.DataFrame:
     rows = []
     for m in methods:
         rs = [r for r in records if r["method"] == m]
-        verifier = m.split("+", 1)[1] if "+" in m else m
-        family, _, param = verifier.partition(":")
+        config = Config.parse(m)
         per_task = {
             t: statistics.fmean([r["reward"] for r in rs if r["task"] == t])
             for t in TASKS
@@ -269,7 +275,7 @@ def table_from_items(paths: list[Path]) -> pd.DataFrame:
         }
         drafted, forwards = sum(r["drafted"] for r in rs), sum(r["forwards"] for r in rs)
         rows.append({
-            "method": family, "param": param.replace("head=", ""), "acceptance_rate": sum(r["accepted"] for r in rs) / max(1, drafted),
+            "method": config.method, "param": config.param.replace("head=", ""), "acceptance_rate": sum(r["accepted"] for r in rs) / max(1, drafted),
             "quality": statistics.fmean(per_task.values()), "tau": sum(r["new_tokens"] for r in rs) / max(1, forwards),
             **{f"quality_{t}": per_task.get(t, float("nan")) for t in TASKS},
             "tokens_per_s": sum(r["new_tokens"] for r in rs) / max(1e-9, sum(r["wall_s"] for r in rs)), "items": len(rs),
@@ -290,10 +296,10 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
     records, methods = finished_records(paths)
     cells: dict[str, dict[str, tuple[int, int, float]]] = {}  # task -> W -> (accepted, drafted, quality)
     for m in methods:
-        verifier = m.split("+", 1)[1] if "+" in m else m
-        fam, _, param = verifier.partition(":")
-        if fam != family:
+        config = Config.parse(m)
+        if config.method != family:
             continue
+        param = config.param
         for task in TASKS:
             rs = [r for r in records if r["method"] == m and r["task"] == task]
             if rs:
@@ -400,7 +406,7 @@ def main(argv: list[str]) -> int:
         if a.head and head is None:
             print(f"(no ensemble head {a.head!r} in {HEADS_DIR}: the diversed row is skipped)")
         if a.verifiers:
-            configs = [Config(v.partition(":")[0], v.partition(":")[2], v) for v in a.verifiers.split(";") if v]
+            configs = [Config.parse(v) for v in a.verifiers.split(";") if v]
         else:
             configs = default_configs(a.t0, head)
         items = interleave(load_items(a.split, tuple(t for t in a.tasks.split(",") if t), per_task=a.per_task or None))
