@@ -1,6 +1,6 @@
 """SpecScope: watch speculative decoding work — live side by side, token by token, round by round.
 
-Wiring only (STYLE.md §6): requests are parsed at the edge (:mod:`spec_core.requests`), live runs are
+Wiring only (docs/STYLE.md §6): requests are parsed at the edge (:mod:`spec_core.requests`), live runs are
 :mod:`spec_core.live`, the analyzer's records :mod:`spec_core.analysis.records`, and :mod:`visuals` makes the HTML
 and plotly figures; this file lays out the Gradio Blocks, one small function per tab. No model loads at import:
 the pair is loaded on first use, warmed up and cached (:func:`get_pair`); ``build_demo(pair_loader=...)`` lets

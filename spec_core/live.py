@@ -13,7 +13,7 @@
    verification pass rounds differently from a 1-token step and can flip a near-tie. Where a lossless lane
    parts from ``ar``, :func:`explain_divergence` reads the target's two best tokens at that position.
 
-No gradio, no plotly here (STYLE.md §6): the app turns frames into components.
+No gradio, no plotly here (docs/STYLE.md §6): the app turns frames into components.
 """
 
 from __future__ import annotations

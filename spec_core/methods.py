@@ -1,4 +1,4 @@
-"""Method names, the contract shared by the CLI, the app and the CSV files (ARCHITECTURE.md).
+"""Method names, the contract shared by the CLI, the app and the CSV files (docs/ARCHITECTURE.md, "Contracts").
 
 ``ar`` is plain decoding. A speculative method is ``POLICY``, ``VERIFIER`` or ``POLICY+VERIFIER`` (e.g.
 ``fixed:4``, ``heuristic``, ``confidence:0.4``, ``fixed:4+lossless``); a missing policy is ``fixed:4`` and a

@@ -1,6 +1,6 @@
 """Requests from the outside (the app's forms, the ``/generate`` API), parsed once where they enter.
 
-STYLE.md §10: a request's raw values (strings, floats from sliders) become frozen records here, and the layers
+docs/STYLE.md §10: a request's raw values (strings, floats from sliders) become frozen records here, and the layers
 below take the records. Every bad value raises :class:`~spec_core.errors.SpecScopeError` with a message meant
 for the user; the app turns it into a ``gr.Error``. A method name that does not parse is *not* an error of the
 whole live request: it becomes that lane's error, and the other lanes run (:class:`LanePlan`).

@@ -86,7 +86,7 @@ def verify_drafts(
     generator: torch.Generator | None,
     leniency: float = 1.0,
 ) -> tuple[torch.Tensor, int, int]:
-    """Speculative sampling, vectorised over the drafted positions (ALGORITHMS.md §0).
+    """Speculative sampling, vectorised over the drafted positions (docs/ALGORITHMS.md §0).
 
     Returns ``(accept_probs [γ], accepted, next_token)``: the first ``accepted`` drafts are kept, then
     ``next_token`` is the recovered token drawn from norm(max(0, ν − q)) at the first rejection, or the bonus
@@ -118,7 +118,7 @@ def verify_greedy(target_argmax: torch.Tensor, draft_tokens: torch.Tensor) -> tu
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Per-position training weights for block drafters (ALGORITHMS.md §3)
+# Per-position training weights for block drafters (docs/ALGORITHMS.md §3)
 
 
 def uniform_weights(q: torch.Tensor) -> torch.Tensor:
@@ -224,7 +224,7 @@ BLOCK_LOSSES = ("uniform", "decay", "dpace", "dpace-cumulative", "dpace-continua
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Relaxed verification against an ensemble ν = w·p + (1 − w)·q (DIVERSED, arXiv 2604.07622, ALGORITHMS.md §2)
+# Relaxed verification against an ensemble ν = w·p + (1 − w)·q (DIVERSED, arXiv 2604.07622, docs/ALGORITHMS.md §2)
 
 
 def expected_acceptance(verify_probs: torch.Tensor, draft_probs: torch.Tensor, leniency: float = 1.0) -> torch.Tensor:

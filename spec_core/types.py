@@ -1,6 +1,6 @@
 """Frozen records that flow out of the engine: sampling settings, one event per round, the final result.
 
-Vocabulary (see ``shared/docs/STYLE.md``): the *target* verifies what the *draft* proposes. A round drafts
+Vocabulary (see ``docs/STYLE.md §1``): the *target* verifies what the *draft* proposes. A round drafts
 ``draft_len`` tokens (``draft_tokens``); the verifier keeps the first ``accepted`` of them and then adds one
 token of the target's own: the *recovered* token (resampled at the first rejection) or, when every draft
 passed, the *bonus* token. Plain decoding is a round with no draft whose one token is of kind ``"target"``.
@@ -23,7 +23,7 @@ NextKind = Literal["recovered", "bonus", "target"]
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How tokens are chosen, for both models (ALGORITHMS.md §0: the same warping applies to p and q)."""
+    """How tokens are chosen, for both models (docs/ALGORITHMS.md §0: the same warping applies to p and q)."""
 
     temperature: float = 0.0  # 0 = greedy (argmax); > 0 = softmax(logits / temperature)
     top_p: float = 1.0  # nucleus: keep the smallest set of tokens whose mass reaches top_p (1 = off)

@@ -1,4 +1,4 @@
-"""Relaxed verifiers (ALGORITHMS.md §2): ``lenient:L``, ``static:W`` and ``diversed`` (arXiv 2604.07622).
+"""Relaxed verifiers (docs/ALGORITHMS.md §2): ``lenient:L``, ``static:W`` and ``diversed`` (arXiv 2604.07622).
 
 Hand-built distributions for the rule, a statistical test that ``static:W`` emits ν = W·p + (1 − W)·q and
 accepts 1 − W·TV(p, q) of the time in expectation, exact equalities at the ends (``static:1`` is ``lossless``,

@@ -173,7 +173,7 @@ def sweep_view(df: pd.DataFrame) -> list:
 def _static(t: float) -> str:
     if t == 0:
         return (
-            "Static ensemble at temperature 0 (ALGORITHMS.md §2; default t0=argmax): the models' softmax are mixed, "
+            "Static ensemble at temperature 0 (docs/ALGORITHMS.md §2; default t0=argmax): the models' softmax are mixed, "
             "ν = W·p + (1 − W)·q, and a draft is kept while it is ν's most likely token; at the first mismatch ν's "
             "choice replaces it. W = 1 is the lossless greedy rule, W = 0 keeps every draft. (t0=onehot: a draft "
             "that differs from the target's argmax is kept with probability 1 − W.)"

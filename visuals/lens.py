@@ -6,7 +6,7 @@ cross-entropy −log q_j; the schedules differ in the weight each position's los
 
 - uniform — every position the same;
 - DFlash's decay, w_k = exp(−(k − 1)/γ_w) (DFlash, arXiv 2602.06036; γ_w = 4 for B = 8, 7 for B = 16);
-- D-PACE, w_j = Σ_{k≥j} Π_{i≤k} q̃_i with q̃ = (1 − α)q + α (arXiv 2605.18810; ALGORITHMS.md §3):
+- D-PACE, w_j = Σ_{k≥j} Π_{i≤k} q̃_i with q̃ = (1 − α)q + α (arXiv 2605.18810; docs/ALGORITHMS.md §3):
   positions the verifier is likely to reach, and whose acceptance would unlock a long continuation, weigh most.
 
 The weights come from :mod:`spec_core.rules` (the same functions training uses); the figure shows each schedule
@@ -28,7 +28,7 @@ from visuals.style import OKABE_ITO, SCHEME_COLOURS
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
 
-DPACE_ALPHA = 0.5  # D-PACE's smoothing; stable for α in [0.3, 0.7], α = 0 collapses (ALGORITHMS.md §3)
+DPACE_ALPHA = 0.5  # D-PACE's smoothing; stable for α in [0.3, 0.7], α = 0 collapses (docs/ALGORITHMS.md §3)
 SCHEME_LABELS = {"uniform": "uniform", "decay": "DFlash decay", "dpace": "D-PACE"}
 
 

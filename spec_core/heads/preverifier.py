@@ -3,7 +3,7 @@
 PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274): the draft
 drafts in blocks; after each block a small trained layer reads the block's draft hidden states plus a learned
 embedding of each token's position in the current draft and estimates, per token, the probability that the
-target will accept it. The paper's layer is not published; this one is ours (ALGORITHMS.md §1):
+target will accept it. The paper's layer is not published; this one is ours (docs/ALGORITHMS.md §1):
 
     â_i = σ( MLP( LN(h_i) W_h + E[pos_i] + [log q_i, Σ_{j≤i} log q_j] W_q ) )
 
@@ -16,7 +16,7 @@ target will accept it. The paper's layer is not published; this one is ours (ALG
   kept because it measured better held-out AUC than the hidden state and position alone (see the card's
   ``ablations`` and docs/PACER.md); ``use_token_prob=False`` drops both.
 
-An MLP rather than the causal self-attention layer the notes allowed: the running sum gives it the prefix, and
+An MLP rather than the causal self-attention layer docs/ALGORITHMS.md §1 allowed: the running sum gives it the prefix, and
 a per-token head scores a token once, whatever block it ends up in. About 10 thousand parameters (≈ 20 kB in
 bfloat16): wider heads over-fitted the few thousand simulated tokens. Assets live in ``assets/heads`` as
 ``pacer-<draft>[-variant]`` (safetensors + card), matched to the

@@ -1,4 +1,4 @@
-"""The draft-length policy protocol: how many tokens the draft proposes in a round (ALGORITHMS.md §1).
+"""The draft-length policy protocol: how many tokens the draft proposes in a round (docs/ALGORITHMS.md §1).
 
 A policy is asked, before each chunk of drafting, how many more tokens to draft (0 = stop and verify), and
 hears each round's outcome afterwards. While drafting it sees what was drafted so far (:class:`DraftSoFar`)

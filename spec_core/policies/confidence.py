@@ -1,4 +1,4 @@
-"""``confidence:T`` — transformers' ``assistant_confidence_threshold`` idea (ALGORITHMS.md §1): stop drafting
+"""``confidence:T`` — transformers' ``assistant_confidence_threshold`` idea (docs/ALGORITHMS.md §1): stop drafting
 once the draft's own probability of its token falls under T (their default 0.4), up to a maximum length."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``pacer`` — adaptive draft length with a trained blockwise pre-verifier (ALGORITHMS.md §1).
+"""``pacer`` — adaptive draft length with a trained blockwise pre-verifier (docs/ALGORITHMS.md §1).
 
 PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274):
 

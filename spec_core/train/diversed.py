@@ -3,7 +3,7 @@
 "DIVERSED: Relaxed Speculative Decoding via Dynamic Ensemble Verification" (arXiv 2604.07622), objective
 E[R(x_{1:T}) + λ Σ_t (1 − TV(q_t, ν_t))] with ν_t = w_t·p_t + (1 − w_t)·q_t and w_t from the head
 (:mod:`spec_core.heads.ensemble`). We follow the paper's intent — more 1 − TV (more acceptance) is rewarded —
-where the authors' code's sign looks inverted (ALGORITHMS.md §2).
+where the authors' code's sign looks inverted (docs/ALGORITHMS.md §2).
 
 1. Rollouts: the real speculative engine (``fixed:4+diversed`` at ``--temperature``, default 1) with the head
    being trained. Speculative sampling against ν emits exactly ν_t at every drafted position, so a rollout is a

@@ -1,4 +1,4 @@
-"""The verifier protocol: which drafted tokens to accept (ALGORITHMS.md §2).
+"""The verifier protocol: which drafted tokens to accept (docs/ALGORITHMS.md §2).
 
 A verifier reads one round's :class:`~spec_core.types.RoundInputs` (draft tokens, the draft's distributions
 and hidden states, the target's logits and, when it declares ``needs_target_hidden``, the target's last hidden

@@ -1,4 +1,4 @@
-"""``diversed`` — verification against a dynamic ensemble ν_t = w_t·p_t + (1 − w_t)·q_t (ALGORITHMS.md §2).
+"""``diversed`` — verification against a dynamic ensemble ν_t = w_t·p_t + (1 − w_t)·q_t (docs/ALGORITHMS.md §2).
 
 "DIVERSED: Relaxed Speculative Decoding via Dynamic Ensemble Verification" (arXiv 2604.07622): w_t comes from a
 trained ensemble head (:mod:`spec_core.heads.ensemble`) on the draft's and the target's last hidden states at

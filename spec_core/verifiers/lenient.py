@@ -1,4 +1,4 @@
-"""``lenient:L`` — the lossy baseline: accept x with min(1, p(x)/(L·q(x))), L ∈ (0, 1] (ALGORITHMS.md §2).
+"""``lenient:L`` — the lossy baseline: accept x with min(1, p(x)/(L·q(x))), L ∈ (0, 1] (docs/ALGORITHMS.md §2).
 
 Used as DIVERSED's "lossy" baseline (arXiv 2604.07622; the authors' code ``comeusr/diversed`` runs L = 0.5).
 After a rejection the recovered token is drawn from norm(max(0, p − q)); the bonus token from p. L = 1 is

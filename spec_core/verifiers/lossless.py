@@ -1,7 +1,7 @@
 """``lossless`` — standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023, arXiv 2302.01318).
 
 The output has exactly the target's distribution; at temperature 0 it accepts while x_i == argmax p_i and the
-next token is the target's argmax (ALGORITHMS.md §0).
+next token is the target's argmax (docs/ALGORITHMS.md §0).
 """
 
 from __future__ import annotations

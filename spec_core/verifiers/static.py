@@ -1,4 +1,4 @@
-"""``static:W`` — verification against a static ensemble ν = W·p + (1 − W)·q (ALGORITHMS.md §2).
+"""``static:W`` — verification against a static ensemble ν = W·p + (1 − W)·q (docs/ALGORITHMS.md §2).
 
 DIVERSED ("DIVERSED: Relaxed Speculative Decoding via Dynamic Ensemble Verification", arXiv 2604.07622) calls
 this the static ensemble; Yin et al. (arXiv 2411.00841) show it lies on the linear Pareto front between

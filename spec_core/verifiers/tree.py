@@ -8,7 +8,7 @@ The target's output rows are ``[pending, node_1..node_N]``: row 0 is its distrib
 - **sampling, lossless**: the tree's children are the draft's top-k, deterministic given the text, so each
   candidate is a point mass. At a node with target distribution p′ (warped like the chain rule), try the
   children most valuable first: accept child x with probability p′(x); on rejection set p′ ← norm(p′ with x
-  removed) and try the next; if all fail, sample the next token from p′ (ALGORITHMS.md §4). The token that
+  removed) and try the next; if all fail, sample the next token from p′ (docs/ALGORITHMS.md §4). The token that
   leaves a node is then distributed exactly as p′ was: the output has the target's distribution.
 """
 
