@@ -26,7 +26,7 @@ pre-verifier call per block; ``ar`` one one-token forward and the engine's work 
 
 In float32 the replay gives the engine's rounds exactly (``tests/test_playground.py``). In bfloat16 a k-token
 pass rounds differently from a one-token step, so a real run can part from the recorded text at a near-tie
-and the replay is an estimate from then on (the README says how close it came). Drafts past an EOS are not
+and the replay is an estimate from then on (docs/RESULTS.md says how close it came). Drafts past an EOS are not
 recorded (the record stops at EOS), so a round that drafts through the EOS may count fewer kept drafts than the
 engine, which verifies them against the target's tokens after EOS; the text, rounds and τ are unaffected.
 """
@@ -53,7 +53,7 @@ from spec_core.policies.pacer import PacerParams, replay_length
 DEFAULT_MAX_LEN = 16  # drafts recorded per position: confidence:T's maximum, PACER's max slider's end
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
 ORACLE = "oracle"
-# the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (README, "This
+# the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (docs/RESULTS.md, "This
 # machine": `python -m spec_core costs --threads 1`): the default when a record carries no costs of its own
 DEFAULT_COSTS = RoundCosts(widths=(1, 2, 4, 8, 16), target_ms=(93.8, 125.0, 166.1, 346.4, 614.4),
                            draft_ms=7.6, overhead_ms=2.2, head_ms=0.43)  # fmt: skip
