@@ -25,7 +25,9 @@ def _positive_int(text: str) -> int:
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair", default="embedded", help="'embedded' (offline default) or 'TARGET_ID,DRAFT_ID'")
     p.add_argument("--draft", default=None, help="embedded pair: draft asset name (feature, standalone, truncated)")
-    p.add_argument("--dtype", default=None, help="bfloat16 (default), float32 or float16")
+    p.add_argument("--dtype", default=None,
+                   help="precision: auto (default: what this machine's cost table predicts fastest), bfloat16, "
+                   "float32, float16 or int8 (weight-only int8 target)")  # fmt: skip
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
 
@@ -84,12 +86,19 @@ def cmd_bench(args) -> int:
     if args.temperature < 0:
         raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
     pair = _pair(args)
-    df = run_bench(pair, prompts, methods, args.max_new_tokens, args.temperature, args.repeats, args.seed)
+    from spec_core.models import load_pair
+
+    def pair_for(precision):
+        return load_pair(args.pair, device=args.device, dtype=precision, draft=args.draft, operator=True)
+
+    df = run_bench(pair, prompts, methods, args.max_new_tokens, args.temperature, args.repeats, args.seed,
+                   pair_for=pair_for)  # fmt: skip
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     print(summarize(df).to_string())
-    print(f"wrote {out} ({len(df)} rows; dtype {pair.dtype}, device {pair.device}, draft {pair.draft_design})")
+    print(f"wrote {out} ({len(df)} rows; default precision {pair.precision}, device {pair.device}, "
+          f"draft {pair.draft_design})")  # fmt: skip
     return 0
 
 
@@ -102,9 +111,9 @@ def cmd_costs(args) -> int:
     from spec_core.prompting import prompt_ids
 
     pair = _pair(args)
-    drafts = {"truncated": build_truncated(pair.target)}
+    drafts = {"truncated": build_truncated(pair.parts_target)}
     if pair.name == "embedded":
-        drafts |= {name: load_draft(pair.target, name)[0] for name in available_drafts()}
+        drafts |= {name: load_draft(pair.parts_target, name)[0] for name in available_drafts()}
     own = pair.draft_card.get("name") or "pair"
     if own not in drafts and pair.draft is not None:
         drafts[own] = pair.draft

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from spec_core.analysis.bench import first_divergence
-from spec_core.analysis.speed import LaneSpeed, lane_speed, run_costs
+from spec_core.lane_speed import LaneSpeed, lane_speeds, text_distance
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.requests import GenerateRequest, LiveRequest
@@ -92,9 +92,18 @@ class LiveFrame:
 
     @cached_property
     def speeds(self) -> dict[str, LaneSpeed]:
-        """Every lane's honest speed (measured and predicted speedup vs ar) from this frame's events."""
-        costs = run_costs(self.lanes)
-        return {m: lane_speed(m, self.lanes, costs) for m in self.methods if m not in self.errors}
+        """Every lane's honest speed (measured with its spread, predicted, a verdict) from this frame's events."""
+        methods = [m for m in self.methods if m not in self.errors]
+        return lane_speeds(self.lanes, methods, {m: self.text_note(m) for m in methods}) if self.done else (
+            lane_speeds(self.lanes, methods))  # fmt: skip
+
+    def text_note(self, method: str) -> str:
+        """How this lane's text compares with ar's: "same text as ar ✓", a near-tie, or how far a lossy lane is."""
+        if method == "ar" or "ar" not in self.lanes or not self.lanes.get(method):
+            return ""
+        tokens = [t for e in self.lanes[method] for t in e.emitted]
+        ar = [t for e in self.lanes["ar"] for t in e.emitted]
+        return text_distance(tokens, ar, lossy=is_lossy(method), greedy=self.temperature == 0)
 
     def marks(self, method: str) -> dict[int, str]:
         """Index among ``method``'s emitted tokens → hover note of a divergence to mark there."""
@@ -125,6 +134,17 @@ class _Run:
             precision=self.request.precision,
             divergences=dict(self.divergences),
         )
+
+
+def is_lossy(method: str) -> bool:
+    """A lane whose verifier may change the target's output (everything but lossless verification)."""
+    from spec_core.methods import parse_method
+
+    try:
+        spec = parse_method(method)
+    except SpecScopeError:
+        return False
+    return spec.kind == "speculative" and spec.verifier is not None and spec.verifier.family != "lossless"
 
 
 @functools.lru_cache(maxsize=2)

@@ -4,7 +4,8 @@
 ``fixed:4``, ``heuristic``, ``confidence:0.4``, ``fixed:4+lossless``); a missing policy is ``fixed:4`` and a
 missing verifier ``lossless``. ``block:LOSS`` drafts with a parallel block drafter (one draft forward per
 round) and combines with a verifier (``block:dpace+lossless``). Peers run transformers itself: ``hf-ar``,
-``hf-assisted:K``, ``hf-assisted-heuristic``.
+``hf-assisted:K``, ``hf-assisted-heuristic``. Any name may end in ``@PRECISION`` (``pacer@int8``, ``ar@bfloat16``):
+the benchmark and ``/generate`` then run it at that arithmetic (:mod:`spec_core.precision`).
 
 A name is parsed once, where it enters (CLI, API, UI): :func:`parse_method` validates every part and loads
 nothing; the engine builds the parts from the :class:`MethodSpec` with the loaded pair.
@@ -12,7 +13,7 @@ nothing; the engine builds the parts from the :class:`MethodSpec` with the loade
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from spec_core.drafters.tree import TreeShape
@@ -35,6 +36,21 @@ class MethodSpec:
     policy: PartSpec | None = None  # speculative with the default drafter only (a block drafter sets its length)
     verifier: PartSpec | None = None  # speculative only
     drafter: str = "default"  # "default" (the pair's draft) or "block:LOSS"
+    precision: str | None = None  # "METHOD@PRECISION" (e.g. pacer@int8); None: the run's default precision
+
+
+PRECISION_NAMES = ("auto", "bfloat16", "float32", "float16", "int8")
+
+
+def split_precision(name: str) -> tuple[str, str | None]:
+    """``"pacer@int8"`` → ``("pacer", "int8")``; a name without ``@`` keeps the run's default (None)."""
+    base, at, precision = name.rpartition("@")
+    if not at:
+        return name, None
+    precision = precision.strip()
+    if precision not in PRECISION_NAMES:
+        raise SpecScopeError(f"unknown precision {precision!r} in {name!r}; use one of {', '.join(PRECISION_NAMES)}")
+    return base.strip(), precision
 
 
 def parse_method(name: str) -> MethodSpec:
@@ -42,6 +58,9 @@ def parse_method(name: str) -> MethodSpec:
     name = (name or "").strip() if isinstance(name, str) else ""
     if not name:
         raise SpecScopeError("the method is empty; try 'ar', 'fixed:4' or 'heuristic'")
+    if "@" in name:
+        base, precision = split_precision(name)
+        return replace(parse_method(base), name=name, precision=precision)
     if name == "ar":
         return MethodSpec(name, "ar")
     if name.startswith("hf-"):

@@ -44,6 +44,9 @@ DTYPES = {
     "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
     "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
 }  # fmt: skip
+PRECISION_OF = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+INT8 = "int8"  # a precision, not a dtype: the target's linears in weight-only int8, activations in bfloat16
+AUTO = "auto"  # the precision this machine's cost table predicts fastest (spec_core.precision)
 
 
 @dataclass
@@ -58,8 +61,19 @@ class ModelPair:
     device: torch.device
     dtype: torch.dtype
     draft_card: dict = field(default_factory=dict)
+    precision: str = ""  # "bfloat16", "float32", "float16" or "int8" (weight-only int8 target, bf16 activations)
+    base_target: nn.Module | None = None  # the target as loaded, when ``target`` is an int8 copy of it
     extras: dict = field(default_factory=dict)  # lazily loaded learned parts (block drafters, heads)
     piece_cache: dict[int, str] = field(default_factory=dict, repr=False)  # token id → its text alone
+
+    def __post_init__(self):
+        self.precision = self.precision or PRECISION_OF.get(self.dtype, str(self.dtype))
+
+    @property
+    def parts_target(self) -> nn.Module:
+        """The target that learned parts (drafts, block drafters, heads) are built from: its weights are the
+        ones they were trained against, whatever arithmetic ``target`` itself runs."""
+        return self.base_target if self.base_target is not None else self.target
 
     def pieces(self, tokens) -> tuple[str, ...]:
         """The text of each token alone (decoded once per token id, then cached: events carry pieces)."""
@@ -100,8 +114,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
-    """bfloat16 by default (verifying 16 tokens costs ~1.2× one token in bf16 on the CPU, ~1.7× in fp32)."""
-    if dtype is None:
+    """A torch dtype (bfloat16 when None). Precisions that are not dtypes (``int8``, ``auto``) are
+    :func:`resolve_precision`'s."""
+    if dtype is None or dtype in (INT8, AUTO):
         return torch.bfloat16
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -270,8 +285,25 @@ def load_target(device=None, dtype=None):
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_pair(name: str, device: str, dtype: str, draft: str | None) -> ModelPair:
-    return _load_pair_uncached(name, torch.device(device), DTYPES[dtype] if dtype in DTYPES else dtype, draft)
+def _cached_pair(name: str, device: str, precision: str, draft: str | None) -> ModelPair:
+    return _load_pair_uncached(name, torch.device(device), precision, draft)
+
+
+def resolve_precision(dtype: str | torch.dtype | None, device: torch.device | None = None) -> str:
+    """A precision name: ``bfloat16``, ``float32``, ``float16`` or ``int8``; ``auto`` (and None, the default)
+    asks :func:`spec_core.precision.auto_precision` which one this machine's cost table predicts fastest."""
+    if dtype is None or dtype == AUTO:
+        from spec_core.precision import auto_precision
+
+        chosen = auto_precision(device or resolve_device(None))
+        if chosen == AUTO:
+            raise SpecScopeError("the precision 'auto' could not be resolved")
+        return resolve_precision(chosen, device)
+    if dtype == INT8:
+        if device is not None and device.type != "cpu":
+            raise SpecScopeError("precision 'int8' is the CPU's weight-only int8 path; on a GPU use bfloat16")
+        return INT8
+    return PRECISION_OF.get(resolve_dtype(dtype), "bfloat16")
 
 
 def load_pair(
@@ -290,18 +322,33 @@ def load_pair(
       multi-GPU targets are spread with accelerate's ``device_map="auto"`` on CUDA. The pair must be in the
       operator's allowlist (``$SPECSCOPE_HUB_PAIRS``) unless ``operator=True`` (the command line, where the
       person typing the id is the operator).
+    - ``dtype``: a precision (``bfloat16``, ``float32``, ``float16``, ``int8``) or ``auto`` / None: the one this
+      machine's measured cost table predicts fastest for the default speculative lane
+      (:mod:`spec_core.precision`).
     """
     if name != "embedded" and not operator:
         full = f"{name},{draft}" if draft and "," not in str(name) else name
         require_allowed(full)
-    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    dev = resolve_device(device)
+    precision = resolve_precision(dtype, dev)
     if cached:
-        dtype_key = next(k for k, v in DTYPES.items() if v == dt)
-        return _cached_pair(name, str(dev), dtype_key, draft)
-    return _load_pair_uncached(name, dev, dt, draft)
+        return _cached_pair(name, str(dev), precision, draft)
+    return _load_pair_uncached(name, dev, precision, draft)
 
 
-def _load_pair_uncached(name: str, dev: torch.device, dt: torch.dtype, draft: str | None) -> ModelPair:
+def _load_pair_uncached(name: str, dev: torch.device, precision: str | torch.dtype, draft: str | None) -> ModelPair:
+    if isinstance(precision, torch.dtype):
+        precision = PRECISION_OF.get(precision, "bfloat16")
+    dt = torch.bfloat16 if precision == INT8 else DTYPES[precision]
+    pair = _load_float_pair(name, dev, dt, draft)
+    if precision == INT8:
+        from spec_core.int8 import int8_target
+
+        pair.base_target, pair.target, pair.precision = pair.target, int8_target(pair.target), INT8
+    return pair
+
+
+def _load_float_pair(name: str, dev: torch.device, dt: torch.dtype, draft: str | None) -> ModelPair:
     if not name or not str(name).strip():
         raise SpecScopeError("the model pair name is empty; use 'embedded' or 'TARGET_ID,DRAFT_ID'")
     if name == "embedded":

@@ -40,9 +40,10 @@ def test_acceptance_needed_inverts_the_speedup_model():
     # free drafts and free verification: a window of 2 can reach 1.5x only if α > 0.37 or so
     free = acceptance_needed(_table({1: 1.0, 4: 1.0}, 0.0), "d", windows=(2,))
     assert 0.36 < free["alpha_for_1.5x"].iloc[0] < 0.37
-    # overhead raises the bar; past what α → 1 gives, the answer is NaN
-    slower = acceptance_needed(costs, "d", speedup=1.5, tau=3.0, windows=(2, 4, 6), overhead_ms=10.0)
-    assert (slower["alpha_for_1.5x"] > need["alpha_for_1.5x"]).all()
+    # the engine's work per round is paid by plain steps too (one cost model): it dilutes the price of
+    # verifying, so it lowers the bar; past what α → 1 gives, the answer is NaN
+    diluted = acceptance_needed(costs, "d", speedup=1.5, tau=3.0, windows=(2, 4, 6), overhead_ms=10.0)
+    assert (diluted["alpha_for_1.5x"] < need["alpha_for_1.5x"]).all()
     assert np.isnan(acceptance_needed(costs, "d", speedup=10.0)["alpha_for_10x"]).all()
 
 
@@ -54,6 +55,7 @@ def test_predicted_ms_counts_a_tree_round_by_its_nodes_and_levels():
     chain = SimpleNamespace(draft_len=3, tree={})
     plain = SimpleNamespace(draft_len=0, tree={})
     tree = SimpleNamespace(draft_len=2, tree={"tokens": list(range(12)), "depths": [1] * 4 + [2] * 4 + [3] * 4})
-    assert (round_shape(chain), round_shape(plain), round_shape(tree)) == ((4, 3), (1, 0), (13, 3))
+    shapes = [(s.width, s.draft_forwards) for s in map(round_shape, (chain, plain, tree))]
+    assert shapes == [(4, 3), (1, 0), (13, 3)]
     costs = _table({1: 10.0, 4: 16.0, 16: 40.0}, 2.0)
     assert predicted_ms([chain, plain, tree], costs, "d") == pytest.approx(16 + 3 * 2 + 10 + 34 + 3 * 2)

@@ -13,7 +13,8 @@ import pytest
 from conftest_app import MIXED, tiny_loader, tiny_pair
 
 from spec_core import live, requests
-from spec_core.analysis import speed
+from spec_core import lane_speed as speed
+from spec_core.cost_model import profile_from_events
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.types import RoundEvent, SamplingConfig, Stats
@@ -157,15 +158,15 @@ SPEC_LANE = [rnd(i, 2, 1, 0.044) for i in range(20)]  # 2 tokens a round, τ = 2
 
 
 def test_run_costs_are_medians_per_width_after_the_first_round():
-    costs = speed.run_costs({"ar": AR_LANE, "fixed:2": SPEC_LANE})
-    assert costs.target_s == {1: pytest.approx(0.040), 3: pytest.approx(0.044)}
-    assert costs.draft_step_s == pytest.approx(0.002) and costs.ar_round_s == pytest.approx(0.041)
+    costs = profile_from_events({"ar": AR_LANE, "fixed:2": SPEC_LANE})
+    assert dict(zip(costs.widths, costs.target_ms)) == {1: pytest.approx(40.0), 3: pytest.approx(44.0)}
+    assert costs.draft_ms == pytest.approx(2.0) and costs.step_ms == pytest.approx(41.0)
 
 
 def test_predicted_speedup_is_the_cost_model_at_the_lanes_tau():
-    costs = speed.run_costs({"ar": AR_LANE, "fixed:2": SPEC_LANE})
+    costs = profile_from_events({"ar": AR_LANE, "fixed:2": SPEC_LANE})
     expected = 2.0 * 0.041 / (0.044 + 2 * 0.002 + 0.001)  # τ · ar round / (verify over 3 + 2 steps + engine)
-    assert speed.predicted_speedup(SPEC_LANE, costs) == pytest.approx(expected)
+    assert costs.events_speedup(SPEC_LANE) == pytest.approx(expected)
     measured = speed.lane_speed("fixed:2", {"ar": AR_LANE, "fixed:2": SPEC_LANE})
     assert measured.measured == pytest.approx((40 / (20 * 0.049)) / (40 / (40 * 0.041)))  # tokens/s over ar's
     assert measured.predicted == pytest.approx(expected)

@@ -28,7 +28,7 @@ from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
 from spec_core.models import ModelPair
 from spec_core.policies.pacer import HEAD_KEY, PacerParams
 
-COSTS = RoundCosts(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, overhead_ms=0.5,
+COSTS = RoundCosts(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, engine_ms=0.5,
                    head_ms=0.1)  # fmt: skip
 PROMPTS = ("hello world prompt", "another one here", "abc def ghi")
 N = 40

@@ -9,7 +9,7 @@ import pytest
 
 from spec_core import rules
 from spec_core.analysis.bench import load_prompts as read_prompts
-from spec_core.analysis.speed import TOO_FEW, LaneSpeed
+from spec_core.lane_speed import TOO_FEW, LaneSpeed
 from spec_core.live import Divergence, LiveFrame
 from spec_core.session import event_from_record, event_record, interleave, speedup
 from spec_core.types import RoundEvent, Stats

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from spec_core.analysis.speed import LaneSpeed
+from spec_core.lane_speed import LaneSpeed
 from spec_core.types import RoundEvent, Stats
 from visuals.style import TOKEN_STYLE
 

@@ -26,7 +26,7 @@ from spec_core.types import SamplingConfig
 COLUMNS = [
     "method", "prompt_id", "category", "new_tokens", "wall_s", "tokens_per_s", "target_forwards",
     "drafted_tokens", "accepted_tokens", "tau", "acceptance_rate", "speedup_vs_ar", "output_sha",
-    "first_divergence", "draft_s", "verify_s", "repeats", "temperature", "seed",
+    "first_divergence", "draft_s", "verify_s", "repeats", "temperature", "seed", "precision", "speedup_vs_best_ar",
 ]  # fmt: skip
 
 
@@ -94,29 +94,52 @@ def run_bench(
     seed: int = 0,
     warmup: bool = True,
     progress: bool = True,
+    pair_for=None,
 ) -> pd.DataFrame:
-    """One row per (method, prompt): medians over ``repeats``; ``ar`` is always run (it is the baseline)."""
-    for m in methods:
-        parse_method(m)
+    """One row per (method, prompt): medians over ``repeats``; ``ar`` is always run (it is the baseline).
+
+    A method written ``NAME@PRECISION`` runs on ``pair_for(PRECISION)`` (the same pair at that arithmetic);
+    bare names run on ``pair``. ``speedup_vs_ar`` is against the bare ``ar``; ``speedup_vs_best_ar`` against the
+    fastest plain decoding of any precision in the run (every ``ar@…`` and ``ar``), prompt by prompt.
+    """
+    specs = {m: parse_method(m) for m in methods}
+    pairs = {None: pair}
+    for spec in specs.values():
+        if spec.precision not in pairs and spec.precision != pair.precision:
+            if pair_for is None:
+                raise SpecScopeError(f"{spec.name!r} asks for another precision; this run has only {pair.precision}")
+            pairs[spec.precision] = pair_for(spec.precision)
+    on = {m: pairs.get(parse_method(m).precision, pair) for m in ["ar", *methods]}
+    # every precision in the run gets its own plain decoding: a lossless method is compared with the ar of its
+    # own arithmetic (first_divergence, same_as_ar), and the fastest ar of any precision is the yardstick
+    for spec_pair in {id(p): p for p in on.values()}.values():
+        if not any(on[m] is spec_pair and specs.get(m, parse_method(m)).kind == "ar" for m in on):
+            name = f"ar@{spec_pair.precision}"
+            on[name] = spec_pair
+            methods = [*methods, name]
     methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
     if repeats < 1 or max_new_tokens < 1:
         raise SpecScopeError("repeats and max_new_tokens must be >= 1")
     sampling = SamplingConfig(temperature=temperature, seed=seed).validate()
     if warmup:  # first calls pay for allocations and lazy loads; measure none of them
         for m in methods:
-            run_once(pair, m, prompts[0]["prompt"], min(16, max_new_tokens), sampling)
+            run_once(on[m], m, prompts[0]["prompt"], min(16, max_new_tokens), sampling)
     raw: dict[tuple[str, str], list[dict]] = {}
     bar = tqdm(total=repeats * len(prompts) * len(methods), desc="bench", unit="run", disable=not progress)
     for _ in range(repeats):
         for p in prompts:
             for m in methods:
-                raw.setdefault((m, p["id"]), []).append(run_once(pair, m, p["prompt"], max_new_tokens, sampling))
+                raw.setdefault((m, p["id"]), []).append(run_once(on[m], m, p["prompt"], max_new_tokens, sampling))
                 bar.update(1)
     bar.close()
     rows = []
     for p in prompts:
         ar_runs = raw[("ar", p["id"])]
         ar_tps = statistics.median(r["new_tokens"] / r["wall_s"] for r in ar_runs)
+        tps_of = {m: statistics.median(r["new_tokens"] / r["wall_s"] for r in raw[(m, p["id"])]) for m in methods}
+        best_ar = max(v for m, v in tps_of.items() if parse_method(m).kind == "ar")
+        own_ar = {id(on[m]): raw[(m, p["id"])][0]["token_ids"] for m in reversed(methods)
+                  if parse_method(m).kind == "ar"}  # fmt: skip
         for m in methods:
             runs = raw[(m, p["id"])]
             wall = statistics.median(r["wall_s"] for r in runs)
@@ -129,10 +152,11 @@ def run_bench(
                 "tau": first["new_tokens"] / first["target_forwards"],
                 "acceptance_rate": first["accepted_tokens"] / first["drafted_tokens"] if first["drafted_tokens"] else float("nan"),
                 "speedup_vs_ar": tps / ar_tps, "output_sha": output_sha(first["token_ids"]),
-                "first_divergence": first_divergence(first["token_ids"], ar_runs[0]["token_ids"]),
+                "first_divergence": first_divergence(first["token_ids"], own_ar[id(on[m])]),
                 "draft_s": statistics.median(r["draft_s"] for r in runs),
                 "verify_s": statistics.median(r["verify_s"] for r in runs),
-                "repeats": repeats, "temperature": temperature, "seed": seed,
+                "repeats": repeats, "temperature": temperature, "seed": seed, "precision": on[m].precision,
+                "speedup_vs_best_ar": tps / best_ar,
             })  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -142,6 +166,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     g = df.groupby("method", sort=False)
     return pd.DataFrame({
         "speedup_vs_ar (median)": g["speedup_vs_ar"].median(),
+        "vs_best_ar (median)": g["speedup_vs_best_ar"].median(),
         "tokens_per_s (median)": g["tokens_per_s"].median(),
         "tau (mean)": g["tau"].mean(),
         "acceptance (mean)": g["acceptance_rate"].mean(),

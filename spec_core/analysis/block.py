@@ -187,7 +187,7 @@ def main(argv: list[str]) -> int:
     ar_tps = statistics.mean(r["tokens_per_s"] for r in ar["rows"])
     results, saved = {}, dict(pair.extras)
     for name, directory in drafters:
-        model, card = load_block_model(pair.target, name, directory)
+        model, card = load_block_model(pair.parts_target, name, directory)
         loss = card["loss"]
         pair.extras[f"block:{loss}"] = model.to(pair.device)  # route block:LOSS to this asset for the run
         run = run_method(pair, prompts, f"block:{loss}", a.max_new_tokens)

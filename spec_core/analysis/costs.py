@@ -20,8 +20,10 @@ import pandas as pd
 import torch
 
 from spec_core.cached_lm import CachedLM, LMOutput
+from spec_core.cost_model import CostProfile, expected_tau, round_shape
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
+from spec_core.precision import interleaved_median_ms
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
@@ -38,20 +40,6 @@ def median_ms(fn, repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
-
-
-def interleaved_median_ms(calls: dict[str, object], repeats: int) -> dict[str, float]:
-    """Median milliseconds of each call, timed round-robin (every call once per repeat, after one warm-up each):
-    a slow spell of a shared machine then slows every call alike instead of one width's whole series."""
-    for fn in calls.values():
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(repeats):
-        for key, fn in calls.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append((time.perf_counter() - t0) * 1000)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 @torch.inference_mode()
@@ -97,22 +85,19 @@ def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, c
     return df
 
 
-def expected_tau(alpha: np.ndarray | float, k: int) -> np.ndarray:
-    """E[tokens per round] of ``fixed:k`` at i.i.d. acceptance α: (1 − α^(k+1)) / (1 − α) (Leviathan et al.)."""
-    return np.sum(np.power.outer(np.asarray(alpha, dtype=float), np.arange(k + 1)), axis=-1)
+def profile_from_table(costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0) -> CostProfile:
+    """A :func:`measure_costs` table as the one cost model's :class:`~spec_core.cost_model.CostProfile`."""
+    target = costs[costs["what"] == "target forward"]
+    step = costs.loc[costs["what"] == f"draft step ({draft})", "ms"]
+    return CostProfile(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]),
+                       float(step.iloc[0]) if len(step) else 0.0, overhead_ms)  # fmt: skip
 
 
 def window_speedup(alpha, k: int, costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0) -> np.ndarray:
-    """Expected speedup of ``fixed:k`` over ``ar`` at i.i.d. acceptance α, from a :func:`measure_costs` table.
-
-    A round costs the target forward over k + 1 tokens (interpolated between the measured widths), k steps of
-    ``draft`` and ``overhead_ms``; ``ar`` costs one one-token target forward per token.
-    """
-    target = costs[costs["what"] == "target forward"]
-    verify = float(np.interp(k + 1, target["tokens"], target["ms"]))
-    step = float(costs.loc[costs["what"] == f"draft step ({draft})", "ms"].iloc[0])
-    one = float(target.loc[target["tokens"] == 1, "ms"].iloc[0])
-    return expected_tau(alpha, k) * one / (verify + k * step + overhead_ms)
+    """Expected speedup of ``fixed:k`` over ``ar`` at i.i.d. acceptance α, from a :func:`measure_costs` table
+    (:meth:`spec_core.cost_model.CostProfile.window_speedup`; the engine's ``overhead_ms`` per round, plain
+    steps included)."""
+    return profile_from_table(costs, draft, overhead_ms).window_speedup(alpha, k)
 
 
 def acceptance_needed(costs: pd.DataFrame, draft: str, speedup: float = 1.5, tau: float = 3.0,
@@ -136,27 +121,12 @@ def acceptance_needed(costs: pd.DataFrame, draft: str, speedup: float = 1.5, tau
 # Where a round's time goes, and the speedup the model predicts from the rounds a method actually ran
 
 
-def target_ms(costs: pd.DataFrame, width: int | np.ndarray) -> np.ndarray:
-    """A target forward over ``width`` new tokens, interpolated between the measured widths (ms)."""
-    target = costs[costs["what"] == "target forward"]
-    return np.interp(width, target["tokens"], target["ms"])
-
-
-def round_shape(event) -> tuple[int, int]:
-    """(tokens in the round's target forward, draft forwards): a chain of γ drafts is (γ + 1, γ), plain decoding
-    (1, 0); a token tree of N nodes and depth D is (N + 1, D) — one batched draft forward per level."""
-    nodes = event.tree.get("tokens", ()) if event.tree else ()
-    if len(nodes):
-        return len(nodes) + 1, max(event.tree.get("depths", (1,)))
-    return (event.draft_len + 1, event.draft_len) if event.draft_len else (1, 0)
-
-
 def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
-    """The cost model's time for these rounds: per round, one target forward over its width and its draft
-    forwards at one draft step each (:func:`round_shape`). Nothing for the engine's own work."""
-    widths, steps = np.array([round_shape(e) for e in events]).reshape(-1, 2).T
-    step = float(costs.loc[costs["what"] == f"draft step ({draft})", "ms"].iloc[0]) if steps.any() else 0.0
-    return float(target_ms(costs, widths).sum() + steps.sum() * step)
+    """The cost model's time for these rounds (:class:`~spec_core.cost_model.CostProfile` priced by each round's
+    :func:`~spec_core.cost_model.round_shape`). Nothing for the engine's own work."""
+    shapes = [round_shape(e) for e in events]
+    profile = profile_from_table(costs, draft)
+    return float(profile.round_ms([r.width for r in shapes], [r.draft_forwards for r in shapes]).sum())
 
 
 def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], methods: list[str],

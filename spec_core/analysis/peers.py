@@ -34,9 +34,9 @@ def _assistant(pair):
         from spec_core.drafters.networks import build_truncated
 
         if "standalone" in available_drafts():
-            model, _ = load_draft(pair.target, "standalone")
+            model, _ = load_draft(pair.parts_target, "standalone")
         else:
-            model = build_truncated(pair.target)
+            model = build_truncated(pair.parts_target)
         pair.extras["hf_assistant"] = model.to(pair.device)
     return pair.extras["hf_assistant"]
 

@@ -56,7 +56,8 @@ ORACLE = "oracle"
 # the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (docs/RESULTS.md, "This
 # machine": `python -m spec_core costs --threads 1`): the default when a record carries no costs of its own
 DEFAULT_COSTS = RoundCosts(widths=(1, 2, 4, 8, 16), target_ms=(93.8, 125.0, 166.1, 346.4, 614.4),
-                           draft_ms=7.6, overhead_ms=2.2, head_ms=0.43)  # fmt: skip
+                           draft_ms=7.6, engine_ms=2.2, head_ms=0.43, name="a reference machine",
+                           about="an earlier session's measurement on this project's AVX2 machine (bfloat16)")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class TextRecord:
             pred = {k: np.asarray(v, dtype=np.float32).reshape(drafts.shape) for k, v in d["predicted"].items()}
             costs = d.get("costs")
             costs = (
-                RoundCosts(**{k: tuple(v) if isinstance(v, list) else v for k, v in costs.items()}) if costs else None
+                RoundCosts.from_dict(costs) if costs else None
             )
             return cls(str(d["prompt"]), tuple(d["prompt_ids"]), tuple(d["tokens"]), int(d["max_new_tokens"]), drafts,
                        probs, np.asarray(d["match"], dtype=np.int64).reshape(n), pred, costs, dict(d.get("meta", {})))  # fmt: skip
@@ -360,13 +361,14 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: RoundCos
     elif family != ORACLE:
         live = make_policy(params)
     drafts, probs = record.draft_tokens.tolist(), record.draft_probs.tolist()
+    plan = _oracle_plan(record, costs or record.costs) if family == ORACLE else None
     starts, lengths, kept = [], [], []
     calls = truncated = 0
     pos = 0
     while pos < n_tokens:
         budget = limit - pos - 1
         if family == ORACLE:
-            length = min(int(record.match[pos]), m, budget)
+            length = plan[pos] if plan is not None else min(int(record.match[pos]), m, budget)
         elif family == "pacer":
             length = replay_length(scores[pos], params, budget=max(budget, 0))
             calls += math.ceil(length / params.block)
@@ -382,12 +384,33 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: RoundCos
     costs = costs or record.costs
     if costs is not None:
         widths = np.asarray(lengths)
-        ms = float((widths * costs.draft_ms + costs.target(widths + 1) + costs.overhead_ms).sum()
-                   + calls * costs.head_ms)  # fmt: skip
-        ar_ms = ar_ms_per_token(costs) * n_tokens
+        ms = float(costs.round_ms(widths + 1, widths).sum() + calls * costs.head_ms)
+        ar_ms = costs.step_ms * n_tokens
     return PolicyReplay(
         policy_name(policy), tuple(starts), tuple(lengths), tuple(kept), n_tokens, calls, truncated, ms, ar_ms
     )
+
+
+def _oracle_plan(record: TextRecord, costs: RoundCosts | None) -> list[int] | None:
+    """The draft length at each position that reaches the end of the record in the least predicted time.
+
+    The oracle knows what the target keeps (``match``) and what rounds cost: at each position it may draft any
+    length up to what will be kept (drafting past it only adds waste), and a dynamic programme over positions
+    picks the cheapest path. So no policy, which drafts without that knowledge, is ever predicted above it on
+    the same record and costs. Without costs it drafts everything that will be kept (fewest rounds).
+    """
+    if costs is None:
+        return None
+    n, limit, m = len(record.tokens), record.max_new_tokens, record.max_len
+    best = [0.0] * (n + 1)  # best[pos]: least ms from pos to the end
+    choice = [0] * (n + 1)
+    for pos in range(n - 1, -1, -1):
+        top = max(0, min(int(record.match[pos]), m, limit - pos - 1))
+        lengths = np.arange(top + 1)
+        ms = costs.round_ms(lengths + 1, lengths) + np.array([best[min(pos + k + 1, n)] for k in lengths])
+        choice[pos] = int(np.argmin(ms))
+        best[pos] = float(ms[choice[pos]])
+    return choice
 
 
 def standard_policies(confidence: float = 0.4, pacer: Sequence[str | PacerParams] = ("pacer",)) -> list:
@@ -439,22 +462,14 @@ def load_record(path: str | Path) -> TextRecord:
 
 
 def costs_from_events(lanes) -> RoundCosts | None:
-    """The forward costs measured in a run's own rounds (:func:`spec_core.analysis.speed.run_costs`: medians per
-    width), the engine's median work per round and PACER's median head time per call; None if too little ran."""
-    import statistics
+    """The costs measured in a run's own rounds (:func:`spec_core.cost_model.profile_from_events`: medians per
+    width, made monotone, the engine's work and PACER's head per call); None if too little ran."""
+    from spec_core.cost_model import profile_from_events
 
-    from spec_core.analysis.speed import run_costs
-
-    costs = run_costs(lanes)
-    if not costs.target_s or costs.draft_step_s is None or 1 not in costs.target_s:
+    profile = profile_from_events(lanes, name="this run", about="medians of the live run's own rounds")
+    if profile is None or not profile.draft_ms:
         return None
-    rounds = [e for events in lanes.values() for e in events[1:]]
-    traces = [e.policy_trace for e in rounds if e.policy_trace.get("blocks")]
-    head = [t["head_ms"] / len(t["blocks"]) for t in traces]
-    widths = sorted(costs.target_s)
-    return RoundCosts(tuple(widths), tuple(costs.target_s[w] * 1000 for w in widths), costs.draft_step_s * 1000,
-                      statistics.median(e.engine_s for e in rounds) * 1000,
-                      statistics.median(head) if head else DEFAULT_COSTS.head_ms)  # fmt: skip
+    return profile if profile.head_ms else dataclasses.replace(profile, head_ms=DEFAULT_COSTS.head_ms)
 
 
 def greedy_lane(lanes, temperature: float) -> tuple[str, tuple[int, ...]]:

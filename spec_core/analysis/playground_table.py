@@ -109,7 +109,7 @@ def prompts_main(args) -> int:
         _parse(p)  # a bad name fails before any model runs
     if args.costs:
         raw = json.loads(Path(args.costs).read_text())
-        costs = RoundCosts(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        costs = RoundCosts.from_dict(raw)
     else:
         blocks = [_parse(p)[1].params.block for p in policies if _parse(p)[0] == "pacer"]
         costs = measure_round_costs(pair, _heads(pair, [""]).get(""), max(blocks, default=1), args.repeats)

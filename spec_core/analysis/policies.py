@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 
 from spec_core.analysis.costs import median_ms
+from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -60,19 +61,7 @@ class RecordedRounds:
         return list(torch.split(values, self.gamma.tolist()))
 
 
-@dataclass(frozen=True)
-class RoundCosts:
-    """Measured milliseconds: target forward by width, one draft step, the engine's per-round overhead, and one
-    pre-verifier call on a block."""
-
-    widths: tuple[int, ...]  # target forward widths measured (tokens)
-    target_ms: tuple[float, ...]  # ms per target forward at each width
-    draft_ms: float
-    overhead_ms: float = 0.0
-    head_ms: float = 0.0
-
-    def target(self, width: np.ndarray) -> np.ndarray:
-        return np.interp(width, self.widths, self.target_ms)
+RoundCosts = CostProfile  # the one cost model (spec_core.cost_model); the name the replay code grew up with
 
 
 def load_rounds(paths: list[Path], heads: dict | None = None) -> RecordedRounds:
@@ -104,9 +93,7 @@ def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: RoundCosts, hea
     """Tokens, time and rate of drafting ``lengths`` ``[R]`` tokens in each recorded state."""
     lengths = torch.minimum(lengths.long(), rounds.gamma)
     tokens = torch.minimum(rounds.accepted, lengths) + 1  # [R] kept drafts + the target's token
-    ms = lengths.numpy() * costs.draft_ms + costs.target(lengths.numpy() + 1) + costs.overhead_ms
-    if head_calls is not None:
-        ms = ms + head_calls.numpy() * costs.head_ms
+    ms = costs.round_ms(lengths.numpy() + 1, lengths.numpy(), head_calls.numpy() if head_calls is not None else 0)
     total_tokens, total_ms = int(tokens.sum()), float(ms.sum())
     return {
         "drafted_per_round": float(lengths.float().mean()),
@@ -117,7 +104,7 @@ def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: RoundCosts, hea
 
 
 def ar_ms_per_token(costs: RoundCosts) -> float:
-    return float(costs.target(np.array([1]))[0]) + costs.overhead_ms
+    return costs.step_ms
 
 
 def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,7 +183,7 @@ def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> R
         feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
         head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
     return RoundCosts(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]), draft_ms,
-                      overhead_ms, head_ms)  # fmt: skip
+                      overhead_ms, head_ms, name=f"this machine · {pair.precision}")  # fmt: skip
 
 
 def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
@@ -227,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune", action="store_true", help="grid-search PACER's b, t, rho, max on these rounds")
     ap.add_argument("--repeats", type=int, default=10, help="repeats of each cost measurement")
     ap.add_argument("--costs", default=None,
-                    help="JSON of RoundCosts fields (widths, target_ms, draft_ms, overhead_ms, head_ms) instead of "
+                    help="JSON of RoundCosts fields (widths, target_ms, draft_ms, engine_ms, head_ms) instead of "
                     "measuring now, e.g. costs measured alone on the machine")  # fmt: skip
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
@@ -277,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SpecScopeError("no recorded rounds left after the selection")
     if args.costs:
         raw = json.loads(Path(args.costs).read_text())
-        costs = RoundCosts(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        costs = RoundCosts.from_dict(raw)
     else:
         costs = measure_round_costs(pair, head, max((p.block for p in settings.values()), default=2), args.repeats)
     table = policy_table(rounds, costs, settings)

@@ -99,6 +99,6 @@ def make_block_drafter(pair, spec: str) -> BlockDrafter:
                 f"{spec!r} needs a block drafter trained for the target; the shipped ones are for the embedded "
                 f"pair only, not {pair.name!r}"
             )
-        model, _ = load_block_model(pair.target, loss)
+        model, _ = load_block_model(pair.parts_target, loss)
         pair.extras[key] = model.to(pair.device)
     return BlockDrafter(pair.extras[key])

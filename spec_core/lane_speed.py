@@ -1,0 +1,172 @@
+"""Speed on equal terms, and a verdict a student can read under every lane.
+
+*Measured*: tokens/s on each lane's own clock (:class:`~spec_core.types.Stats`, Σ draft_s + verify_s of its rounds)
+over the tokens/s of the ``ar`` lane of the same run, with its spread: the 10th–90th percentile of that ratio when
+both lanes' rounds are resampled (a bootstrap over rounds), so a lane whose spread covers 1.0 reads "within noise".
+
+*Predicted*: :class:`~spec_core.cost_model.CostProfile` built from this run's own rounds (medians per
+verification width, made monotone), priced over the lane's rounds: never above τ (docs/ALGORITHMS.md §0). When
+the measured ratio falls outside its spread's reach of the prediction, the machine was busy: something competed
+with the models.
+
+*Verdict*: one sentence from the run's own numbers — faster or slower than ``ar``, and why (acceptance against the
+price of verifying on this machine, and the acceptance needed to break even); for a lossy method, that it is lossy
+and how far its text is from ``ar``'s; and what the same rounds would give on a GPU-like machine (a model).
+
+Runs shorter than :data:`MIN_TIMED_TOKENS` are not timed: a handful of rounds cannot give a rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from spec_core.cost_model import CostProfile, accelerator_profile, profile_from_events, round_shape
+from spec_core.types import RoundEvent, Stats
+
+MIN_TIMED_TOKENS = 16  # fewer new tokens than this: "too few tokens to time"
+TOO_FEW = "too few tokens to time"
+BOOTSTRAP = 200  # resamples of the rounds for the spread
+BUSY_GAP = 0.15  # measured this far outside its spread from the prediction: the machine was busy
+DEFAULT_DRAFT_RATIO = 0.05  # draft/target parameters when the pair does not say (the embedded pair: ≈ 0.046)
+
+
+@dataclass(frozen=True)
+class LaneSpeed:
+    """What a lane's counters say about speed; a None value comes with ``note`` saying why."""
+
+    tokens_per_s: float | None
+    measured: float | None  # tokens/s over ar's tokens/s, both on their own clocks
+    predicted: float | None  # the cost model's speedup over this lane's rounds (≤ τ)
+    note: str = ""
+    spread: tuple[float, float] | None = None  # 10th–90th percentile of the measured ratio (bootstrap over rounds)
+    verdict: str = ""  # one plain sentence: faster or slower than ar, and why
+    breakeven_acceptance: float | None = None  # the acceptance a window of this lane's length needs to match ar
+    gpu_like: float | None = None  # the same rounds priced by the accelerator model
+
+    @property
+    def within_noise(self) -> bool:
+        return self.spread is not None and self.spread[0] <= 1.0 <= self.spread[1]
+
+    @property
+    def busy(self) -> bool:
+        """Measured and predicted disagree beyond the spread: something else ran on the machine."""
+        if self.measured is None or self.predicted is None or self.spread is None:
+            return False
+        low, high = self.spread
+        return self.predicted < low * (1 - BUSY_GAP) or self.predicted > high * (1 + BUSY_GAP)
+
+    def as_stats(self) -> dict:
+        """The fields ``/generate``'s final stats carry."""
+        return {"verdict": self.verdict, "predicted_speedup": self.predicted, "measured_speedup": self.measured,
+                "speedup_spread": list(self.spread) if self.spread else None,
+                "breakeven_acceptance": self.breakeven_acceptance, "gpu_like_speedup": self.gpu_like}  # fmt: skip
+
+
+def _busy_s(events: Sequence[RoundEvent]) -> np.ndarray:
+    return np.array([e.draft_s + e.verify_s for e in events], dtype=float)
+
+
+def speedup_spread(events: Sequence[RoundEvent], ar: Sequence[RoundEvent], seed: int = 0) -> tuple[float, float]:
+    """10th–90th percentile of (tokens/s of ``events``) / (tokens/s of ``ar``), both resampled round by round."""
+    rng = np.random.default_rng(seed)
+    tok_a, s_a = np.array([len(e.emitted) for e in events], float), _busy_s(events)
+    tok_b, s_b = np.array([len(e.emitted) for e in ar], float), _busy_s(ar)
+    ia = rng.integers(0, len(tok_a), (BOOTSTRAP, len(tok_a)))
+    ib = rng.integers(0, len(tok_b), (BOOTSTRAP, len(tok_b)))
+    rate_a = tok_a[ia].sum(1) / np.maximum(s_a[ia].sum(1), 1e-12)
+    rate_b = tok_b[ib].sum(1) / np.maximum(s_b[ib].sum(1), 1e-12)
+    ratio = rate_a / np.maximum(rate_b, 1e-12)
+    return float(np.percentile(ratio, 10)), float(np.percentile(ratio, 90))
+
+
+def mean_draft_len(events: Sequence[RoundEvent]) -> float:
+    shapes = [round_shape(e) for e in events]
+    return float(np.mean([s.width - 1 for s in shapes])) if shapes else 0.0
+
+
+def verdict_text(stats: Stats, speed: LaneSpeed, profile: CostProfile | None, events: Sequence[RoundEvent],
+                 lossy_note: str = "") -> str:  # fmt: skip
+    """One plain sentence (two for a lossy lane) from this run's own numbers."""
+    if speed.measured is None:
+        return ""
+    m = speed.measured
+    if speed.within_noise:
+        head = f"about as fast as ar here ({m:.2f}×, within noise)"
+    elif m >= 1:
+        head = f"faster than ar here ({m:.2f}×)"
+    else:
+        head = f"slower than ar here ({m:.2f}×)"
+    why = ""
+    if profile is not None and stats.drafted_tokens:
+        width = max(2, round(mean_draft_len(events) + 1))
+        price = profile.verify_ratio(width)
+        alpha = stats.acceptance_rate
+        need = speed.breakeven_acceptance
+        need_text = f"it needs ≥ {need:.0%} to break even" if need is not None and np.isfinite(need) else (
+            "no acceptance breaks even at this length")  # fmt: skip
+        verb = "but" if m < 1 else "and"
+        why = (f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
+               f"{price:.1f}× a plain step on this machine, so {need_text}")  # fmt: skip
+    busy = " The machine was busy: measured and predicted disagree (" + (
+        f"predicted {speed.predicted:.2f}×)." if speed.predicted is not None else "no prediction).")  # fmt: skip
+    gpu = f" On a GPU-like machine (a model) these rounds would give ≈ {speed.gpu_like:.1f}×." if speed.gpu_like else ""
+    text = head[0].upper() + head[1:] + why + "." + (busy if speed.busy else "") + gpu
+    return f"{lossy_note} {text}".strip() if lossy_note else text
+
+
+def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: CostProfile | None = None,
+               draft_ratio: float = DEFAULT_DRAFT_RATIO, lossy_note: str = "") -> LaneSpeed:  # fmt: skip
+    """The speed a lane may honestly claim, against the ``ar`` lane of the same run when there is one.
+
+    ``profile``: the run's costs (default: :func:`~spec_core.cost_model.profile_from_events` of ``lanes``).
+    ``lossy_note``: for a lossy lane, how far its text is from ``ar``'s (it leads the verdict).
+    """
+    events = lanes.get(method, ())
+    stats = Stats.from_events(events, method=method)
+    if stats.new_tokens < MIN_TIMED_TOKENS:
+        return LaneSpeed(None, None, None, TOO_FEW)
+    if method == "ar":
+        return LaneSpeed(stats.tokens_per_s, 1.0, 1.0, "the baseline", verdict="The baseline: one target step per token.")
+    ar = lanes.get("ar")
+    if not ar:
+        return LaneSpeed(stats.tokens_per_s, None, None, "add an ar lane to compare")
+    base = Stats.from_events(ar, method="ar")
+    if base.new_tokens < MIN_TIMED_TOKENS:
+        return LaneSpeed(stats.tokens_per_s, None, None, f"ar: {TOO_FEW}")
+    profile = profile or profile_from_events(lanes)
+    predicted = profile.events_speedup(events) if profile is not None else None
+    k = max(1, round(mean_draft_len(events[1:] or events)))
+    need = profile.breakeven_acceptance(k) if profile is not None and stats.drafted_tokens else None
+    gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
+    speed = LaneSpeed(stats.tokens_per_s, stats.tokens_per_s / base.tokens_per_s, predicted,
+                      spread=speedup_spread(events, ar), breakeven_acceptance=need, gpu_like=gpu)  # fmt: skip
+    return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events, lossy_note)})
+
+
+def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy: bool = True) -> str:
+    """How far a lane's text is from ``ar``'s, in words. Sampled lossless lanes are equal only in distribution."""
+    n = min(len(tokens), len(ar))
+    first = next((i for i in range(n) if tokens[i] != ar[i]), None)
+    if first is None and len(tokens) == len(ar):
+        return "Lossy, yet same text as ar here ✓." if lossy else ("Same text as ar ✓." if greedy else "")
+    first = n if first is None else first
+    differ = sum(a != b for a, b in zip(tokens, ar)) + abs(len(tokens) - len(ar))
+    share = differ / max(len(tokens), len(ar), 1)
+    if lossy:
+        return (f"Lossy: its text parts from ar's at token {first + 1}, and {share:.0%} of its tokens differ from "
+                "ar's at the same place.")  # fmt: skip
+    if not greedy:
+        return ""
+    return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."
+
+
+def lane_speeds(lanes: Mapping[str, Sequence[RoundEvent]], methods: Sequence[str] | None = None,
+                lossy_notes: Mapping[str, str] | None = None, draft_ratio: float = DEFAULT_DRAFT_RATIO,
+                ) -> dict[str, LaneSpeed]:  # fmt: skip
+    """Every lane's :class:`LaneSpeed`, priced with one profile measured in the run's own rounds."""
+    profile = profile_from_events(lanes)
+    notes = lossy_notes or {}
+    return {m: lane_speed(m, lanes, profile, draft_ratio, notes.get(m, "")) for m in (methods or list(lanes))}

@@ -1,0 +1,191 @@
+"""The arithmetic per machine: measure each precision's costs once, cache them, and let ``auto`` pick.
+
+Whether speculation pays depends on the price of verifying: a target pass over k tokens against one plain step.
+That price is a fact of the machine, not of the method. Measured on this project's machines (docs/RESULTS.md,
+"Arithmetic per machine"): on an AVX2 CPU without native bfloat16 a bf16 pass over 4 tokens costs 2.2 one-token
+steps, so every speculative lane loses; weight-only int8 (:mod:`spec_core.int8`) keeps it near 1.3, and a CPU
+with AMX runs bf16 passes over 16 tokens at 1.3 steps.
+
+:func:`machine_costs` measures, per precision, the target's forward over 1…8 tokens, one draft step, the engine's
+own work and the draft's acceptance on two short prompts, and caches the table under ``$SPECSCOPE_CACHE`` keyed by
+the CPU, the thread count and the torch version. :func:`auto_precision` picks the precision under which the
+default speculative lane is predicted fastest (plain decoding of every precision is the yardstick), so ``auto``
+is the fastest lane this machine can run, and the choice is shown with the numbers that made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from spec_core.cost_model import CostProfile, profile_from_events
+
+PRECISION_ENV = "SPECSCOPE_PRECISION"  # set to a precision to skip the measurement (e.g. a Space with known costs)
+CPU_PRECISIONS = ("bfloat16", "float32", "int8")
+WIDTHS = (1, 2, 3, 4, 6, 8)
+CONTEXT = 200
+PROBE_PROMPTS = (
+    "Explain in two sentences why the sky is blue.",
+    "Write a short list of three fruits and their colours.",
+)
+PROBE_METHOD = "fixed:3"
+PROBE_TOKENS = 24
+VERSION = 1  # bump when what is measured changes: old tables are then measured again
+
+
+def interleaved_median_ms(calls: dict, repeats: int) -> dict:
+    """Median milliseconds of each call, timed round-robin after one warm-up each, so that a slow spell of a
+    shared machine slows every call alike instead of one whole series."""
+    for fn in calls.values():
+        fn()
+    times: dict = {k: [] for k in calls}
+    for _ in range(repeats):
+        for key, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            times[key].append((time.perf_counter() - t0) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+@torch.inference_mode()
+def target_forward_ms(pair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
+    """Median ms of a target forward over each width, ``context`` tokens already cached."""
+    from spec_core.cached_lm import CachedLM
+
+    vocab = pair.target.config.vocab_size
+    low, high = (100, 1000) if vocab > 1000 else (0, vocab)
+    ids = torch.randint(low, high, (max(context, max(widths)),), generator=torch.Generator().manual_seed(0))
+    lm = CachedLM(pair.target, hidden=False)
+    lm.reset()
+    lm.forward(ids[:context], all_logits=False)
+
+    def call(n):
+        lm.forward(ids[:n])
+        lm.crop(context)
+
+    return interleaved_median_ms({n: (lambda n=n: call(n)) for n in widths}, repeats)
+
+
+def measure_profile(pair, repeats: int = 6) -> CostProfile:
+    """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
+    (``extra["acceptance"]``) on the probe prompts."""
+    from spec_core.engine import Generation
+    from spec_core.types import SamplingConfig
+
+    widths = target_forward_ms(pair, repeats=repeats)
+    lanes, drafted, accepted = {}, 0, 0
+    for i, prompt in enumerate(PROBE_PROMPTS):
+        for method in ("ar", PROBE_METHOD):
+            run = Generation(pair, prompt, method, PROBE_TOKENS, SamplingConfig(), display=False)
+            events = list(run.rounds())
+            lanes[f"{method}#{i}"] = events
+            drafted += sum(e.draft_len for e in events)
+            accepted += sum(e.accepted for e in events)
+    rounds = profile_from_events(lanes)
+    draft_ms = rounds.draft_ms if rounds is not None else 0.0
+    engine_ms = rounds.engine_ms if rounds is not None else 0.0
+    return CostProfile(
+        name=f"this machine · {pair.precision}",
+        widths=tuple(widths),
+        target_ms=tuple(widths.values()),
+        draft_ms=draft_ms,
+        engine_ms=engine_ms,
+        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens",
+        extra={"acceptance": accepted / drafted if drafted else 0.0, "precision": pair.precision},
+    )
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_key() -> str:
+    """What the costs depend on: the CPU and its vector units, the thread count, torch's version."""
+    flags = ""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+        flags = " ".join(sorted(f for f in line.split() if f.startswith(("avx", "amx", "fma"))))
+    except OSError:
+        pass
+    isa = f"{os.environ.get('ATEN_CPU_CAPABILITY', '')}|{os.environ.get('ONEDNN_MAX_CPU_ISA', '')}"
+    raw = f"{cpu_name()}|{flags}|{isa}|{torch.get_num_threads()}|{torch.__version__}|v{VERSION}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def table_path() -> Path:
+    from spec_core.models import cache_dir
+
+    return cache_dir() / "machine-costs" / f"{machine_key()}.json"
+
+
+def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
+    """Precision → this machine's measured profile (cached; ``refresh`` measures again)."""
+    path = table_path()
+    if path.exists() and not refresh:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            return {k: CostProfile.from_dict(v) for k, v in raw["profiles"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged table: measure again
+    from spec_core.models import load_pair
+
+    profiles = {}
+    for precision in CPU_PRECISIONS:
+        pair = load_pair(pair_name, device="cpu", dtype=precision, operator=True)
+        profiles[precision] = measure_profile(pair)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"cpu": cpu_name(), "threads": torch.get_num_threads(),
+                               "profiles": {k: json.loads(v.to_json()) for k, v in profiles.items()}}, indent=1),
+                   encoding="utf-8")  # fmt: skip
+    tmp.replace(path)
+    return profiles
+
+
+def predicted_tokens_per_s(profile: CostProfile) -> tuple[float, int]:
+    """(tokens/s, k) of the best fixed window at this profile's measured acceptance: the default lane's stand-in."""
+    alpha = float(profile.extra.get("acceptance", 0.0))
+    k, speedup = profile.best_window(alpha)
+    return 1000.0 * speedup / profile.step_ms, k
+
+
+def choose(profiles: dict[str, CostProfile]) -> str:
+    """The precision whose speculative lane is predicted fastest (against the fastest plain decoding of any)."""
+    return max(profiles, key=lambda p: predicted_tokens_per_s(profiles[p])[0])
+
+
+def explain(profiles: dict[str, CostProfile]) -> str:
+    """One line per precision: plain step, verifying 4 tokens, acceptance, predicted speculative tokens/s."""
+    fastest_ar = max(1000.0 / p.step_ms for p in profiles.values())
+    lines = []
+    for name, p in profiles.items():
+        tps, k = predicted_tokens_per_s(p)
+        lines.append(f"{name}: plain step {p.step_ms:.1f} ms, verifying 4 tokens costs {p.verify_ratio(4):.2f}× a "
+                     f"step, acceptance {p.extra.get('acceptance', 0):.2f} → fixed:{k} predicted {tps:.1f} tok/s "
+                     f"({tps / fastest_ar:.2f}× the fastest plain decoding)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def auto_precision(device: torch.device) -> str:
+    """``auto``: bfloat16 on a GPU (native there); on a CPU the precision :func:`choose` picks from this machine's
+    cost table (measured once, ~20 s, then cached), or ``$SPECSCOPE_PRECISION`` when set."""
+    forced = os.environ.get(PRECISION_ENV, "").strip()
+    if forced and forced != "auto":
+        return forced
+    if device.type != "cpu":
+        return "bfloat16"
+    return choose(machine_costs())
