@@ -130,7 +130,7 @@ def live_tab(pairs: list[str]) -> LiveTab:
             gr.Number(value=0, precision=0, label="seed", minimum=0),
             gr.Slider(1, UI_MAX_NEW_TOKENS, value=96, step=1, label="max new tokens", elem_id="max-new"),
             gr.Dropdown(pairs, value=pairs[0], label="model pair (target,draft)"),
-            gr.Radio(list(requests.PRECISIONS), value="bfloat16", label="precision", elem_id="precision",
+            gr.Radio(list(requests.PRECISIONS), value="auto", label="precision", elem_id="precision",
                      info=live_page.PRECISION_INFO),
         ]  # fmt: skip
     gr.Examples(EXAMPLES, inputs=[prompt, *boxes], label="Examples")
@@ -335,7 +335,7 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
                      seed: int = 0) -> Iterator[dict]:  # fmt: skip
             """Generate with one method, streaming stats dicts; the last one has new_tokens, tau, tokens_per_s, text."""
             request = requests.parse_generate_request(prompt, method, max_new_tokens, temperature, seed)
-            yield from live.stats_stream(pair_loader("embedded", "bfloat16"), request)
+            yield from live.stats_stream(pair_loader("embedded", request.spec.precision or "auto"), request)
 
         gr.api(generate, api_name="generate")
     return demo

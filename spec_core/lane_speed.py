@@ -90,10 +90,12 @@ def mean_draft_len(events: Sequence[RoundEvent]) -> float:
 def verdict_text(stats: Stats, speed: LaneSpeed, profile: CostProfile | None, events: Sequence[RoundEvent],
                  lossy_note: str = "") -> str:  # fmt: skip
     """One plain sentence (two for a lossy lane) from this run's own numbers."""
-    if speed.measured is None:
+    if speed.measured is None and speed.predicted is None:
         return ""
-    m = speed.measured
-    if speed.within_noise:
+    m = speed.measured if speed.measured is not None else speed.predicted
+    if speed.measured is None:
+        head = f"predicted {'faster' if m >= 1 else 'slower'} than ar on this machine ({m:.2f}×, its measured costs)"
+    elif speed.within_noise:
         head = f"about as fast as ar here ({m:.2f}×, within noise)"
     elif m >= 1:
         head = f"faster than ar here ({m:.2f}×)"
@@ -144,6 +146,60 @@ def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: 
     speed = LaneSpeed(stats.tokens_per_s, stats.tokens_per_s / base.tokens_per_s, predicted,
                       spread=speedup_spread(events, ar), breakeven_acceptance=need, gpu_like=gpu)  # fmt: skip
     return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events, lossy_note)})
+
+
+def probe_profile(pair, events: Sequence[RoundEvent], context_ids: Sequence[int], repeats: int = 3) -> CostProfile | None:
+    """This run's costs with the plain step measured beside it: the run's own rounds give the draft and engine
+    costs, and the target is timed here over 1 token and over the run's widest verification, at the run's own
+    context, interleaved (a lane run alone, as ``/generate`` runs it, has no ``ar`` lane to anchor it)."""
+    import torch
+
+    from spec_core.cached_lm import CachedLM
+    from spec_core.precision import interleaved_median_ms
+
+    own = profile_from_events({"lane": events}) if events else None
+    widths = sorted({1, *(round_shape(e).width for e in events[1:])})
+    if len(context_ids) < 2:
+        return own
+    with torch.inference_mode():
+        lm = CachedLM(pair.target, hidden=False)
+        lm.reset()
+        ids = torch.tensor(list(context_ids))
+        lm.forward(ids, all_logits=False)
+        base = lm.length
+        feed = ids[-max(widths):] if len(ids) >= max(widths) else ids.repeat(max(widths) // len(ids) + 1)
+
+        def call(n):
+            lm.forward(feed[:n])
+            lm.crop(base)
+
+        probe = [1, widths[-1]] if len(widths) > 1 else [1]
+        timed = interleaved_median_ms({w: (lambda w=w: call(w)) for w in probe}, repeats)
+    ms = {w: timed[w] for w in probe}
+    if own is not None:
+        ms |= {w: max(m, ms[1]) for w, m in zip(own.widths, own.target_ms) if w != 1}
+    return CostProfile(tuple(ms), tuple(ms.values()), own.draft_ms if own else 0.0, own.engine_ms if own else 0.0,
+                       own.head_ms if own else 0.0, name=f"this machine · {pair.precision}",
+                       about="this run's rounds, plus a one-token step timed beside them")  # fmt: skip
+
+
+def run_verdict(pair, events: Sequence[RoundEvent], context_ids: Sequence[int], draft_ratio: float | None = None,
+                ) -> LaneSpeed:  # fmt: skip
+    """The verdict of a lane run alone (``/generate``): predicted, from its own rounds and a plain step timed
+    beside them; no measured ratio (no ``ar`` ran)."""
+    stats = Stats.from_events(events)
+    if not events or not stats.drafted_tokens:
+        return LaneSpeed(stats.tokens_per_s, None, 1.0 if events else None, "plain decoding",
+                         verdict="Plain decoding: one target step per token (the baseline).",
+                         breakeven_acceptance=None)  # fmt: skip
+    profile = probe_profile(pair, events, context_ids)
+    predicted = profile.events_speedup(events) if profile is not None else None
+    k = max(1, round(mean_draft_len(events[1:] or events)))
+    need = profile.breakeven_acceptance(k) if profile is not None else None
+    ratio = draft_ratio if draft_ratio is not None else DEFAULT_DRAFT_RATIO
+    gpu = accelerator_profile(ratio).events_speedup(events)
+    speed = LaneSpeed(stats.tokens_per_s, None, predicted, breakeven_acceptance=need, gpu_like=gpu)
+    return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events)})
 
 
 def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy: bool = True) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from spec_core.analysis.bench import first_divergence
-from spec_core.lane_speed import LaneSpeed, lane_speeds, text_distance
+from spec_core.lane_speed import LaneSpeed, lane_speeds, run_verdict, text_distance
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.requests import GenerateRequest, LiveRequest
@@ -122,6 +122,7 @@ class _Run:
     errors: dict[str, str]
     status: str = ""
     divergences: dict[str, Divergence] = field(default_factory=dict)
+    precision: str = ""  # the arithmetic the pair runs ("auto" resolved), once loaded
 
     def frame(self, done: bool = False) -> LiveFrame:
         return LiveFrame(
@@ -131,9 +132,20 @@ class _Run:
             status=self.status,
             done=done,
             temperature=self.request.sampling.temperature,
-            precision=self.request.precision,
+            precision=self.precision or self.request.precision,
             divergences=dict(self.divergences),
         )
+
+
+def draft_ratio(pair) -> float | None:
+    """Parameters a draft forward reads over the target's: the accelerator model's price of a draft step."""
+    if pair.draft is None:
+        return None
+    target = sum(p.numel() for p in pair.parts_target.parameters())
+    own = sum(p.numel() for p in pair.draft.parameters())
+    head = getattr(pair.draft, "vocab_subset", None)  # a feature draft reads its trimmed head rows too
+    shared = int(head.numel()) * int(pair.target.config.hidden_size) if head is not None and head.numel() else 0
+    return (own + shared) / target if target else None
 
 
 def is_lossy(method: str) -> bool:
@@ -194,8 +206,10 @@ def live_frames(
     run.status = f"Loading the model pair {request.pair_name!r} ({request.precision}; first use loads and warms it up)…"
     yield run.frame()
     pair = pair_loader(request.pair_name, request.precision)
+    run.precision = getattr(pair, "precision", "") or request.precision
     generations = _generations(pair, request, run.errors)
-    where = f"{pair.name} ({pair.device.type} · {str(pair.dtype).removeprefix('torch.')})"
+    chosen = " chosen by auto" if request.precision == "auto" else ""
+    where = f"{pair.name} ({pair.device.type} · {run.precision}{chosen})"
     run.status = f"Generating on {where}…"
     yield run.frame()
     methods = list(generations)
@@ -333,4 +347,6 @@ def stats_stream(pair, request: GenerateRequest, every_s: float = STREAM_EVERY_S
         raise SpecScopeError(f"{request.spec.name} cannot run: {err}") from err
     result = run.result()
     final = Stats.from_events(run.events, wall_s=run.wall_s, method=request.spec.name)
-    yield {**final.as_dict(), "text": result.text, "finished": True}
+    verdict = run_verdict(pair, run.events, [*run.prompt_ids, *run.new_tokens], draft_ratio(pair))
+    yield {**final.as_dict(), **verdict.as_stats(), "precision": pair.precision, "text": result.text,
+           "finished": True}  # fmt: skip

@@ -20,7 +20,7 @@ from spec_core.guards import check_text
 from spec_core.methods import MethodSpec, parse_method
 from spec_core.types import SamplingConfig
 
-PRECISIONS = ("bfloat16", "float32")  # the live tab's precision setting (fast / exact)
+PRECISIONS = ("auto", "int8", "bfloat16", "float32")  # the live tab's precision (auto: fastest here; float32: exact)
 NONE_METHOD = "(none)"  # an empty lane in the live tab
 
 
@@ -42,7 +42,7 @@ class LiveRequest:
     max_new_tokens: int
     sampling: SamplingConfig
     pair_name: str = "embedded"
-    precision: str = "bfloat16"
+    precision: str = "auto"
 
     @property
     def methods(self) -> tuple[str, ...]:

@@ -11,6 +11,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from spec_core.models import ModelPair
 
 torch.set_num_threads(int(os.environ.get("SPECSCOPE_TEST_THREADS", "2")))
+# "auto" measures this machine's costs once (tens of seconds) before it picks; the suite pins a precision so a
+# test's run time does not depend on whether the table is cached (tests/test_precision.py checks auto itself)
+os.environ.setdefault("SPECSCOPE_PRECISION", "bfloat16")
 
 
 class TinyTokenizer:

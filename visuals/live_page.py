@@ -22,11 +22,19 @@ INTRO = (
     "a near-tie can flip and a lane part from `ar`: the page marks where, and why (◆)."
 )
 PRECISION_INFO = (
-    "bfloat16 is fast (verifying k tokens costs about one step, which is what speculation needs) but rounds "
-    "near-ties differently in k-token and 1-token passes; float32 is exact (every lossless lane writes ar's "
-    "text at temperature 0) and slower."
+    "auto: the arithmetic this machine runs fastest, measured once (int8 weights where bfloat16 has no native "
+    "support). Fast precisions round near-ties differently in a k-token pass and a 1-token step; float32 is "
+    "exact (every lossless lane writes ar's text at temperature 0) and slower."
 )
 EMPTY_LANE = ("### –", "", "")
+
+
+def verdict_html(speed, done: bool) -> str:
+    """The lane's verdict sentence, under its counters once the run is done (quiet while it runs)."""
+    if not done or not speed.verdict:
+        return ""
+    cls = "spec-verdict" + (" spec-verdict-slow" if (speed.measured or 1) < 1 and not speed.within_noise else "")
+    return f'<div class="{cls}" data-testid="verdict">{html.escape(speed.verdict)}</div>'
 
 
 def lane_parts(frame: LiveFrame, method: str, show_rejected: bool = False) -> tuple[str, str, str]:
@@ -34,7 +42,7 @@ def lane_parts(frame: LiveFrame, method: str, show_rejected: bool = False) -> tu
     if method in frame.errors:
         return lane_header(method), "", f'<div class="spec-error">{html.escape(frame.errors[method])}</div>'
     speed = frame.speeds[method]
-    counters = tokens.counters_html(frame.stats(method), speed)
+    counters = tokens.counters_html(frame.stats(method), speed) + verdict_html(speed, frame.done)
     body = tokens.tokens_html(
         frame.lanes.get(method, ()), show_rejected, "waiting for the first round…", frame.marks(method)
     )
