@@ -83,17 +83,40 @@ def tiny_items(n: int = 6):
 
 
 def test_rollout_records_one_row_per_emitted_drafted_token():
+    """The recorder keeps, per emitted drafted position, what the score needs, and agrees with the engine's own
+    trace: the accepted prefix of each round, then the rejected draft (whose emitted token is the recovered one)."""
     pair = make_tiny_pair()
     head = EnsembleHead(32, 32)
-    r, rec, text = rollout(pair, head, tiny_items(1)[0], TrainConfig(temperature=1.0), seed=0)
+    item = tiny_items(1)[0]
+    r, rec, text = rollout(pair, head, item, TrainConfig(temperature=1.0), seed=0)
     assert rec is not None and 0 < rec["p_y"].shape[0] <= 10 and isinstance(r, float)
     n = rec["p_y"].shape[0]
     assert rec["draft_hidden"].shape == (n, 32) and rec["target_hidden"].shape == (n, 32)
     assert ((rec["tv"] >= 0) & (rec["tv"] <= 1)).all()
-    logp, keep, w = loss_terms(head, rec)
-    logp.backward()  # the recorded tensors are usable by autograd (cloned out of inference mode)
-    assert head.linear.weight.grad is not None and torch.isfinite(logp)
+    acc = rec["accepted"]
+    assert acc.dtype == torch.bool and bool(acc.any()) and bool((~acc).any())  # both kinds in this rollout
+    assert torch.equal(rec["p_y"][acc], rec["p_x"][acc]) and torch.equal(rec["q_y"][acc], rec["q_x"][acc])
+    assert (rec["p_x"][~acc] < rec["q_x"][~acc]).all()  # only a draft with p(x) < q(x) can be rejected
+    assert (rec["p_y"][~acc] > rec["q_y"][~acc]).all()  # the recovered token lies in norm(max(0, p − q))
+    # against the engine's trace (the same seed replays the same rollout)
+    pair.extras["diversed-head:diversed"] = (head, {})
+    out = generate(pair, item.prompt, "fixed:4+diversed", item.max_new_tokens, temperature=1.0, seed=0)
+    flags, p_x = [], []
+    for e in out.events:
+        if e.draft_len:
+            k = min(e.accepted + 1, e.draft_len, len(e.emitted))
+            flags += [i < e.accepted for i in range(k)]
+            p_x += e.verifier_trace["p_x"][:k]
+    assert acc.tolist() == flags and rec["p_x"].tolist() == pytest.approx(p_x, abs=1e-6)
+    for estimator in ("decision", "token"):
+        logp, keep, w = loss_terms(head, rec, estimator)
+        assert logp.shape == (n,) and torch.isfinite(logp).all()
+        head.zero_grad()
+        logp.sum().backward()  # the recorded tensors are usable by autograd (cloned out of inference mode)
+        assert head.linear.weight.grad is not None
     assert float(keep.detach()) == pytest.approx(float((1 - 0.5 * rec["tv"]).sum()), abs=1e-5)
+    with pytest.raises(SpecScopeError, match="unknown estimator"):
+        loss_terms(head, rec, "marginal")
 
 
 def test_training_end_to_end_tiny(tmp_path):
@@ -176,9 +199,9 @@ def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch):
         assert rec is not None
         return next(rewards), rec, text
 
-    def spy_terms(head, rec):
-        logp, keep, w = real_terms(head, rec)
-        logps.append(float(logp.detach()))
+    def spy_terms(head, rec, estimator):
+        logp, keep, w = real_terms(head, rec, estimator)
+        logps.append(float(logp.detach().sum()))
         return logp, keep, w
 
     def spy_backward(self, *a, **k):

@@ -6,21 +6,28 @@ E[R(x_{1:T}) + λ Σ_t (1 − TV(q_t, ν_t))] with ν_t = w_t·p_t + (1 − w_t)
 where the authors' code's sign looks inverted (ALGORITHMS.md §2).
 
 1. Rollouts: the real speculative engine (``fixed:4+diversed`` at ``--temperature``, default 1) with the head
-   being trained. Speculative sampling against ν emits exactly ν_t at every drafted position, so a rollout is a
-   sample of the ensemble policy; bonus tokens come from p and carry no gradient. For each emitted drafted
-   position the recorder keeps the draft's and the target's hidden states, p_t(y_t), q_t(y_t) and TV(p_t, q_t).
-2. Loss per batch: −A·Σ_t log ν_t(y_t) − λ·Σ_t (1 − w_t·TV(p_t, q_t)) per rollout, averaged over the batch
+   being trained. For each emitted drafted position the recorder keeps the draft's and the target's hidden
+   states, whether the draft was accepted, p_t and q_t of the drafted token x_t and of the emitted token y_t,
+   and TV(p_t, q_t).
+2. The score (``--estimator``, :func:`score_logprobs`). A rollout's text is a function of every random choice
+   the verifier made, so an unbiased policy gradient needs the log-probability of each choice that depends on
+   w_t: ``decision`` (the default) takes log a_t for an accepted draft (a_t = min(1, ν_t(x_t)/q_t(x_t))) and
+   log(1 − a_t) + log r_t(y_t) at the rejection, r_t = norm(max(0, ν_t − q_t)); drafting from q and the bonus
+   token from p do not depend on w. ``token`` is the earlier Σ_t log ν_t(y_t): each *marginal* token is ν_t,
+   but whether y_t came from an accepted draft or from a rejection decides whether the next token is a bonus
+   drawn from p, so that score is biased (docs/DIVERSED.md, "The policy gradient"; tests/test_diversed_gradient.py).
+3. Loss per batch: −A·Σ_t score_t − λ·Σ_t (1 − w_t·TV(p_t, q_t)) per rollout, averaged over the batch
    (1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable).
    The advantage A = R − b: with ``--group G`` > 1 each item is rolled out G times (seeds differ) and b is the
    mean reward of the item's *other* G − 1 rollouts (the leave-one-out baseline, "RLOO", Kool et al. 2019,
    which takes out how hard the item is); with G = 1, b is a running mean per task (rewards of different tasks
    live on different scales).
-3. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
+4. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
    of ``fixed:4+diversed`` at temperature 0 on the *last* ``--val-per-task`` items of each task of the
    **train** split, which are never rolled out; the eval split stays untouched for ``pareto``), checkpoint
    after each epoch in ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card)
    in ``--out-dir``.
-4. Model selection on that validation set: the same items run with ``lossless`` once, and the shipped head is
+5. Model selection on that validation set: the same items run with ``lossless`` once, and the shipped head is
    the epoch with the best validation quality among those accepting at least ``--min-acceptance-ratio`` ×
    lossless (the issue's 1.2×); the last epoch when none does, or when the ratio is 0.
 """
@@ -52,6 +59,7 @@ TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head un
 @dataclass(frozen=True)
 class TrainConfig:
     name: str = "diversed"  # asset name in --out-dir
+    estimator: str = "decision"  # the score: "decision" (unbiased) | "token" (Σ log ν_t(y_t), biased; kept to show it)
     policy: str = "fixed:4"  # draft-length policy of the rollouts
     temperature: float = 1.0  # rollouts sample ν (> 0)
     epochs: int = 2  # the authors' default
@@ -75,7 +83,9 @@ class TrainConfig:
 
 
 class RecordingVerifier(DiversedVerifier):
-    """The diversed verifier that also records, per emitted drafted position, what the loss needs."""
+    """The diversed verifier that also records, per emitted drafted position, what the score and the loss need:
+    whether the draft was accepted, p and q of the drafted token x and of the emitted token y (y = x when
+    accepted, the recovered token at the rejection), TV(p, q) and both hidden states."""
 
     def __init__(self, head: EnsembleHead, params: DiversedParams):
         super().__init__(head, params)
@@ -84,15 +94,17 @@ class RecordingVerifier(DiversedVerifier):
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None):
         verdict = super().verify(inputs, sampling, generator)
         gamma = inputs.gamma
-        n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the recovered token (not the bonus)
+        n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the rejected one (not the bonus position)
+        drafted = inputs.draft_tokens[:n]  # [n] x_t
         emitted = torch.cat(
             [inputs.draft_tokens[: verdict.accepted], inputs.draft_tokens.new_tensor([verdict.next_token])]
-        )[:n]
+        )[:n]  # [n] y_t
         p = rules.warp_probs(inputs.target_logits[:n], sampling.temperature, sampling.top_k, sampling.top_p)  # [n, V]
         q = inputs.draft_probs[:n].float()  # [n, V]
         idx = torch.arange(n)
         self.rounds.append({
             "draft_hidden": inputs.draft_hidden[:n].float(), "target_hidden": inputs.target_hidden[:n].float(),
+            "accepted": idx < verdict.accepted, "p_x": p[idx, drafted], "q_x": q[idx, drafted],
             "p_y": p[idx, emitted], "q_y": q[idx, emitted], "tv": rules.total_variation(p, q),
         })  # fmt: skip
         return verdict
@@ -154,11 +166,48 @@ def split_train_val(
     return train_items, val_items
 
 
-def loss_terms(head: EnsembleHead, rec: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(Σ_t log ν_t(y_t), Σ_t (1 − TV(q_t, ν_t)), w_t) of one rollout, differentiable in the head."""
+ESTIMATORS = ("decision", "token")
+CHOICES = {"estimator": ESTIMATORS}  # the command line's fixed choices
+LOG_FLOOR = 1e-12  # probabilities are floored here before the log (a recorded 0 would give −inf)
+
+
+def score_logprobs(w: torch.Tensor, rec: dict[str, torch.Tensor], estimator: str = "decision") -> torch.Tensor:
+    """``[T]`` per recorded position t, the log-probability of the random choices there that depend on w_t, so
+    that ∇ Σ_t of it is the rollout's score (REINFORCE: ∇E[R] = E[R·∇ log P(rollout)]).
+
+    ``w`` ``[T]`` (differentiable); ``rec`` per position: ``accepted`` ``[T]`` bool, ``p_x``, ``q_x`` (the
+    drafted token), ``p_y``, ``q_y`` (the emitted token: = x when accepted, the recovered token otherwise) and
+    ``tv`` = TV(p_t, q_t), with ν_t = w_t·p_t + (1 − w_t)·q_t:
+
+    - ``decision``: log a_t for an accepted draft, a_t = min(1, ν_t(x)/q_t(x)); at the rejection
+      log(1 − a_t) + log r_t(y), r_t = max(0, ν_t − q_t)/Σ max(0, ν_t − q_t), whose normaliser is
+      TV(q_t, ν_t) = w_t·TV(p_t, q_t). Drafting (from q) and the bonus token (from p) do not depend on w, nor
+      do decisions after the emitted text ends (the trainer drops those positions). Unbiased.
+    - ``token``: log ν_t(y) — the marginal of each emitted token, blind to whether it came from an accepted
+      draft (the next token may then be a bonus from p) or from a rejection (the next round starts). Biased;
+      kept to show it (tests/test_diversed_gradient.py).
+    """
+    if estimator == "token":
+        return (w * rec["p_y"] + (1.0 - w) * rec["q_y"]).clamp_min(LOG_FLOOR).log()
+    if estimator != "decision":
+        raise SpecScopeError(f"unknown estimator {estimator!r}; one of {ESTIMATORS}")
+    p_x, q_x = rec["p_x"], rec["q_x"].clamp_min(LOG_FLOOR)  # x was drawn from q: q(x) > 0
+    nu_x = w * p_x + (1.0 - w) * q_x
+    log_accept = torch.minimum(nu_x / q_x, torch.ones_like(nu_x)).clamp_min(LOG_FLOOR).log()
+    # 1 − ν/q = w·(q − p)/q where ν < q, the only place a draft can be rejected
+    log_reject = (q_x - nu_x).clamp_min(LOG_FLOOR).log() - q_x.log()
+    nu_y = w * rec["p_y"] + (1.0 - w) * rec["q_y"]
+    log_residual = (nu_y - rec["q_y"]).clamp_min(LOG_FLOOR).log() - (w * rec["tv"]).clamp_min(LOG_FLOOR).log()
+    return torch.where(rec["accepted"], log_accept, log_reject + log_residual)
+
+
+def loss_terms(
+    head: EnsembleHead, rec: dict[str, torch.Tensor], estimator: str = "decision"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(``[T]`` :func:`score_logprobs` per position, Σ_t (1 − TV(q_t, ν_t)), ``[T]`` w_t) of one rollout,
+    differentiable in the head."""
     w = head(rec["draft_hidden"], rec["target_hidden"])  # [T]
-    nu_y = w * rec["p_y"] + (1.0 - w) * rec["q_y"]  # [T]
-    return nu_y.clamp_min(1e-12).log().sum(), (1.0 - w * rec["tv"]).sum(), w
+    return score_logprobs(w, rec, estimator), (1.0 - w * rec["tv"]).sum(), w
 
 
 def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
@@ -218,6 +267,8 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         raise SpecScopeError("training rollouts sample the ensemble: --temperature must be > 0")
     if not train_items:
         raise SpecScopeError("no training items")
+    if cfg.estimator not in ESTIMATORS:
+        raise SpecScopeError(f"--estimator must be one of {ESTIMATORS}, got {cfg.estimator!r}")
     if cfg.group < 1 or cfg.batch_size < 1:
         raise SpecScopeError(f"--group and --batch-size must be ≥ 1, got {cfg.group} and {cfg.batch_size}")
     from tqdm import tqdm
@@ -271,8 +322,8 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
                         base = state["baseline"].get(item.task, r)
                     rs.append(r)
                     if rec is not None:
-                        logp, keep, w = loss_terms(head, rec)
-                        total = total - (r - base) * logp - cfg.lam * keep
+                        logp, keep, w = loss_terms(head, rec, cfg.estimator)
+                        total = total - (r - base) * logp.sum() - cfg.lam * keep
                         ws += w.detach().tolist()
                         task_ws.setdefault(item.task, []).extend(w.detach().tolist())
                     running = state["baseline"].get(item.task, r)
@@ -323,7 +374,7 @@ def main(argv: list[str]) -> int:
         if isinstance(value, bool):
             ap.add_argument(flag, action="store_true")
         else:
-            ap.add_argument(flag, type=type(value), default=value)
+            ap.add_argument(flag, type=type(value), default=value, choices=CHOICES.get(field))
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
