@@ -16,12 +16,15 @@ where the authors' code's sign looks inverted (ALGORITHMS.md §2).
    token from p do not depend on w. ``token`` is the earlier Σ_t log ν_t(y_t): each *marginal* token is ν_t,
    but whether y_t came from an accepted draft or from a rejection decides whether the next token is a bonus
    drawn from p, so that score is biased (docs/DIVERSED.md, "The policy gradient"; tests/test_diversed_gradient.py).
-3. Loss per batch: −A·Σ_t score_t − λ·Σ_t (1 − w_t·TV(p_t, q_t)) per rollout, averaged over the batch
-   (1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable).
-   The advantage A = R − b: with ``--group G`` > 1 each item is rolled out G times (seeds differ) and b is the
-   mean reward of the item's *other* G − 1 rollouts (the leave-one-out baseline, "RLOO", Kool et al. 2019,
-   which takes out how hard the item is); with G = 1, b is a running mean per task (rewards of different tasks
-   live on different scales).
+3. Loss per batch, REINFORCE++ style (arXiv 2501.03262): the advantage A = R − b, with b the mean reward of
+   the item's *other* rollouts when ``--group G`` > 1 (the leave-one-out baseline, "RLOO", Kool et al. 2019,
+   which takes out how hard the item is) or a running mean per task when G = 1; then normalised over the batch
+   (``--advantage-norm batch``: (A − mean)/std; ``none`` keeps it raw). Per rollout −Σ_t min(ρ_t·A,
+   clip(ρ_t, 1 − ε, 1 + ε)·A) − λ·Σ_t (1 − w_t·TV(p_t, q_t)), averaged over the batch, where ρ_t is the ratio
+   of a decision's probability under the head being updated to that under the head that rolled out
+   (``--clip-eps`` ε, default 0.2; ``--updates`` optimiser steps per batch of rollouts, default 1, where ρ = 1
+   and the gradient is plain REINFORCE), and the gradient's norm clipped to ``--max-grad-norm`` (0 = off).
+   1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable.
 4. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
    of ``fixed:4+diversed`` at temperature 0 on the *last* ``--val-per-task`` items of each task of the
    **train** split, which are never rolled out; the eval split stays untouched for ``pareto``), checkpoint
@@ -66,6 +69,10 @@ class TrainConfig:
     batch_size: int = 8  # items per update (the authors' default), each rolled out --group times
     group: int = 1  # rollouts per item; > 1 uses the leave-one-out baseline of the item's other rollouts
     lam: float = 0.1  # λ of the acceptance regulariser (per token, summed over the rollout)
+    advantage_norm: str = "batch"  # REINFORCE++: "batch" = (A − mean)/std over the batch's rollouts | "none"
+    clip_eps: float = 0.2  # ε of the clipped ratio of each decision's probability (PPO, REINFORCE++; 0 = no clip)
+    updates: int = 1  # optimiser steps per batch of rollouts (1: the ratio is 1, the clip never binds)
+    max_grad_norm: float = 1.0  # clip the gradient's global norm (REINFORCE++; 0 = off)
     lr: float = 5e-4  # AdamW, the authors' default
     init_w: float = 0.5  # the head's w everywhere before training (0.5 = the authors' init)
     freeze_bias: bool = False  # centre the inputs on the first batch and keep the bias: the mean w stays init_w
@@ -167,7 +174,8 @@ def split_train_val(
 
 
 ESTIMATORS = ("decision", "token")
-CHOICES = {"estimator": ESTIMATORS}  # the command line's fixed choices
+ADVANTAGE_NORMS = ("batch", "none")
+CHOICES = {"estimator": ESTIMATORS, "advantage_norm": ADVANTAGE_NORMS}  # the command line's fixed choices
 LOG_FLOOR = 1e-12  # probabilities are floored here before the log (a recorded 0 would give −inf)
 
 
@@ -208,6 +216,55 @@ def loss_terms(
     differentiable in the head."""
     w = head(rec["draft_hidden"], rec["target_hidden"])  # [T]
     return score_logprobs(w, rec, estimator), (1.0 - w * rec["tv"]).sum(), w
+
+
+def normalise_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``[N]`` → (A − mean)/std over the batch (REINFORCE++'s global normalisation, population std). A batch
+    whose advantages are all equal (or of one rollout) gives zeros: nothing in it tells rollouts apart."""
+    centred = advantages - advantages.mean()
+    return centred / (advantages.std(unbiased=False) + eps)
+
+
+def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, advantage: float, eps: float) -> torch.Tensor:
+    """Σ_t min(ρ_t·A, clip(ρ_t, 1 − ε, 1 + ε)·A), ρ_t = exp(logp_t − logp_old_t), for one rollout (PPO's clipped
+    surrogate per decision, as REINFORCE++ uses it); ``eps`` ≤ 0 leaves ρ unclipped. ``logp``, ``logp_old``
+    ``[T]`` (:func:`score_logprobs` now and at the rollout). At ρ = 1 its gradient is A·∇Σ_t logp_t, REINFORCE's;
+    a ratio already past 1 ± ε in the direction A pushes gets no more gradient."""
+    ratio = (logp - logp_old.detach()).exp()
+    if eps <= 0:
+        return (ratio * advantage).sum()
+    return torch.minimum(ratio * advantage, ratio.clamp(1.0 - eps, 1.0 + eps) * advantage).sum()
+
+
+def update_head(
+    head: EnsembleHead,
+    opt: torch.optim.Optimizer,
+    rollouts: list[tuple[dict[str, torch.Tensor] | None, float]],
+    cfg: TrainConfig,
+) -> float | None:
+    """``cfg.updates`` optimiser steps on one batch of (recorded positions, advantage) rollouts; returns the first
+    step's loss (None when no rollout drafted anything). Loss = −(Σ clipped surrogate + λ Σ_t (1 − w_t·TV)),
+    averaged over the batch, the gradient's norm clipped to ``cfg.max_grad_norm``."""
+    kept = [(rec, a) for rec, a in rollouts if rec is not None]
+    if not kept:
+        return None
+    with torch.no_grad():  # the head that rolled out: the ratio's denominator
+        old = [loss_terms(head, rec, cfg.estimator)[0] for rec, _ in kept]
+    params = [p for group in opt.param_groups for p in group["params"]]
+    first = None
+    for _ in range(cfg.updates):
+        opt.zero_grad()
+        total = torch.zeros(())
+        for (rec, a), logp_old in zip(kept, old):
+            logp, keep, _ = loss_terms(head, rec, cfg.estimator)
+            total = total - clipped_surrogate(logp, logp_old, a, cfg.clip_eps) - cfg.lam * keep
+        loss = total / len(rollouts)
+        loss.backward()
+        if cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        first = float(loss.detach()) if first is None else first
+    return first
 
 
 def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
@@ -269,8 +326,12 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         raise SpecScopeError("no training items")
     if cfg.estimator not in ESTIMATORS:
         raise SpecScopeError(f"--estimator must be one of {ESTIMATORS}, got {cfg.estimator!r}")
-    if cfg.group < 1 or cfg.batch_size < 1:
-        raise SpecScopeError(f"--group and --batch-size must be ≥ 1, got {cfg.group} and {cfg.batch_size}")
+    if cfg.group < 1 or cfg.batch_size < 1 or cfg.updates < 1:
+        raise SpecScopeError(
+            f"--group, --batch-size and --updates must be ≥ 1, got {cfg.group}, {cfg.batch_size} and {cfg.updates}"
+        )
+    if cfg.advantage_norm not in ADVANTAGE_NORMS:
+        raise SpecScopeError(f"--advantage-norm must be one of {ADVANTAGE_NORMS}, got {cfg.advantage_norm!r}")
     from tqdm import tqdm
 
     draft_h, target_h = pair_hidden_sizes(pair)
@@ -310,9 +371,8 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
                                               torch.cat([r["target_hidden"] for r in recs]))  # fmt: skip
                         head.center += feats.mean(0)
             head.train()
-            opt.zero_grad()
-            total = torch.zeros(())
-            ws, rs, task_ws = [], [], {}
+            # advantages: A = R − b, b the mean of the item's other rollouts (group > 1) or the task's running mean
+            ws, rs, task_ws, raw = [], [], {}, []
             for i in picked:
                 item, rewards = train_items[i], [outs[i, g][0] for g in range(cfg.group)]
                 for r, rec, _ in (outs[i, g] for g in range(cfg.group)):
@@ -321,18 +381,22 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
                     else:
                         base = state["baseline"].get(item.task, r)
                     rs.append(r)
+                    raw.append(r - base)
                     if rec is not None:
-                        logp, keep, w = loss_terms(head, rec, cfg.estimator)
-                        total = total - (r - base) * logp.sum() - cfg.lam * keep
-                        ws += w.detach().tolist()
-                        task_ws.setdefault(item.task, []).extend(w.detach().tolist())
+                        with torch.no_grad():
+                            w = head(rec["draft_hidden"], rec["target_hidden"]).tolist()
+                        ws += w
+                        task_ws.setdefault(item.task, []).extend(w)
                     running = state["baseline"].get(item.task, r)
                     state["baseline"][item.task] = cfg.baseline_momentum * running + (1 - cfg.baseline_momentum) * r
-            (total / len(outs)).backward()
-            opt.step()
+            adv = torch.tensor(raw, dtype=torch.float64)
+            if cfg.advantage_norm == "batch":
+                adv = normalise_advantages(adv)
+            recs = [outs[i, g][1] for i in picked for g in range(cfg.group)]  # the order of raw
+            loss = update_head(head, opt, list(zip(recs, adv.tolist())), cfg)
             state["step"] += 1
             log = {"step": state["step"], "reward": round(statistics.fmean(rs), 4),
-                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": round(float(total.detach()) / len(outs), 4)}  # fmt: skip
+                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": None if loss is None else round(loss, 4)}  # fmt: skip
             log["w_by_task"] = task_ws  # pooled per epoch by epoch_w_by_task
             epoch_log.append(log)
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
