@@ -12,7 +12,7 @@ nothing; the engine builds the parts from the :class:`MethodSpec` with the loade
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from spec_core.drafters.tree import TreeShape
@@ -78,7 +78,10 @@ def parse_method(name: str) -> MethodSpec:
         raise SpecScopeError(f"{name!r}: a token tree is verified losslessly (multi-candidate); drop {verifier.text!r}")
     if drafter == "default" and policy is None:
         policy = parse_policy(DEFAULT_POLICY)
-    return MethodSpec(name, "speculative", policy, verifier or parse_verifier(DEFAULT_VERIFIER), drafter)
+    verifier = verifier or parse_verifier(DEFAULT_VERIFIER)
+    if verifier.family == "diversed":  # its head reads the drafter's states: the build checks it was trained on them
+        verifier = replace(verifier, params=replace(verifier.params, drafter=drafter))
+    return MethodSpec(name, "speculative", policy, verifier, drafter)
 
 
 def split_methods(text: str) -> list[str]:

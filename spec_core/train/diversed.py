@@ -136,7 +136,8 @@ def rollout(
     verifier = RecordingVerifier(head, DiversedParams(head=TRAIN_HEAD, t0="argmax"))
     limit = min(item.max_new_tokens, cfg.max_new_tokens) if cfg.max_new_tokens else item.max_new_tokens
     sampling = SamplingConfig(temperature=cfg.temperature, seed=seed)
-    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})  # what the engine's own build finds (then replaced)
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(cfg.policy)})  # what the
+    # engine's own build finds (then replaced by the recorder)
     run = RolloutGeneration(verifier, pair, item.prompt, f"{cfg.policy}+diversed:head={TRAIN_HEAD}", limit, sampling)
     events = [e for e in run.rounds() if e.draft_len]
     text = run.result().text
@@ -146,6 +147,14 @@ def rollout(
     # clone outside inference mode: the engine's tensors are inference tensors, unusable by autograd
     batch = {k: torch.cat([r[k] for r in kept]).clone() for k in kept[0]}
     return reward(item.task, text, item.reference), batch, text
+
+
+def rollout_drafter(policy: str) -> str:
+    """The drafter of ``--policy`` (``"default"`` or ``"block:LOSS"``): the head trains on its hidden states, and
+    its card says so (``diversed`` refuses any other drafter)."""
+    from spec_core.methods import parse_method
+
+    return parse_method(policy).drafter
 
 
 def rollout_seed(cfg: TrainConfig, epoch: int, index: int, member: int) -> int:
@@ -290,7 +299,7 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
 
 def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
     """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
-    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(policy)})
     return evaluate_method(pair, items, f"{policy}+diversed:head={TRAIN_HEAD}", temperature)
 
 
@@ -417,7 +426,8 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         head.load_state_dict(state["heads"][chosen])
     card = {
         "kind": "diversed-ensemble-head", "paper": "DIVERSED, arXiv 2604.07622",
-        "draft_sha256": (pair.draft_card or {}).get("sha256"), "draft_hidden": draft_h, "target_hidden": target_h,
+        "draft_sha256": (pair.draft_card or {}).get("sha256"), "drafter": rollout_drafter(cfg.policy),
+        "draft_hidden": draft_h, "target_hidden": target_h,
         "data": {"train_items": len(train_items), "val_items": len(val_items), "tasks": sorted({i.task for i in train_items}),
                  "source": "prompts/eval/*.jsonl, split=train (the last val_per_task items of each task for the validation check, the rest for rollouts); split=eval is never read"},
         "steps": state["step"], "lambda": cfg.lam, "training": asdict(cfg), "history": state["history"],
