@@ -97,7 +97,10 @@ def parse_method(name: str) -> MethodSpec:
         raise SpecScopeError(f"{name!r}: a token tree is verified losslessly (multi-candidate); drop {verifier.text!r}")
     if drafter == "default" and policy is None:
         policy = parse_policy(DEFAULT_POLICY)
-    return MethodSpec(name, "speculative", policy, verifier or parse_verifier(DEFAULT_VERIFIER), drafter)
+    verifier = verifier or parse_verifier(DEFAULT_VERIFIER)
+    if verifier.family == "diversed":  # its head reads the drafter's states: the build checks it was trained on them
+        verifier = replace(verifier, params=replace(verifier.params, drafter=drafter))
+    return MethodSpec(name, "speculative", policy, verifier, drafter)
 
 
 def split_methods(text: str) -> list[str]:

@@ -83,17 +83,40 @@ def tiny_items(n: int = 6):
 
 
 def test_rollout_records_one_row_per_emitted_drafted_token():
+    """The recorder keeps, per emitted drafted position, what the score needs, and agrees with the engine's own
+    trace: the accepted prefix of each round, then the rejected draft (whose emitted token is the recovered one)."""
     pair = make_tiny_pair()
     head = EnsembleHead(32, 32)
-    r, rec, text = rollout(pair, head, tiny_items(1)[0], TrainConfig(temperature=1.0), seed=0)
+    item = tiny_items(1)[0]
+    r, rec, text = rollout(pair, head, item, TrainConfig(temperature=1.0), seed=0)
     assert rec is not None and 0 < rec["p_y"].shape[0] <= 10 and isinstance(r, float)
     n = rec["p_y"].shape[0]
     assert rec["draft_hidden"].shape == (n, 32) and rec["target_hidden"].shape == (n, 32)
     assert ((rec["tv"] >= 0) & (rec["tv"] <= 1)).all()
-    logp, keep, w = loss_terms(head, rec)
-    logp.backward()  # the recorded tensors are usable by autograd (cloned out of inference mode)
-    assert head.linear.weight.grad is not None and torch.isfinite(logp)
+    acc = rec["accepted"]
+    assert acc.dtype == torch.bool and bool(acc.any()) and bool((~acc).any())  # both kinds in this rollout
+    assert torch.equal(rec["p_y"][acc], rec["p_x"][acc]) and torch.equal(rec["q_y"][acc], rec["q_x"][acc])
+    assert (rec["p_x"][~acc] < rec["q_x"][~acc]).all()  # only a draft with p(x) < q(x) can be rejected
+    assert (rec["p_y"][~acc] > rec["q_y"][~acc]).all()  # the recovered token lies in norm(max(0, p − q))
+    # against the engine's trace (the same seed replays the same rollout)
+    pair.extras["diversed-head:diversed"] = (head, {})
+    out = generate(pair, item.prompt, "fixed:4+diversed", item.max_new_tokens, temperature=1.0, seed=0)
+    flags, p_x = [], []
+    for e in out.events:
+        if e.draft_len:
+            k = min(e.accepted + 1, e.draft_len, len(e.emitted))
+            flags += [i < e.accepted for i in range(k)]
+            p_x += e.verifier_trace["p_x"][:k]
+    assert acc.tolist() == flags and rec["p_x"].tolist() == pytest.approx(p_x, abs=1e-6)
+    for estimator in ("decision", "token"):
+        logp, keep, w = loss_terms(head, rec, estimator)
+        assert logp.shape == (n,) and torch.isfinite(logp).all()
+        head.zero_grad()
+        logp.sum().backward()  # the recorded tensors are usable by autograd (cloned out of inference mode)
+        assert head.linear.weight.grad is not None
     assert float(keep.detach()) == pytest.approx(float((1 - 0.5 * rec["tv"]).sum()), abs=1e-5)
+    with pytest.raises(SpecScopeError, match="unknown estimator"):
+        loss_terms(head, rec, "marginal")
 
 
 def test_training_end_to_end_tiny(tmp_path):
@@ -161,14 +184,15 @@ def test_validation_items_come_from_the_train_split_and_are_never_rolled_out():
         split_train_val(("summary",), val_per_task=1000)
 
 
-def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch):
+@pytest.mark.parametrize("norm", ["none", "batch"])
+def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch, norm):
     """With --group 3 every item is rolled out 3 times with distinct seeds, and each rollout's advantage is its
-    reward minus the mean of the item's other two."""
+    reward minus the mean of the item's other two; --advantage-norm batch then normalises them over the batch."""
     import spec_core.train.diversed as td
 
     rewards = iter([1.0, 0.0, 0.5, 0.2, 0.2, 0.2])
-    seeds, logps, losses = [], [], []
-    real_rollout, real_terms, real_backward = td.rollout, td.loss_terms, torch.Tensor.backward
+    seeds, advantages = [], []
+    real_rollout, real_surrogate = td.rollout, td.clipped_surrogate
 
     def fake_rollout(pair, head, item, cfg, seed):
         seeds.append(seed)
@@ -176,26 +200,97 @@ def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch):
         assert rec is not None
         return next(rewards), rec, text
 
-    def spy_terms(head, rec):
-        logp, keep, w = real_terms(head, rec)
-        logps.append(float(logp.detach()))
-        return logp, keep, w
-
-    def spy_backward(self, *a, **k):
-        losses.append(float(self.detach()))
-        return real_backward(self, *a, **k)
+    def spy_surrogate(logp, logp_old, advantage, eps):
+        advantages.append(advantage)
+        assert torch.equal(logp.detach(), logp_old)  # one update per batch: the ratio is exactly 1
+        return real_surrogate(logp, logp_old, advantage, eps)
 
     monkeypatch.setattr(td, "rollout", fake_rollout)
-    monkeypatch.setattr(td, "loss_terms", spy_terms)
-    monkeypatch.setattr(torch.Tensor, "backward", spy_backward)
-    cfg = TrainConfig(epochs=1, batch_size=2, group=3, lam=0.0, work_dir=str(tmp_path / "w"), progress=False)
+    monkeypatch.setattr(td, "clipped_surrogate", spy_surrogate)
+    cfg = TrainConfig(epochs=1, batch_size=2, group=3, lam=0.0, advantage_norm=norm, work_dir=str(tmp_path / "w"),
+                      progress=False)  # fmt: skip
     head, card = td.train(make_tiny_pair(), cfg, tiny_items(2), [])
-    assert len(seeds) == 6 and len(set(seeds)) == 6 and card["steps"] == 1 and len(logps) == 6
+    assert len(seeds) == 6 and len(set(seeds)) == 6 and card["steps"] == 1
     # rollouts come item by item: (1, 0, .5) → A = 1 − .25, 0 − .75, .5 − .5; (.2, .2, .2) → A = 0
-    advantages = [0.75, -0.75, 0.0, 0.0, 0.0, 0.0]
-    expected = -sum(a * lp for a, lp in zip(advantages, logps)) / 6
-    assert losses == [pytest.approx(expected, rel=1e-5, abs=1e-6)]
-    assert expected != 0.0  # nonzero, so the comparison has teeth
+    raw = [0.75, -0.75, 0.0, 0.0, 0.0, 0.0]
+    std = (2 * 0.75**2 / 6) ** 0.5  # the batch's mean is 0 (leave-one-out advantages sum to 0 per item)
+    assert advantages == pytest.approx(raw if norm == "none" else [a / std for a in raw])
+
+
+def test_normalised_advantages():
+    from spec_core.train.diversed import normalise_advantages
+
+    a = normalise_advantages(torch.tensor([3.0, 1.0, 2.0, 2.0]))
+    assert float(a.mean()) == pytest.approx(0.0, abs=1e-7) and float(a.std(unbiased=False)) == pytest.approx(1.0)
+    assert a.tolist() == pytest.approx([2**0.5, -(2**0.5), 0.0, 0.0])
+    assert normalise_advantages(torch.tensor([0.4, 0.4])).tolist() == [0.0, 0.0]  # nothing tells them apart
+    assert normalise_advantages(torch.tensor([5.0])).tolist() == [0.0]
+
+
+def test_clipped_surrogate():
+    """At ratio 1 the gradient is REINFORCE's, A·∇Σ logp; past 1 ± ε in the advantage's direction the decision
+    gets no gradient, against it the gradient stays; ε = 0 is the plain ratio."""
+    from spec_core.train.diversed import clipped_surrogate
+
+    theta = torch.tensor([0.3, -0.2, 0.1], requires_grad=True)
+    logp = torch.log(torch.sigmoid(theta))  # three decisions' log-probabilities
+
+    def grad(old, a, eps):
+        (g,) = torch.autograd.grad(clipped_surrogate(logp, old, a, eps), theta, retain_graph=True)
+        return g
+
+    (reinforce,) = torch.autograd.grad(1.5 * logp.sum(), theta, retain_graph=True)
+    assert torch.allclose(grad(logp.detach(), 1.5, 0.2), reinforce)
+    shift = torch.tensor([0.5, 0.0, -0.5])  # ratios e^0.5 > 1.2, 1, e^−0.5 < 0.8
+    g_pos, g_neg = grad(logp.detach() - shift, 1.0, 0.2), grad(logp.detach() - shift, -1.0, 0.2)
+    assert g_pos[0] == 0 and g_pos[1] != 0 and g_pos[2] != 0  # A > 0: a ratio above 1 + ε stops
+    assert g_neg[2] == 0 and g_neg[1] != 0 and g_neg[0] != 0  # A < 0: a ratio below 1 − ε stops
+    assert (grad(logp.detach() - shift, 1.0, 0.0) != 0).all()  # ε = 0: no clip
+    value = clipped_surrogate(logp, logp.detach() - shift, 1.0, 0.2)
+    assert float(value.detach()) == pytest.approx(1.2 + 1.0 + float(torch.exp(torch.tensor(-0.5))))
+
+
+def test_update_head_steps_clips_and_reuses_the_rollout_ratio(monkeypatch):
+    """update_head: the first of --updates steps has ratio 1 and the REINFORCE gradient; later steps see the
+    moved head's ratio; --max-grad-norm bounds each step (plain SGD, lr 1, makes the step the gradient)."""
+    import spec_core.train.diversed as td
+
+    g = torch.Generator().manual_seed(0)
+    n = 6
+    rec = {"draft_hidden": torch.randn(n, 8, generator=g), "target_hidden": torch.randn(n, 8, generator=g),
+           "accepted": torch.tensor([True, True, False, True, False, True]), "p_x": torch.tensor([.5, .3, .1, .6, .2, .4]),
+           "q_x": torch.tensor([.2, .3, .6, .1, .5, .3]), "p_y": torch.tensor([.5, .3, .7, .6, .6, .4]),
+           "q_y": torch.tensor([.2, .3, .1, .1, .2, .3]), "tv": torch.tensor([.4, .2, .6, .5, .4, .3])}  # fmt: skip
+
+    def run(updates, max_norm, advantage=2.0):
+        head = EnsembleHead(8, 8)
+        with torch.no_grad():
+            head.linear.weight.normal_(0, 0.3, generator=g)
+        start = {k: v.clone() for k, v in head.state_dict().items()}
+        opt = torch.optim.SGD(head.parameters(), lr=1.0)
+        cfg = TrainConfig(lam=0.0, updates=updates, max_grad_norm=max_norm, clip_eps=0.2)
+        ratios = []
+        real = td.clipped_surrogate
+        monkeypatch.setattr(
+            td,
+            "clipped_surrogate",
+            lambda lp, old, a, eps: ratios.append((lp.detach() - old).exp()) or real(lp, old, a, eps),
+        )
+        loss = td.update_head(head, opt, [(rec, advantage), (None, 0.0)], cfg)
+        return head, start, ratios, loss
+
+    head, start, ratios, loss = run(1, 0.0)
+    probe = EnsembleHead(8, 8)
+    probe.load_state_dict(start)
+    (reinforce,) = torch.autograd.grad(-2.0 * loss_terms(probe, rec)[0].sum() / 2, probe.linear.weight)  # / batch of 2
+    assert torch.allclose(start["linear.weight"] - head.linear.weight.detach(), reinforce, atol=1e-6)
+    assert len(ratios) == 1 and torch.equal(ratios[0], torch.ones(n))
+    head, start, ratios, _ = run(3, 0.0)
+    assert len(ratios) == 3 and not torch.allclose(ratios[1], torch.ones(n))  # the head moved between steps
+    head, start, _, _ = run(1, 1e-3)
+    step = torch.cat([(head.state_dict()[k] - start[k]).flatten() for k in ("linear.weight", "linear.bias")])
+    assert float(step.norm()) == pytest.approx(1e-3, rel=1e-4)  # the gradient is larger: clipped to the norm
+    assert td.update_head(head, torch.optim.SGD(head.parameters(), lr=1.0), [(None, 1.0)], TrainConfig()) is None
 
 
 def test_training_refuses_temperature_zero(tmp_path):

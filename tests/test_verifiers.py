@@ -7,6 +7,8 @@ accepts 1 − W·TV(p, q) of the time in expectation, exact equalities at the en
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from conftest import make_tiny_pair
@@ -56,6 +58,8 @@ def test_parse_values_and_options():
     assert spec.policy.text == "fixed:4" and spec.verifier.params.weight == 0.7
     spec = parse_method("block:dpace+diversed")  # parsing loads nothing: no head needed here
     assert spec.drafter == "block:dpace" and spec.verifier.family == "diversed"
+    assert spec.verifier.params.drafter == "block:dpace"  # the build checks the head was trained on its states
+    assert parse_method("fixed:4+diversed").verifier.params.drafter == "default"
 
 
 @pytest.mark.parametrize(
@@ -287,14 +291,44 @@ def test_block_drafter_composes_with_relaxed_verifiers():
     from test_block_drafter import tiny_pair as block_pair
 
     pair = block_pair()
-    pair.extras["diversed-head:diversed"] = (EnsembleHead(32, 32), {})  # the block drafter's states are [H_t]
-    for method in ("block:dpace+diversed", "block:dpace+static:0.7", "block:decay+lenient:0.5"):
+    for method in ("block:dpace+static:0.7", "block:decay+lenient:0.5"):
         for temperature in (0.0, 0.8):
             out = generate(pair, "blocks", method, 20, temperature=temperature, seed=1, chat=False)
             drafted = [e for e in out.events if e.draft_len]
             assert drafted and all(len(e.verifier_trace["accept_prob"]) == e.draft_len for e in drafted)
     greedy0 = generate(pair, "blocks", "block:dpace+static:0", 20, chat=False)
     assert all(e.accepted == e.draft_len for e in greedy0.events if e.draft_len)
+
+
+def test_diversed_refuses_a_drafter_its_head_was_not_trained_on(tmp_path):
+    """The ensemble head reads the drafter's hidden states: a head trained on the default draft (the shipped one,
+    or any card without ``drafter``) is refused on a block drafter, and a head trained on ``block:dpace`` (by
+    the trainer, ``--policy block:dpace``) runs there and is refused on the default draft and on block:decay."""
+    from test_block_drafter import tiny_pair as block_pair
+
+    from spec_core.analysis.rewards import EvalItem
+    from spec_core.heads.ensemble import HEADS_DIR, head_drafter
+    from spec_core.train.diversed import TrainConfig, train
+
+    assert head_drafter(json.loads((HEADS_DIR / "diversed.json").read_text())) == "default"  # the shipped head
+    pair = block_pair()
+    pair.extras["diversed-head:diversed"] = (EnsembleHead(32, 32), {})
+    with pytest.raises(SpecScopeError, match="diversed on block:dpace: ensemble head 'diversed' was trained on the "
+                                             "default draft's hidden states"):  # fmt: skip
+        generate(pair, "blocks", "block:dpace+diversed", 8, temperature=0.8, chat=False)
+    items = [EvalItem(f"b{i}", "extraction", "train", f"block prompt {i}", "ab", 8) for i in range(2)]
+    cfg = TrainConfig(policy="block:dpace", epochs=1, batch_size=2, work_dir=str(tmp_path), progress=False)
+    head, card = train(pair, cfg, items, [])
+    assert card["drafter"] == "block:dpace" and head_drafter(card) == "block:dpace"
+    pair.extras["diversed-head:mine"] = (head, card)
+    out = generate(pair, "blocks", "block:dpace+diversed:head=mine", 12, temperature=0.8, seed=1, chat=False)
+    assert [w for e in out.events for w in e.verifier_trace.get("w", [])]
+    default_pair = make_tiny_pair()  # one with a default draft
+    default_pair.extras["diversed-head:mine"] = (head, card)
+    for p, method, words in ((pair, "block:decay+diversed:head=mine", "diversed on block:decay"),
+                             (default_pair, "fixed:4+diversed:head=mine", "diversed on the default draft")):  # fmt: skip
+        with pytest.raises(SpecScopeError, match=f"{words}: ensemble head 'mine' was trained on block:dpace's"):
+            generate(p, "blocks", method, 8, chat=False)
 
 
 def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():

@@ -81,6 +81,16 @@ def pair_hidden_sizes(pair) -> tuple[int, int]:
     return draft_h, target_h
 
 
+def head_drafter(card: dict) -> str:
+    """The drafter whose hidden states the head of ``card`` was trained on: its ``drafter`` (``"default"``, the
+    pair's own draft, or ``"block:LOSS"``); cards written before the field existed name it through the rollout
+    policy they were trained with (``fixed:4``: the default draft)."""
+    if "drafter" in card:
+        return str(card["drafter"])
+    policy = str((card.get("training") or {}).get("policy", ""))
+    return next((part for part in policy.split("+") if part.startswith("block")), "default")
+
+
 def load_head(pair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:
     """The head ``name`` for ``pair``, cached in ``pair.extras``; refuses a head trained with another draft."""
     key = f"diversed-head:{name}"

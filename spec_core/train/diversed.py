@@ -6,21 +6,31 @@ E[R(x_{1:T}) + λ Σ_t (1 − TV(q_t, ν_t))] with ν_t = w_t·p_t + (1 − w_t)
 where the authors' code's sign looks inverted (docs/ALGORITHMS.md §2).
 
 1. Rollouts: the real speculative engine (``fixed:4+diversed`` at ``--temperature``, default 1) with the head
-   being trained. Speculative sampling against ν emits exactly ν_t at every drafted position, so a rollout is a
-   sample of the ensemble policy; bonus tokens come from p and carry no gradient. For each emitted drafted
-   position the recorder keeps the draft's and the target's hidden states, p_t(y_t), q_t(y_t) and TV(p_t, q_t).
-2. Loss per batch: −A·Σ_t log ν_t(y_t) − λ·Σ_t (1 − w_t·TV(p_t, q_t)) per rollout, averaged over the batch
-   (1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable).
-   The advantage A = R − b: with ``--group G`` > 1 each item is rolled out G times (seeds differ) and b is the
-   mean reward of the item's *other* G − 1 rollouts (the leave-one-out baseline, "RLOO", Kool et al. 2019,
-   which takes out how hard the item is); with G = 1, b is a running mean per task (rewards of different tasks
-   live on different scales).
-3. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
+   being trained. For each emitted drafted position the recorder keeps the draft's and the target's hidden
+   states, whether the draft was accepted, p_t and q_t of the drafted token x_t and of the emitted token y_t,
+   and TV(p_t, q_t).
+2. The score (``--estimator``, :func:`score_logprobs`). A rollout's text is a function of every random choice
+   the verifier made, so an unbiased policy gradient needs the log-probability of each choice that depends on
+   w_t: ``decision`` (the default) takes log a_t for an accepted draft (a_t = min(1, ν_t(x_t)/q_t(x_t))) and
+   log(1 − a_t) + log r_t(y_t) at the rejection, r_t = norm(max(0, ν_t − q_t)); drafting from q and the bonus
+   token from p do not depend on w. ``token`` is the earlier Σ_t log ν_t(y_t): each *marginal* token is ν_t,
+   but whether y_t came from an accepted draft or from a rejection decides whether the next token is a bonus
+   drawn from p, so that score is biased (docs/DIVERSED.md, "The policy gradient"; tests/test_diversed_gradient.py).
+3. Loss per batch, REINFORCE++ style (arXiv 2501.03262): the advantage A = R − b, with b the mean reward of
+   the item's *other* rollouts when ``--group G`` > 1 (the leave-one-out baseline, "RLOO", Kool et al. 2019,
+   which takes out how hard the item is) or a running mean per task when G = 1; then normalised over the batch
+   (``--advantage-norm batch``: (A − mean)/std; ``none`` keeps it raw). Per rollout −Σ_t min(ρ_t·A,
+   clip(ρ_t, 1 − ε, 1 + ε)·A) − λ·Σ_t (1 − w_t·TV(p_t, q_t)), averaged over the batch, where ρ_t is the ratio
+   of a decision's probability under the head being updated to that under the head that rolled out
+   (``--clip-eps`` ε, default 0.2; ``--updates`` optimiser steps per batch of rollouts, default 1, where ρ = 1
+   and the gradient is plain REINFORCE), and the gradient's norm clipped to ``--max-grad-norm`` (0 = off).
+   1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable.
+4. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
    of ``fixed:4+diversed`` at temperature 0 on the *last* ``--val-per-task`` items of each task of the
    **train** split, which are never rolled out; the eval split stays untouched for ``pareto``), checkpoint
    after each epoch in ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card)
    in ``--out-dir``.
-4. Model selection on that validation set: the same items run with ``lossless`` once, and the shipped head is
+5. Model selection on that validation set: the same items run with ``lossless`` once, and the shipped head is
    the epoch with the best validation quality among those accepting at least ``--min-acceptance-ratio`` ×
    lossless (the issue's 1.2×); the last epoch when none does, or when the ratio is 0.
 """
@@ -52,12 +62,17 @@ TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head un
 @dataclass(frozen=True)
 class TrainConfig:
     name: str = "diversed"  # asset name in --out-dir
+    estimator: str = "decision"  # the score: "decision" (unbiased) | "token" (Σ log ν_t(y_t), biased; kept to show it)
     policy: str = "fixed:4"  # draft-length policy of the rollouts
     temperature: float = 1.0  # rollouts sample ν (> 0)
     epochs: int = 2  # the authors' default
     batch_size: int = 8  # items per update (the authors' default), each rolled out --group times
     group: int = 1  # rollouts per item; > 1 uses the leave-one-out baseline of the item's other rollouts
     lam: float = 0.1  # λ of the acceptance regulariser (per token, summed over the rollout)
+    advantage_norm: str = "batch"  # REINFORCE++: "batch" = (A − mean)/std over the batch's rollouts | "none"
+    clip_eps: float = 0.2  # ε of the clipped ratio of each decision's probability (PPO, REINFORCE++; 0 = no clip)
+    updates: int = 1  # optimiser steps per batch of rollouts (1: the ratio is 1, the clip never binds)
+    max_grad_norm: float = 1.0  # clip the gradient's global norm (REINFORCE++; 0 = off)
     lr: float = 5e-4  # AdamW, the authors' default
     init_w: float = 0.5  # the head's w everywhere before training (0.5 = the authors' init)
     freeze_bias: bool = False  # centre the inputs on the first batch and keep the bias: the mean w stays init_w
@@ -75,7 +90,9 @@ class TrainConfig:
 
 
 class RecordingVerifier(DiversedVerifier):
-    """The diversed verifier that also records, per emitted drafted position, what the loss needs."""
+    """The diversed verifier that also records, per emitted drafted position, what the score and the loss need:
+    whether the draft was accepted, p and q of the drafted token x and of the emitted token y (y = x when
+    accepted, the recovered token at the rejection), TV(p, q) and both hidden states."""
 
     def __init__(self, head: EnsembleHead, params: DiversedParams):
         super().__init__(head, params)
@@ -84,15 +101,17 @@ class RecordingVerifier(DiversedVerifier):
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None):
         verdict = super().verify(inputs, sampling, generator)
         gamma = inputs.gamma
-        n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the recovered token (not the bonus)
+        n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the rejected one (not the bonus position)
+        drafted = inputs.draft_tokens[:n]  # [n] x_t
         emitted = torch.cat(
             [inputs.draft_tokens[: verdict.accepted], inputs.draft_tokens.new_tensor([verdict.next_token])]
-        )[:n]
+        )[:n]  # [n] y_t
         p = rules.warp_probs(inputs.target_logits[:n], sampling.temperature, sampling.top_k, sampling.top_p)  # [n, V]
         q = inputs.draft_probs[:n].float()  # [n, V]
         idx = torch.arange(n)
         self.rounds.append({
             "draft_hidden": inputs.draft_hidden[:n].float(), "target_hidden": inputs.target_hidden[:n].float(),
+            "accepted": idx < verdict.accepted, "p_x": p[idx, drafted], "q_x": q[idx, drafted],
             "p_y": p[idx, emitted], "q_y": q[idx, emitted], "tv": rules.total_variation(p, q),
         })  # fmt: skip
         return verdict
@@ -117,7 +136,8 @@ def rollout(
     verifier = RecordingVerifier(head, DiversedParams(head=TRAIN_HEAD, t0="argmax"))
     limit = min(item.max_new_tokens, cfg.max_new_tokens) if cfg.max_new_tokens else item.max_new_tokens
     sampling = SamplingConfig(temperature=cfg.temperature, seed=seed)
-    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})  # what the engine's own build finds (then replaced)
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(cfg.policy)})  # what the
+    # engine's own build finds (then replaced by the recorder)
     run = RolloutGeneration(verifier, pair, item.prompt, f"{cfg.policy}+diversed:head={TRAIN_HEAD}", limit, sampling)
     events = [e for e in run.rounds() if e.draft_len]
     text = run.result().text
@@ -127,6 +147,14 @@ def rollout(
     # clone outside inference mode: the engine's tensors are inference tensors, unusable by autograd
     batch = {k: torch.cat([r[k] for r in kept]).clone() for k in kept[0]}
     return reward(item.task, text, item.reference), batch, text
+
+
+def rollout_drafter(policy: str) -> str:
+    """The drafter of ``--policy`` (``"default"`` or ``"block:LOSS"``): the head trains on its hidden states, and
+    its card says so (``diversed`` refuses any other drafter)."""
+    from spec_core.methods import parse_method
+
+    return parse_method(policy).drafter
 
 
 def rollout_seed(cfg: TrainConfig, epoch: int, index: int, member: int) -> int:
@@ -154,11 +182,98 @@ def split_train_val(
     return train_items, val_items
 
 
-def loss_terms(head: EnsembleHead, rec: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(Σ_t log ν_t(y_t), Σ_t (1 − TV(q_t, ν_t)), w_t) of one rollout, differentiable in the head."""
+ESTIMATORS = ("decision", "token")
+ADVANTAGE_NORMS = ("batch", "none")
+CHOICES = {"estimator": ESTIMATORS, "advantage_norm": ADVANTAGE_NORMS}  # the command line's fixed choices
+LOG_FLOOR = 1e-12  # probabilities are floored here before the log (a recorded 0 would give −inf)
+
+
+def score_logprobs(w: torch.Tensor, rec: dict[str, torch.Tensor], estimator: str = "decision") -> torch.Tensor:
+    """``[T]`` per recorded position t, the log-probability of the random choices there that depend on w_t, so
+    that ∇ Σ_t of it is the rollout's score (REINFORCE: ∇E[R] = E[R·∇ log P(rollout)]).
+
+    ``w`` ``[T]`` (differentiable); ``rec`` per position: ``accepted`` ``[T]`` bool, ``p_x``, ``q_x`` (the
+    drafted token), ``p_y``, ``q_y`` (the emitted token: = x when accepted, the recovered token otherwise) and
+    ``tv`` = TV(p_t, q_t), with ν_t = w_t·p_t + (1 − w_t)·q_t:
+
+    - ``decision``: log a_t for an accepted draft, a_t = min(1, ν_t(x)/q_t(x)); at the rejection
+      log(1 − a_t) + log r_t(y), r_t = max(0, ν_t − q_t)/Σ max(0, ν_t − q_t), whose normaliser is
+      TV(q_t, ν_t) = w_t·TV(p_t, q_t). Drafting (from q) and the bonus token (from p) do not depend on w, nor
+      do decisions after the emitted text ends (the trainer drops those positions). Unbiased.
+    - ``token``: log ν_t(y) — the marginal of each emitted token, blind to whether it came from an accepted
+      draft (the next token may then be a bonus from p) or from a rejection (the next round starts). Biased;
+      kept to show it (tests/test_diversed_gradient.py).
+    """
+    if estimator == "token":
+        return (w * rec["p_y"] + (1.0 - w) * rec["q_y"]).clamp_min(LOG_FLOOR).log()
+    if estimator != "decision":
+        raise SpecScopeError(f"unknown estimator {estimator!r}; one of {ESTIMATORS}")
+    p_x, q_x = rec["p_x"], rec["q_x"].clamp_min(LOG_FLOOR)  # x was drawn from q: q(x) > 0
+    nu_x = w * p_x + (1.0 - w) * q_x
+    log_accept = torch.minimum(nu_x / q_x, torch.ones_like(nu_x)).clamp_min(LOG_FLOOR).log()
+    # 1 − ν/q = w·(q − p)/q where ν < q, the only place a draft can be rejected
+    log_reject = (q_x - nu_x).clamp_min(LOG_FLOOR).log() - q_x.log()
+    nu_y = w * rec["p_y"] + (1.0 - w) * rec["q_y"]
+    log_residual = (nu_y - rec["q_y"]).clamp_min(LOG_FLOOR).log() - (w * rec["tv"]).clamp_min(LOG_FLOOR).log()
+    return torch.where(rec["accepted"], log_accept, log_reject + log_residual)
+
+
+def loss_terms(
+    head: EnsembleHead, rec: dict[str, torch.Tensor], estimator: str = "decision"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(``[T]`` :func:`score_logprobs` per position, Σ_t (1 − TV(q_t, ν_t)), ``[T]`` w_t) of one rollout,
+    differentiable in the head."""
     w = head(rec["draft_hidden"], rec["target_hidden"])  # [T]
-    nu_y = w * rec["p_y"] + (1.0 - w) * rec["q_y"]  # [T]
-    return nu_y.clamp_min(1e-12).log().sum(), (1.0 - w * rec["tv"]).sum(), w
+    return score_logprobs(w, rec, estimator), (1.0 - w * rec["tv"]).sum(), w
+
+
+def normalise_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``[N]`` → (A − mean)/std over the batch (REINFORCE++'s global normalisation, population std). A batch
+    whose advantages are all equal (or of one rollout) gives zeros: nothing in it tells rollouts apart."""
+    centred = advantages - advantages.mean()
+    return centred / (advantages.std(unbiased=False) + eps)
+
+
+def clipped_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, advantage: float, eps: float) -> torch.Tensor:
+    """Σ_t min(ρ_t·A, clip(ρ_t, 1 − ε, 1 + ε)·A), ρ_t = exp(logp_t − logp_old_t), for one rollout (PPO's clipped
+    surrogate per decision, as REINFORCE++ uses it); ``eps`` ≤ 0 leaves ρ unclipped. ``logp``, ``logp_old``
+    ``[T]`` (:func:`score_logprobs` now and at the rollout). At ρ = 1 its gradient is A·∇Σ_t logp_t, REINFORCE's;
+    a ratio already past 1 ± ε in the direction A pushes gets no more gradient."""
+    ratio = (logp - logp_old.detach()).exp()
+    if eps <= 0:
+        return (ratio * advantage).sum()
+    return torch.minimum(ratio * advantage, ratio.clamp(1.0 - eps, 1.0 + eps) * advantage).sum()
+
+
+def update_head(
+    head: EnsembleHead,
+    opt: torch.optim.Optimizer,
+    rollouts: list[tuple[dict[str, torch.Tensor] | None, float]],
+    cfg: TrainConfig,
+) -> float | None:
+    """``cfg.updates`` optimiser steps on one batch of (recorded positions, advantage) rollouts; returns the first
+    step's loss (None when no rollout drafted anything). Loss = −(Σ clipped surrogate + λ Σ_t (1 − w_t·TV)),
+    averaged over the batch, the gradient's norm clipped to ``cfg.max_grad_norm``."""
+    kept = [(rec, a) for rec, a in rollouts if rec is not None]
+    if not kept:
+        return None
+    with torch.no_grad():  # the head that rolled out: the ratio's denominator
+        old = [loss_terms(head, rec, cfg.estimator)[0] for rec, _ in kept]
+    params = [p for group in opt.param_groups for p in group["params"]]
+    first = None
+    for _ in range(cfg.updates):
+        opt.zero_grad()
+        total = torch.zeros(())
+        for (rec, a), logp_old in zip(kept, old):
+            logp, keep, _ = loss_terms(head, rec, cfg.estimator)
+            total = total - clipped_surrogate(logp, logp_old, a, cfg.clip_eps) - cfg.lam * keep
+        loss = total / len(rollouts)
+        loss.backward()
+        if cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        first = float(loss.detach()) if first is None else first
+    return first
 
 
 def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
@@ -184,7 +299,7 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
 
 def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
     """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
-    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {})
+    pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(policy)})
     return evaluate_method(pair, items, f"{policy}+diversed:head={TRAIN_HEAD}", temperature)
 
 
@@ -218,8 +333,14 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         raise SpecScopeError("training rollouts sample the ensemble: --temperature must be > 0")
     if not train_items:
         raise SpecScopeError("no training items")
-    if cfg.group < 1 or cfg.batch_size < 1:
-        raise SpecScopeError(f"--group and --batch-size must be ≥ 1, got {cfg.group} and {cfg.batch_size}")
+    if cfg.estimator not in ESTIMATORS:
+        raise SpecScopeError(f"--estimator must be one of {ESTIMATORS}, got {cfg.estimator!r}")
+    if cfg.group < 1 or cfg.batch_size < 1 or cfg.updates < 1:
+        raise SpecScopeError(
+            f"--group, --batch-size and --updates must be ≥ 1, got {cfg.group}, {cfg.batch_size} and {cfg.updates}"
+        )
+    if cfg.advantage_norm not in ADVANTAGE_NORMS:
+        raise SpecScopeError(f"--advantage-norm must be one of {ADVANTAGE_NORMS}, got {cfg.advantage_norm!r}")
     from tqdm import tqdm
 
     draft_h, target_h = pair_hidden_sizes(pair)
@@ -259,9 +380,8 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
                                               torch.cat([r["target_hidden"] for r in recs]))  # fmt: skip
                         head.center += feats.mean(0)
             head.train()
-            opt.zero_grad()
-            total = torch.zeros(())
-            ws, rs, task_ws = [], [], {}
+            # advantages: A = R − b, b the mean of the item's other rollouts (group > 1) or the task's running mean
+            ws, rs, task_ws, raw = [], [], {}, []
             for i in picked:
                 item, rewards = train_items[i], [outs[i, g][0] for g in range(cfg.group)]
                 for r, rec, _ in (outs[i, g] for g in range(cfg.group)):
@@ -270,18 +390,22 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
                     else:
                         base = state["baseline"].get(item.task, r)
                     rs.append(r)
+                    raw.append(r - base)
                     if rec is not None:
-                        logp, keep, w = loss_terms(head, rec)
-                        total = total - (r - base) * logp - cfg.lam * keep
-                        ws += w.detach().tolist()
-                        task_ws.setdefault(item.task, []).extend(w.detach().tolist())
+                        with torch.no_grad():
+                            w = head(rec["draft_hidden"], rec["target_hidden"]).tolist()
+                        ws += w
+                        task_ws.setdefault(item.task, []).extend(w)
                     running = state["baseline"].get(item.task, r)
                     state["baseline"][item.task] = cfg.baseline_momentum * running + (1 - cfg.baseline_momentum) * r
-            (total / len(outs)).backward()
-            opt.step()
+            adv = torch.tensor(raw, dtype=torch.float64)
+            if cfg.advantage_norm == "batch":
+                adv = normalise_advantages(adv)
+            recs = [outs[i, g][1] for i in picked for g in range(cfg.group)]  # the order of raw
+            loss = update_head(head, opt, list(zip(recs, adv.tolist())), cfg)
             state["step"] += 1
             log = {"step": state["step"], "reward": round(statistics.fmean(rs), 4),
-                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": round(float(total.detach()) / len(outs), 4)}  # fmt: skip
+                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": None if loss is None else round(loss, 4)}  # fmt: skip
             log["w_by_task"] = task_ws  # pooled per epoch by epoch_w_by_task
             epoch_log.append(log)
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
@@ -302,7 +426,8 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         head.load_state_dict(state["heads"][chosen])
     card = {
         "kind": "diversed-ensemble-head", "paper": "DIVERSED, arXiv 2604.07622",
-        "draft_sha256": (pair.draft_card or {}).get("sha256"), "draft_hidden": draft_h, "target_hidden": target_h,
+        "draft_sha256": (pair.draft_card or {}).get("sha256"), "drafter": rollout_drafter(cfg.policy),
+        "draft_hidden": draft_h, "target_hidden": target_h,
         "data": {"train_items": len(train_items), "val_items": len(val_items), "tasks": sorted({i.task for i in train_items}),
                  "source": "prompts/eval/*.jsonl, split=train (the last val_per_task items of each task for the validation check, the rest for rollouts); split=eval is never read"},
         "steps": state["step"], "lambda": cfg.lam, "training": asdict(cfg), "history": state["history"],
@@ -323,7 +448,7 @@ def main(argv: list[str]) -> int:
         if isinstance(value, bool):
             ap.add_argument(flag, action="store_true")
         else:
-            ap.add_argument(flag, type=type(value), default=value)
+            ap.add_argument(flag, type=type(value), default=value, choices=CHOICES.get(field))
     ap.add_argument("--tasks", default=",".join(TASKS))
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)

@@ -6,7 +6,10 @@ each drafted position, so the rule can follow the target where a token matters (
 through where it does not (w ≈ 0). The verification itself is the static ensemble's (:mod:`.static`), at every
 temperature and with the same temperature-0 definitions (``t0=argmax`` default, ``t0=onehot``).
 
-``diversed`` uses the shipped head ``assets/heads/diversed``; ``diversed:head=NAME`` another one.
+``diversed`` uses the shipped head ``assets/heads/diversed``; ``diversed:head=NAME`` another one. The head reads
+the drafter's hidden states, so it only serves the drafter it was trained on (its card's ``drafter``): the
+shipped head was trained on the pair's default (feature) draft, and ``block:LOSS+diversed`` is refused when the
+method is built unless the head named was trained on that block drafter.
 """
 
 from __future__ import annotations
@@ -17,15 +20,20 @@ from typing import ClassVar
 import torch
 
 from spec_core.errors import SpecScopeError
-from spec_core.heads.ensemble import DEFAULT_HEAD, EnsembleHead, load_head
+from spec_core.heads.ensemble import DEFAULT_HEAD, EnsembleHead, head_drafter, load_head
 from spec_core.types import RoundInputs
 from spec_core.verifiers.static import DEFAULT_T0, EnsembleVerifier, parse_options
+
+
+def _drafter_words(drafter: str) -> str:
+    return "the default draft" if drafter == "default" else drafter
 
 
 @dataclass(frozen=True)
 class DiversedParams:
     head: str = DEFAULT_HEAD  # asset name in assets/heads
     t0: str = DEFAULT_T0
+    drafter: str = "default"  # whose hidden states the head reads: the method's drafter, set by parse_method
 
 
 class DiversedVerifier(EnsembleVerifier):
@@ -46,7 +54,17 @@ class DiversedVerifier(EnsembleVerifier):
     def build(cls, params: DiversedParams, pair=None) -> DiversedVerifier:
         if pair is None:
             raise SpecScopeError("diversed needs the loaded model pair: its ensemble head is matched to the draft")
-        head, _ = load_head(pair, params.head)
+        head, card = load_head(pair, params.head)
+        trained_on = head_drafter(card)
+        if trained_on != params.drafter:
+            use = _drafter_words(trained_on) + (" (e.g. fixed:4+diversed)" if trained_on == "default" else "")
+            policy = "fixed:4" if params.drafter == "default" else params.drafter
+            raise SpecScopeError(
+                f"diversed on {_drafter_words(params.drafter)}: ensemble head {params.head!r} was trained on "
+                f"{_drafter_words(trained_on)}'s hidden states, so its w_t on these would be untrained guesses. "
+                f"Use it with {use}, or train a head on these states (`python -m spec_core train diversed --policy "
+                f"{policy} --name NAME`) and verify with diversed:head=NAME"
+            )
         return cls(head, params)
 
     def weights(self, inputs: RoundInputs) -> torch.Tensor:
