@@ -10,22 +10,20 @@ tests inject a tiny pair. Run: ``python app.py`` (honours GRADIO_SERVER_NAME / G
 from __future__ import annotations
 
 import functools
-import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from spec_core import guards, live, requests
+from spec_core import guards, live, precision, requests
 from spec_core.analysis import pareto
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts, prompt_sets
-from spec_core.errors import SpecScopeError
 from visuals import diversed as diversed_view
-from visuals import live_page, menus, playground, stepthrough, tokens, views
+from visuals import hardware, live_page, menus, playground, stepthrough, tokens, views
 from visuals.glossary import glossary_html
 from visuals.menus import EXAMPLES, live_method_choices
 
@@ -42,24 +40,7 @@ get_pair = live.warm_pair  # the default loader: load once, warm up, cache
 pair_choices = requests.offered_pairs
 
 prompt_files = functools.partial(prompt_sets, ROOT)  # the project's prompt sets (paths relative to ROOT)
-
-
-def ui_errors(fn: Callable) -> Callable:
-    """Turn :class:`SpecScopeError` (bad input, an unavailable model) into a ``gr.Error`` the page shows."""
-
-    def stream(*args, **kwargs):
-        try:
-            yield from fn(*args, **kwargs)
-        except SpecScopeError as err:
-            raise gr.Error(str(err)) from err
-
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except SpecScopeError as err:
-            raise gr.Error(str(err)) from err
-
-    return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
+ui_errors = guards.ui_errors  # SpecScopeError → a gr.Error the page shows
 
 
 def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
@@ -138,6 +119,9 @@ def live_tab(pairs: list[str]) -> LiveTab:
     with gr.Row():
         gr.HTML(tokens.legend_html())
         show_rej = gr.Checkbox(False, label="show rejected drafts", scale=0, min_width=200, elem_id="show-rej")
+        exact = gr.Checkbox(False, label="exact (float32): lossless lanes write ar's text", scale=0, elem_id="exact")
+    exact.input(lambda on: "float32" if on else "auto", exact, settings[-1], api_visibility="private")
+    settings[-1].change(lambda p: p == "float32", settings[-1], exact, api_visibility="private")
     lanes = lane_columns(N_LANES, "lane")
     with gr.Accordion("Glossary: ar, τ, α, recovered, bonus, the method families", open=True):
         gr.HTML(glossary_html())
@@ -315,6 +299,10 @@ def playground_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab
     upload.upload(on(playground.on_upload), [upload, *live_in[3:], *knobs], [state, *outs], api_visibility="private")
     gr.on([k.change for k in knobs], ui_errors(playground.playground_view), [state, *knobs], outs,
           api_visibility="private", show_progress="hidden")  # fmt: skip
+    with gr.Accordion("Hardware lens: the same record on other machines", open=False, elem_id="pg-lens"):
+        lens = [gr.Plot(show_label=False, elem_id="pg-lens-plot"), gr.Markdown(hardware.INTRO, elem_id="pg-lens-text")]
+    gr.on([state.change, *(k.change for k in knobs)], ui_errors(lambda *v: hardware.lens_view(
+        precision.cached_machine_costs(), *v)), [state, *knobs], lens, api_visibility="private", show_progress="hidden")  # fmt: skip
 
 
 def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:

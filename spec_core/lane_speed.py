@@ -82,6 +82,20 @@ def speedup_spread(events: Sequence[RoundEvent], ar: Sequence[RoundEvent], seed:
     return float(np.percentile(ratio, 10)), float(np.percentile(ratio, 90))
 
 
+def breakeven(events: Sequence[RoundEvent], profile: CostProfile) -> tuple[float, float]:
+    """(τ, acceptance) these rounds would need to match ``ar`` at their own widths and draft lengths.
+
+    The mean round over one plain step is the τ that breaks even; with τ = 1 + α · (drafts per round), the
+    acceptance α = accepted / drafted that gives it. No i.i.d. assumption: the lane's own rounds are priced.
+    """
+    rounds = [round_shape(e) for e in (events[1:] or events)]
+    mean_ms = float(np.mean(profile.round_ms([r.width for r in rounds], [r.draft_forwards for r in rounds],
+                                             [r.head_calls for r in rounds])))  # fmt: skip
+    tau = mean_ms / profile.step_ms
+    drafted = float(np.mean([r.width - 1 for r in rounds]))
+    return tau, ((tau - 1) / drafted if drafted else float("nan"))
+
+
 def mean_draft_len(events: Sequence[RoundEvent]) -> float:
     shapes = [round_shape(e) for e in events]
     return float(np.mean([s.width - 1 for s in shapes])) if shapes else 0.0
@@ -107,8 +121,8 @@ def verdict_text(stats: Stats, speed: LaneSpeed, profile: CostProfile | None, ev
         price = profile.verify_ratio(width)
         alpha = stats.acceptance_rate
         need = speed.breakeven_acceptance
-        need_text = f"it needs ≥ {need:.0%} to break even" if need is not None and np.isfinite(need) else (
-            "no acceptance breaks even at this length")  # fmt: skip
+        need_text = f"it needs ≥ {need:.0%} accepted to break even" if need is not None and need <= 1 else (
+            "even accepting every draft would not break even at this length")  # fmt: skip
         verb = "but" if m < 1 else "and"
         why = (f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
                f"{price:.1f}× a plain step on this machine, so {need_text}")  # fmt: skip
@@ -131,7 +145,9 @@ def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: 
     if stats.new_tokens < MIN_TIMED_TOKENS:
         return LaneSpeed(None, None, None, TOO_FEW)
     if method == "ar":
-        return LaneSpeed(stats.tokens_per_s, 1.0, 1.0, "the baseline", verdict="The baseline: one target step per token.")
+        return LaneSpeed(
+            stats.tokens_per_s, 1.0, 1.0, "the baseline", verdict="The baseline: one target step per token."
+        )
     ar = lanes.get("ar")
     if not ar:
         return LaneSpeed(stats.tokens_per_s, None, None, "add an ar lane to compare")
@@ -140,15 +156,17 @@ def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: 
         return LaneSpeed(stats.tokens_per_s, None, None, f"ar: {TOO_FEW}")
     profile = profile or profile_from_events(lanes)
     predicted = profile.events_speedup(events) if profile is not None else None
-    k = max(1, round(mean_draft_len(events[1:] or events)))
-    need = profile.breakeven_acceptance(k) if profile is not None and stats.drafted_tokens else None
+    need = breakeven(events, profile)[1] if profile is not None and stats.drafted_tokens else None
+    need = need if need is not None and np.isfinite(need) else None
     gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
     speed = LaneSpeed(stats.tokens_per_s, stats.tokens_per_s / base.tokens_per_s, predicted,
                       spread=speedup_spread(events, ar), breakeven_acceptance=need, gpu_like=gpu)  # fmt: skip
     return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events, lossy_note)})
 
 
-def probe_profile(pair, events: Sequence[RoundEvent], context_ids: Sequence[int], repeats: int = 3) -> CostProfile | None:
+def probe_profile(
+    pair, events: Sequence[RoundEvent], context_ids: Sequence[int], repeats: int = 3
+) -> CostProfile | None:
     """This run's costs with the plain step measured beside it: the run's own rounds give the draft and engine
     costs, and the target is timed here over 1 token and over the run's widest verification, at the run's own
     context, interleaved (a lane run alone, as ``/generate`` runs it, has no ``ar`` lane to anchor it)."""
@@ -167,7 +185,7 @@ def probe_profile(pair, events: Sequence[RoundEvent], context_ids: Sequence[int]
         ids = torch.tensor(list(context_ids))
         lm.forward(ids, all_logits=False)
         base = lm.length
-        feed = ids[-max(widths):] if len(ids) >= max(widths) else ids.repeat(max(widths) // len(ids) + 1)
+        feed = ids[-max(widths) :] if len(ids) >= max(widths) else ids.repeat(max(widths) // len(ids) + 1)
 
         def call(n):
             lm.forward(feed[:n])
@@ -194,12 +212,23 @@ def run_verdict(pair, events: Sequence[RoundEvent], context_ids: Sequence[int], 
                          breakeven_acceptance=None)  # fmt: skip
     profile = probe_profile(pair, events, context_ids)
     predicted = profile.events_speedup(events) if profile is not None else None
-    k = max(1, round(mean_draft_len(events[1:] or events)))
-    need = profile.breakeven_acceptance(k) if profile is not None else None
+    need = breakeven(events, profile)[1] if profile is not None else None
+    need = need if need is not None and np.isfinite(need) else None
     ratio = draft_ratio if draft_ratio is not None else DEFAULT_DRAFT_RATIO
     gpu = accelerator_profile(ratio).events_speedup(events)
     speed = LaneSpeed(stats.tokens_per_s, None, predicted, breakeven_acceptance=need, gpu_like=gpu)
     return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events)})
+
+
+def draft_ratio(pair) -> float | None:
+    """Parameters a draft forward reads over the target's: the accelerator model's price of a draft step."""
+    if pair.draft is None:
+        return None
+    target = sum(p.numel() for p in pair.parts_target.parameters())
+    own = sum(p.numel() for p in pair.draft.parameters())
+    head = getattr(pair.draft, "vocab_subset", None)  # a feature draft reads its trimmed head rows too
+    shared = int(head.numel()) * int(pair.target.config.hidden_size) if head is not None and head.numel() else 0
+    return (own + shared) / target if target else None
 
 
 def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy: bool = True) -> str:

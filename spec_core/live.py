@@ -29,9 +29,9 @@ from typing import Any
 import torch
 
 from spec_core.analysis.bench import first_divergence
-from spec_core.lane_speed import LaneSpeed, lane_speeds, run_verdict, text_distance
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
+from spec_core.lane_speed import LaneSpeed, draft_ratio, lane_speeds, run_verdict, text_distance
 from spec_core.requests import GenerateRequest, LiveRequest
 from spec_core.session import interleave
 from spec_core.types import RoundEvent, SamplingConfig, Stats
@@ -135,17 +135,6 @@ class _Run:
             precision=self.precision or self.request.precision,
             divergences=dict(self.divergences),
         )
-
-
-def draft_ratio(pair) -> float | None:
-    """Parameters a draft forward reads over the target's: the accelerator model's price of a draft step."""
-    if pair.draft is None:
-        return None
-    target = sum(p.numel() for p in pair.parts_target.parameters())
-    own = sum(p.numel() for p in pair.draft.parameters())
-    head = getattr(pair.draft, "vocab_subset", None)  # a feature draft reads its trimmed head rows too
-    shared = int(head.numel()) * int(pair.target.config.hidden_size) if head is not None and head.numel() else 0
-    return (own + shared) / target if target else None
 
 
 def is_lossy(method: str) -> bool:

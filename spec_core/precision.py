@@ -134,13 +134,10 @@ def table_path() -> Path:
 
 def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
     """Precision → this machine's measured profile (cached; ``refresh`` measures again)."""
+    cached = None if refresh else cached_machine_costs()
+    if cached:
+        return cached  # (a damaged table reads as None: measured again)
     path = table_path()
-    if path.exists() and not refresh:
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            return {k: CostProfile.from_dict(v) for k, v in raw["profiles"].items()}
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a damaged table: measure again
     from spec_core.models import load_pair
 
     profiles = {}
@@ -154,6 +151,18 @@ def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[st
                    encoding="utf-8")  # fmt: skip
     tmp.replace(path)
     return profiles
+
+
+def cached_machine_costs() -> dict[str, CostProfile] | None:
+    """This machine's table if it was measured already (never measures: for views that must not wait)."""
+    path = table_path()
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {k: CostProfile.from_dict(v) for k, v in raw["profiles"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def predicted_tokens_per_s(profile: CostProfile) -> tuple[float, int]:

@@ -104,6 +104,10 @@ def test_live_tab_in_a_browser(tmp_path):
                 assert "accepted" in kinds and ({"recovered", "bonus"} & set(kinds)), kinds
                 ar_kinds = page.locator("#lane-2 .spec-tokens .tok").evaluate_all("els => els.map(e => e.dataset.kind)")
                 assert set(ar_kinds) == {"target"} and len(ar_kinds) == 32
+                # a verdict under every lane: faster or slower than ar, and why, from this run's own numbers
+                verdicts = [page.locator(f"#lane-{i} .spec-verdict").inner_text() for i in range(3)]
+                assert all(("than ar" in v or "as fast as ar" in v) and "accepted" in v for v in verdicts[:2]), verdicts
+                assert "baseline" in verdicts[2], verdicts
                 colour = page.locator("#lane-0 .tok-accepted").first.evaluate(
                     "e => getComputedStyle(e).backgroundColor"
                 )
@@ -189,6 +193,11 @@ def check_playground(page) -> None:
     set_number(page, "pg-t", "0.4")  # PACER's threshold: redrawn from the record
     page.wait_for_function("document.querySelector('#pg-text')?.innerText.includes('t=0.4')", timeout=60_000)
     assert page.locator("#pg-grid .js-plotly-plot").count() == 1
+    # the hardware lens: the same record priced on this run's costs and on the accelerator model, said to be one
+    page.get_by_text("Hardware lens: the same record on other machines").click()
+    page.locator("#pg-lens-plot .js-plotly-plot").wait_for(timeout=60_000)
+    lens = page.locator("#pg-lens-text").inner_text()
+    assert "GPU-like (a model)" in lens and "a model, not a measurement" in lens and "measured" in lens, lens
     if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
         page.locator("#pg-record").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "playground.png"), full_page=True)  # the rounds, the speeds and the grid

@@ -25,7 +25,9 @@ def test_the_prediction_never_exceeds_tau(widths, ms):
     profile = CostProfile(widths=widths, target_ms=ms, draft_ms=0.0, engine_ms=0.0)
     rng = np.random.default_rng(0)
     for _ in range(50):
-        rounds = [RoundShape(int(t) + 1, int(w) + 1, int(w)) for w, t in zip(rng.integers(0, 8, 20), rng.integers(0, 8, 20))]
+        rounds = [
+            RoundShape(int(t) + 1, int(w) + 1, int(w)) for w, t in zip(rng.integers(0, 8, 20), rng.integers(0, 8, 20))
+        ]
         tau = sum(r.tokens for r in rounds) / len(rounds)
         assert profile.speedup(rounds) <= tau + 1e-9
 

@@ -12,8 +12,8 @@ import time
 import pytest
 from conftest_app import MIXED, tiny_loader, tiny_pair
 
-from spec_core import live, requests
 from spec_core import lane_speed as speed
+from spec_core import live, requests
 from spec_core.cost_model import profile_from_events
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spec_core.analysis.policies import RoundCosts, ar_ms_per_token
+from spec_core.analysis.policies import RoundCosts
 from spec_core.errors import SpecScopeError
 from spec_core.policies import DraftSoFar, make_policy, parse_policy
 from spec_core.policies.pacer import PacerParams, replay_length
@@ -99,9 +99,7 @@ class TextRecord:
             probs = np.asarray(d["draft_probs"], dtype=np.float32).reshape(drafts.shape)
             pred = {k: np.asarray(v, dtype=np.float32).reshape(drafts.shape) for k, v in d["predicted"].items()}
             costs = d.get("costs")
-            costs = (
-                RoundCosts.from_dict(costs) if costs else None
-            )
+            costs = RoundCosts.from_dict(costs) if costs else None
             return cls(str(d["prompt"]), tuple(d["prompt_ids"]), tuple(d["tokens"]), int(d["max_new_tokens"]), drafts,
                        probs, np.asarray(d["match"], dtype=np.int64).reshape(n), pred, costs, dict(d.get("meta", {})))  # fmt: skip
         except (ValueError, KeyError, TypeError, AttributeError) as err:
@@ -293,8 +291,11 @@ def record_text(pair, prompt: str, max_new_tokens: int = 96, max_len: int = DEFA
         predicted[variant] = head.predict(hidden, positions, feats).float().cpu().numpy()
     drafts_np = drafts.numpy().astype(np.int64)
     t2 = time.perf_counter()
-    meta = {"pair": pair.name, "dtype": str(pair.dtype).replace("torch.", ""), "draft": pair.draft_design,
-            "record_s": t2 - t1, "text_s": t1 - t0, "pieces": list(pair.pieces(tokens))}  # fmt: skip
+    from spec_core.lane_speed import draft_ratio
+
+    meta = {"pair": pair.name, "dtype": getattr(pair, "precision", "") or str(pair.dtype).replace("torch.", ""),
+            "draft": pair.draft_design, "record_s": t2 - t1, "text_s": t1 - t0, "pieces": list(pair.pieces(tokens)),
+            "draft_ratio": draft_ratio(pair) or 0.05}  # fmt: skip
     return TextRecord(prompt, tuple(ids), tokens, max_new_tokens, drafts_np, probs.float().numpy(),
                       match_lengths(drafts_np, tokens), predicted, costs, meta)  # fmt: skip
 
