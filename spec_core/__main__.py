@@ -103,6 +103,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_costs(args) -> int:
+    import torch
+
     from spec_core.analysis.bench import load_prompts
     from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
     from spec_core.drafters.assets import available_drafts, load_draft
@@ -110,6 +112,15 @@ def cmd_costs(args) -> int:
     from spec_core.methods import split_methods
     from spec_core.prompting import prompt_ids
 
+    if args.machine:  # the table `auto` picks from: every precision measured, cached, explained
+        from spec_core import precision
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        table = precision.machine_costs(args.pair, refresh=True)
+        print(precision.explain(table))
+        print(f"auto picks {precision.choose(table)} on this machine; cached in {precision.table_path()}")
+        return 0
     pair = _pair(args)
     drafts = {"truncated": build_truncated(pair.parts_target)}
     if pair.name == "embedded":
@@ -119,7 +130,8 @@ def cmd_costs(args) -> int:
         drafts[own] = pair.draft
     df = measure_costs(pair, drafts, args.repeats)
     print(df.to_string(index=False))
-    print(f"(dtype {pair.dtype}, device {pair.device}, {args.repeats} repeats, context 200 tokens)")
+    print(f"(precision {pair.precision}, device {pair.device}, {torch.get_num_threads()} thread(s), {args.repeats} "
+          "repeats, context 200 tokens)")  # fmt: skip
     for name in drafts:
         if name == "truncated":
             continue
@@ -211,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=_positive_int, default=4, help="prompts for the round breakdown")
     c.add_argument("--max-new-tokens", type=_positive_int, default=96)
     c.add_argument("--round-repeats", type=_positive_int, default=3)
+    c.add_argument("--machine", action="store_true",
+                   help="measure every precision (the table `auto` picks from), cache it and say what auto picks")  # fmt: skip
     _add_model_args(c)
 
     for command in ("train", "analyze", "pareto", "loadtest"):

@@ -6,6 +6,58 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+MIN_ROOM = 256  # positions a layer's buffer holds at first; it doubles when full
+
+
+class RoomyLayer(DynamicLayer):
+    """A :class:`DynamicLayer` whose keys and values live in a buffer with room to grow.
+
+    transformers' layer concatenates the whole cache at every forward (a copy of all cached positions, 2 × layers
+    times a forward); this one writes the new positions in place and hands attention a view of the filled part, so a
+    forward's cache work no longer grows with the context. Cropping is the parent's (a shorter view of the same
+    buffer); anything that replaces ``keys`` by a new tensor (a tree round's gather) is adopted on the next update.
+    """
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.room_keys = self.room_values = None
+
+    def _room_for(self, needed: int) -> None:
+        held = self.keys.shape[-2] if self.keys.dim() == 4 else 0
+        ours = self.room_keys is not None and self.keys.dim() == 4 and self.keys.data_ptr() == self.room_keys.data_ptr()
+        if ours and needed <= self.room_keys.shape[-2]:
+            return
+        capacity = max(MIN_ROOM, 2 * needed)
+        shape = (*self.new_shape[:2], capacity, self.new_shape[3])
+        keys = torch.empty(shape, dtype=self.dtype, device=self.device)
+        values = torch.empty(shape, dtype=self.dtype, device=self.device)
+        if held:
+            keys[:, :, :held].copy_(self.keys)
+            values[:, :, :held].copy_(self.values)
+        self.room_keys, self.room_values = keys, values
+        self.keys, self.values = keys[:, :, :held], values[:, :, :held]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self.new_shape = key_states.shape
+        held = self.keys.shape[-2] if self.keys.dim() == 4 else 0
+        end = held + key_states.shape[-2]
+        self._room_for(end)
+        self.room_keys[:, :, held:end].copy_(key_states)
+        self.room_values[:, :, held:end].copy_(value_states)
+        self.keys, self.values = self.room_keys[:, :, :end], self.room_values[:, :, :end]
+        return self.keys, self.values
+
+
+def roomy_cache(config) -> DynamicCache:
+    """A :class:`DynamicCache` of :class:`RoomyLayer` s (for a model with one kind of attention layer)."""
+    cache = DynamicCache(config=config)
+    if all(type(layer) is DynamicLayer for layer in cache.layers):
+        cache.layers = [RoomyLayer() for _ in cache.layers]
+    return cache
 
 
 @dataclass(frozen=True)
@@ -36,7 +88,7 @@ class CachedLM:
         return next(self.model.parameters()).device
 
     def reset(self) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = roomy_cache(self.model.config)
         self.length = 0
 
     @torch.inference_mode()

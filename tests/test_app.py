@@ -126,6 +126,13 @@ def test_client_generate_streams_and_ends_with_stats(client):
     assert final["new_tokens"] == 16 and final["tau"] >= 1 and final["tokens_per_s"] > 0 and final["text"]
     again = client.predict(PROMPT, "heuristic", 16, 1.0, 1, api_name="/generate")
     assert again["text"] == final["text"]  # seeded
+    # the final stats carry the verdict: from the run's own rounds and a plain step timed beside them
+    for method in ("fixed:4", "confidence:0.4", "pacer"):
+        stats = client.predict(PROMPT, method, 24, 0.0, 0, api_name="/generate")
+        assert stats["verdict"] and "than ar" in stats["verdict"], (method, stats)
+        assert 0 < stats["predicted_speedup"] <= stats["tau"] + 1e-9, (method, stats)
+        assert stats["breakeven_acceptance"] is None or stats["breakeven_acceptance"] >= 0
+        assert "breakeven_acceptance" in stats and stats["precision"]
 
 
 @pytest.mark.parametrize(

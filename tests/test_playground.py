@@ -191,3 +191,16 @@ def test_playground_view_is_built_from_the_record(records):
     assert "fixed:3" in fixed[0]
     hint, *empty = playground_view(None, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)
     assert "Record" in hint and all(not f.data for f in empty)
+
+
+def test_no_policy_is_predicted_above_the_oracle_even_where_verifying_is_dear(records):
+    """On an AVX2 CPU in bfloat16 a pass over k tokens costs almost k steps: drafting everything the target keeps
+    is then not the fastest plan, and the oracle, a cost-aware plan over the record, still bounds every policy."""
+    dear = RoundCosts(widths=(1, 2, 4, 8, 16), target_ms=(39.2, 54.5, 89.8, 162.7, 336.5), draft_ms=3.0)
+    for _, _, record in records:
+        replays = replay_all(record, [*standard_policies(), *pacer_settings(record)], dear)
+        oracle = next(r for r in replays if r.policy == ORACLE)
+        for r in replays:
+            assert r.predicted_speedup <= oracle.predicted_speedup + 1e-9, (r.policy, r.predicted_speedup)
+            assert r.predicted_speedup <= r.tau + 1e-9  # never above τ
+        assert oracle.wasted == 0

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
 
-from spec_core.cached_lm import LMOutput
+from spec_core.cached_lm import LMOutput, roomy_cache
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
 from spec_core.types import SamplingConfig
 
@@ -33,7 +32,7 @@ class FeatureDrafter:
         self.n_feats = 0
         if prefill is not None and prefill.hidden.shape[0]:
             self._set_feats(0, self._target_features(prefill))
-        self.cache = DynamicCache(config=self.draft.config)
+        self.cache = roomy_cache(self.draft.config)
         self.cached = 0  # pairs in the cache (positions 1..cached)
 
     def _target_features(self, out: LMOutput, n: int | None = None) -> torch.Tensor:
