@@ -1,4 +1,4 @@
-"""Running several methods side by side, speed ratios between them, and events on disk (JSON lines).
+"""Running several methods side by side, the ratios and first divergences between them, events on disk (JSON lines).
 
 The app shows two or three methods decoding one prompt at once. On a small CPU, threads would fight for the
 cores and distort every speed figure, so :func:`interleave` advances each method's
@@ -51,6 +51,14 @@ def speedup(stats: Stats, baseline: Stats | None) -> float | None:
     if baseline is None or baseline.tokens_per_s <= 0 or stats.tokens_per_s <= 0:
         return None
     return stats.tokens_per_s / baseline.tokens_per_s
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int:
+    """Index of the first differing token of two runs' outputs (-1 when identical)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return -1 if len(a) == len(b) else min(len(a), len(b))
 
 
 # -- events on disk -----------------------------------------------------------------------------------------
