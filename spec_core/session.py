@@ -19,7 +19,7 @@ from typing import Any
 
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
-from spec_core.types import RoundEvent, Stats
+from spec_core.types import RoundEvent, Stats, TreeRound
 
 _EVENT_FIELDS = {f.name for f in fields(RoundEvent)}
 _TUPLE_FIELDS = tuple(
@@ -82,6 +82,7 @@ def event_from_record(record: Mapping[str, Any]) -> RoundEvent:
     kwargs.setdefault("next_kind", "target")
     kwargs.setdefault("draft_s", 0.0)
     kwargs.setdefault("verify_s", 0.0)
+    kwargs["tree"] = TreeRound.from_record(kwargs.get("tree"))
     try:
         return RoundEvent(**kwargs)
     except TypeError as err:

@@ -85,6 +85,12 @@ def test_the_runtime_imports_nothing_from_train_in_any_function():
     assert not {m: i for m, i in bad.items() if i}
 
 
+def test_the_engine_holds_one_loop():
+    """No drafter-name branch: a token tree is a drafter behind the protocol and a registered verifier's rule, so
+    the loop never names it (not even in a comment)."""
+    assert "tree" not in (ROOT / "spec_core" / "engine.py").read_text().lower()
+
+
 def test_train_imports_nothing_from_analysis():
     """What training and the tools share (the evaluation suite, one item's run) lives below both."""
     train = [m for m in MODULES if _within(m, "spec_core.train")]

@@ -55,7 +55,7 @@ def test_parse_values_and_options():
     spec = parse_method("fixed:4+static:0.7")
     assert spec.policy.text == "fixed:4" and spec.verifier.params.weight == 0.7
     spec = parse_method("block:dpace+diversed")  # parsing loads nothing: no head needed here
-    assert spec.drafter == "block:dpace" and spec.verifier.family == "diversed"
+    assert spec.drafter.text == "block:dpace" and spec.verifier.family == "diversed"
 
 
 @pytest.mark.parametrize(
