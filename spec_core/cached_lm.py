@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -60,6 +61,19 @@ def roomy_cache(config) -> DynamicCache:
     return cache
 
 
+def attention_mask(visible: torch.Tensor, prefix_len: int, model, device: torch.device) -> torch.Tensor:
+    """A 4D mask ``[1, 1, Q, prefix_len + K]`` for ``Q`` new positions that all see the first ``prefix_len``
+    positions and, among the last ``K``, what ``visible`` ``[Q, K]`` allows; in the format the model's attention
+    implementation takes (bool for SDPA, additive float for eager). A token tree's pass uses it (each node sees
+    the verified text and its own ancestors)."""
+    q = visible.shape[0]
+    full = torch.cat([torch.ones(q, prefix_len, dtype=torch.bool), visible], dim=1)[None, None]  # [1, 1, Q, P + K]
+    if getattr(model.config, "_attn_implementation", "sdpa") == "eager":
+        dtype = next(model.parameters()).dtype
+        return torch.zeros(full.shape, dtype=dtype, device=device).masked_fill(~full.to(device), torch.finfo(dtype).min)
+    return full.to(device)
+
+
 @dataclass(frozen=True)
 class LMOutput:
     """What one forward over T new tokens returns (batch of one)."""
@@ -103,7 +117,7 @@ class CachedLM:
 
         ``all_logits=False`` computes the logits of the last position only (a prefill needs none: the head is
         the costliest matrix of a small model's forward). A token tree passes its nodes' ``positions`` ``[T]``
-        and a 4D ``mask`` ``[1, 1, T, cached + T]`` (see :func:`spec_core.drafters.tree.attention_mask`).
+        and a 4D ``mask`` ``[1, 1, T, cached + T]`` (see :func:`attention_mask`).
         """
         if self.cache is None:
             self.reset()
@@ -128,6 +142,14 @@ class CachedLM:
         if length < self.length:
             self.cache.crop(length - self.length)  # negative: this transformers version takes -(count to remove)
             self.length = length
+
+    def keep_path(self, prefix_len: int, path: Sequence[int]) -> None:
+        """Keep the first ``prefix_len`` cached positions, then positions ``prefix_len + i`` for ``i`` in ``path``
+        (a round's accepted drafts, ascending): a crop when ``path`` is ``0..k−1`` (a chain), else a gather."""
+        if all(i == k for k, i in enumerate(path)):
+            self.crop(prefix_len + len(path))
+        else:
+            self.gather(torch.cat([torch.arange(prefix_len), prefix_len + torch.tensor(path, dtype=torch.long)]))
 
     def gather(self, keep: torch.Tensor) -> None:
         """Keep only the cached positions ``keep`` ``[n]`` (ascending): a tree round compacted to its accepted path.

@@ -1,33 +1,38 @@
-"""The decoding loop: plain autoregressive decoding and speculative rounds, yielding one event per round.
+"""The decoding loop: speculative rounds, one event per round (plain decoding is the round with no draft).
 
-Speculative round (Leviathan et al. 2023; Chen et al. 2023), with the invariant that both KV caches hold every
-token but the last one (the *pending* token) at the start of a round:
+Speculative round (Leviathan et al. 2023; Chen et al. 2023; docs/ALGORITHMS.md §0), with the invariant that the
+target's KV cache holds every token but the last one (the *pending* token) at the start of a round:
 
-1. draft — the draft-length policy asks the drafter for chunks until it says stop;
-2. verify — one target forward over [pending, x_1..x_γ] gives p_1..p_{γ+1} (the first round feeds only the
-   drafts: the prefill of the whole prompt already gave p_1, so a generation of N tokens costs N target
-   forwards counting the prefill, exactly like transformers' ``generate``);
-3. accept — the verifier keeps the first ``accepted`` drafts and adds the recovered or bonus token;
-4. roll back — the target cache is cropped to the accepted path, the drafter commits;
-5. emit — the new tokens (cut at EOS / max_new_tokens) and one :class:`RoundEvent`.
+1. draft — the draft-length policy asks the drafter for chunks until it says stop. The drafts x_1..x_γ form a
+   chain (each follows the one before) or branch (EAGLE-2's dynamic drafts, arXiv 2406.16858, docs/ALGORITHMS.md
+   §4: several candidates per position, each with a parent); ``ar``'s drafter proposes nothing;
+2. verify — one target forward over [pending, x_1..x_γ] gives p at every draft's parent (the first round feeds
+   only the drafts: the prefill of the whole prompt already gave the pending token's p, so a generation of N tokens
+   costs N target forwards counting the prefill, exactly like transformers' ``generate``); branching drafts go in
+   at their depth's position, each seeing the verified text and its own ancestors;
+3. accept — the verifier keeps a path of drafts (a chain's first ``accepted``) and adds the target's token: the
+   recovered token, or the bonus token; with nothing drafted, the target's own token;
+4. roll back — the target's cache keeps the accepted path (a crop for a chain, a gather otherwise) and the drafter
+   commits it;
+5. emit — the new tokens (cut at EOS / max_new_tokens) and one :class:`RoundEvent`
+   (:class:`~spec_core.events.RoundRecorder` writes it, :class:`~spec_core.events.RoundClock` times it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
 from spec_core import rules
-from spec_core.cached_lm import CachedLM, LMOutput
-from spec_core.drafters import make_drafter
+from spec_core.cached_lm import CachedLM, LMOutput, attention_mask
+from spec_core.drafters import Drafter, RoundDraft, make_drafter
 from spec_core.errors import SpecScopeError
+from spec_core.events import RoundClock, RoundRecorder
 from spec_core.guards import oom_guarded
 from spec_core.methods import MethodSpec, parse_method
-from spec_core.policies import DraftSoFar, make_policy
-from spec_core.policies.fixed import FixedLength
+from spec_core.policies import DraftLengthPolicy, DraftSoFar, make_policy, own_length
 from spec_core.prompting import prompt_ids
 from spec_core.types import GenerationResult, RoundEvent, RoundInputs, SamplingConfig, Stats
 from spec_core.verifiers import make_verifier
@@ -36,11 +41,6 @@ MAX_NEW_TOKENS_LIMIT = 4096
 DRAFT_OVERSHOOT = 64  # positions a round may draft past the final length (cache room to check for)
 
 __all__ = ["Generation", "generate", "prompt_ids", "stream"]
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class Generation:
@@ -104,12 +104,11 @@ class Generation:
     # -- the loop -----------------------------------------------------------------------------------------
 
     def _parts(self):
-        """(drafter, policy, verifier) of a speculative method, built with the loaded pair; Nones for ``ar``."""
+        """(drafter, policy, verifier) of the method, built with the loaded pair. A drafter that sets its own length
+        (a block drafter, a branching one, the empty drafter of ``ar``) drafts its ``block_len`` a round."""
         spec, pair = self.spec, self.pair
-        if spec.kind != "speculative":
-            return None, None, None
         drafter = make_drafter(pair, spec.drafter)
-        policy = make_policy(spec.policy, pair) if spec.policy is not None else FixedLength(drafter.block_len)
+        policy = make_policy(spec.policy, pair) if spec.policy is not None else own_length(drafter.block_len)
         return drafter, policy, make_verifier(spec.verifier, pair)
 
     def rounds(self) -> Iterator[RoundEvent]:
@@ -118,301 +117,84 @@ class Generation:
         An out-of-memory error inside a round ends the run as a :class:`SpecScopeError` with its memory freed
         (:func:`spec_core.guards.oom_guarded`), so the next request finds the memory free.
         """
-        rounds = self._tree_rounds() if self.spec.drafter.startswith("tree") else self._chain_rounds()
-        return oom_guarded(rounds, self.pair.device, f"this {self.spec.name} generation", self._release)
+        return oom_guarded(self._rounds(), self.pair.device, f"this {self.spec.name} generation", self._release)
 
     def _release(self) -> None:
         """Drop the caches kept for inspection, after a failed run (their memory is reused at once)."""
         self.target_lm = self.drafter = None
 
     @torch.inference_mode()
-    def _chain_rounds(self) -> Iterator[RoundEvent]:
+    def _rounds(self) -> Iterator[RoundEvent]:
         pair, sampling = self.pair, self.sampling
         t_start = time.perf_counter()
         drafter, policy, verifier = self._parts()
-        speculative = drafter is not None
-        target = CachedLM(
-            pair.target,
-            layers=drafter.target_layers if speculative else (),
-            hidden=speculative and (drafter.needs_target_hidden or verifier.needs_target_hidden),
-        )
+        target = CachedLM(pair.target, layers=drafter.target_layers,
+                          hidden=drafter.needs_target_hidden or verifier.needs_target_hidden)  # fmt: skip
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
+        recorder = RoundRecorder(self.spec.name, pair.pieces, sampling.greedy, self.display)
         ids = list(self.prompt_ids)
         # The prefill runs the whole prompt, so its last position already gives p for the first new token
         # (as transformers' generate does): the first round feeds only its drafts. From then on the cache
         # holds every token but the pending one (the recovered / bonus token, not yet run).
         context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
-        if speculative:
-            drafter.reset(ids, context if len(ids) > 1 else None)
-        finished = False
-        while not finished:
-            t0 = time.perf_counter()
-            # 1. draft: the policy asks for chunks until it says stop
-            tokens, qs, token_probs, hidden, draft_logits = [], [], [], [], []
-            propose_s = 0.0
-            if speculative:
-                budget = self.max_new_tokens - len(self.new_tokens) - 1
-                while (n := policy.next_chunk(DraftSoFar(tokens, token_probs, hidden, budget))) > 0:
-                    tp = time.perf_counter()
-                    chunk = drafter.propose(n, sampling, self.generator)
-                    propose_s += time.perf_counter() - tp
-                    if not chunk.tokens:
-                        break
-                    tokens += chunk.tokens
-                    token_probs += chunk.token_probs
-                    hidden += chunk.hidden
-                    draft_logits += chunk.logits
-                    if chunk.probs is not None:
-                        qs.append(chunk.probs)
-            _sync(pair.device)
-            t1 = time.perf_counter()
-            # 2. verify: one target forward over [pending, x_1..x_γ] (first round: [x_1..x_γ] after the prefill)
-            gamma = len(tokens)
-            if first is not None:
-                fed = torch.tensor(tokens)
-                out = _concat(first, target.forward(fed)) if tokens else first
-                first = None
-            else:
-                fed = torch.tensor([ids[-1], *tokens])
-                out = target.forward(fed)
-            _sync(pair.device)
-            target_s = time.perf_counter() - t1
-            # 3. accept
-            inputs = verdict = None
-            if gamma:
-                inputs = RoundInputs(
-                    draft_tokens=fed[-gamma:].to(out.logits.device),
-                    draft_logit_rows=tuple(draft_logits),
-                    sampled_probs=torch.cat(qs) if qs else None,
-                    draft_hidden=torch.stack(hidden),
-                    target_logits=out.logits,
-                    target_hidden=out.hidden if verifier.needs_target_hidden else None,
-                )
-                verdict = verifier.verify(inputs, sampling, self.generator)
-                accepted, next_token = verdict.accepted, verdict.next_token
-                kind = "bonus" if accepted == gamma else "recovered"
-            else:  # plain decoding step (ar, or a policy that drafted nothing)
-                accepted, kind = 0, "target"
-            # the target's distribution where next_token is chosen: one warp serves the draw and next_prob
-            row = out.logits[accepted : accepted + 1]  # [1, V]
-            dist = None if sampling.greedy else rules.warp_probs(row, sampling.temperature, sampling.top_k,
-                                                                 sampling.top_p)  # fmt: skip
-            if not gamma:
-                next_token = int(row.argmax()) if dist is None else int(rules.sample(dist, self.generator)[0])
-            next_prob = self._next_prob(next_token, dist, inputs, row, accepted) if self.display else None
-            # 4. roll back to the accepted path
-            target.crop(len(ids) + accepted)
-            commit_s = 0.0
-            if speculative:  # the drafter's own work on the verified tokens (e.g. EAGLE's feature fusion)
-                tc = time.perf_counter()
-                drafter.commit(accepted, next_token, _rows(out, accepted + 1))
-                _sync(pair.device)
-                commit_s = time.perf_counter() - tc
-            ids += [*tokens[:accepted], next_token]
-            # 5. emit
-            emitted, finished = self._emit(tokens[:accepted], next_token)
-            if self.should_stop is not None and self.should_stop():
-                finished = True
-            if speculative:
-                stop_reason, policy_trace = policy.stop_reason, policy.trace()
-                if inputs is not None:
-                    policy.end_round(inputs, accepted)
-            event = self._event(tokens, token_probs, inputs, verdict, accepted, next_token, next_prob, kind,
-                                emitted, finished, len(ids) - accepted - 1)  # fmt: skip
-            _sync(pair.device)
-            t2 = time.perf_counter()
-            event = dataclasses.replace(
-                event, draft_s=t1 - t0, verify_s=t2 - t1, target_s=target_s,
-                engine_s=(t1 - t0 - propose_s) + (t2 - t1 - target_s - commit_s),
-                stop_reason=stop_reason if speculative else "", policy_trace=policy_trace if speculative else {},
-            )  # fmt: skip
-            self.events.append(event)
-            self.wall_s = time.perf_counter() - t_start
-            yield event
-
-    @torch.inference_mode()
-    def _tree_rounds(self) -> Iterator[RoundEvent]:
-        """Token-tree rounds (EAGLE-2, arXiv 2406.16858): draft a tree, verify every node in one target forward
-        with a tree mask, walk down the accepted path, compact both caches to it (a gather, not a crop)."""
-        from spec_core.drafters.tree import TreeShape, attention_mask, make_tree_drafter, verification_inputs
-        from spec_core.verifiers.tree import verify_tree
-
-        pair, sampling = self.pair, self.sampling
-        shape = TreeShape.parse(self.spec.drafter.partition(":")[2] or None)
-        t_start = time.perf_counter()
-        drafter = make_tree_drafter(pair)
-        target = CachedLM(pair.target, layers=drafter.target_layers, hidden=True)
-        target.reset()
-        self.target_lm, self.drafter = target, drafter
-        ids = list(self.prompt_ids)
-        context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
         drafter.reset(ids, context if len(ids) > 1 else None)
         finished = False
         while not finished:
-            t0 = time.perf_counter()
-            # 1. draft a tree (budget: never more depth than tokens still allowed)
-            budget = self.max_new_tokens - len(self.new_tokens) - 1
-            tree = drafter.propose_tree(dataclasses.replace(shape, depth=min(shape.depth, budget))) if budget else None
-            t1 = time.perf_counter()
-            # 2. verify every node in one target forward: [pending, nodes] (first round: the nodes only)
-            if tree is None:
-                out = first if first is not None else target.forward(torch.tensor([ids[-1]]))
-            else:
-                tokens, positions, visible = verification_inputs(tree, ids[-1], len(ids) - 1)
-                skip = 1 if first is not None else 0  # the prefill already ran the pending token
-                mask = attention_mask(visible[skip:, skip:], target.length, pair.target, pair.device)
-                tail = target.forward(tokens[skip:], positions=positions[skip:], mask=mask)
-                out = _concat(first, tail) if first is not None else tail
+            clock = RoundClock(pair.device)
+            # 1. draft: the policy asks for chunks until it says stop
+            draft = self._draft(drafter, policy, clock)
+            clock.verifying()
+            # 2. verify: one target forward over [pending, x_1..x_γ] (first round: [x_1..x_γ] after the prefill)
+            with clock.target():
+                out = _target_pass(target, draft, ids, first)
             first = None
-            _sync(pair.device)
-            target_s = time.perf_counter() - t1
-            # 3. accept: walk down the tree
-            if tree is not None:
-                verdict = verify_tree(tree, out.logits, sampling, self.generator)
-                path, next_token, kind = verdict.path, verdict.next_token, verdict.kind
-            else:
-                path, kind = [], "target"
-                row = out.logits[:1]
-                next_token = int(row.argmax()) if sampling.greedy else int(rules.sample(
-                    rules.warp_probs(row, sampling.temperature, sampling.top_k, sampling.top_p), self.generator)[0])  # fmt: skip
-            path_tokens = [int(tree.tokens[i]) for i in path] if tree is not None else []
-            # 4. compact both caches to the accepted path
-            rows = torch.tensor([0, *[1 + i for i in path]])
-            if tree is not None:
-                target.gather(torch.cat([torch.arange(len(ids)), len(ids) + torch.tensor(path, dtype=torch.long)]))
-                drafter.commit_path(path, path_tokens, next_token, _select(out, rows))
-            else:
-                target.crop(len(ids))
-                drafter.commit(0, next_token, _rows(out, 1))
-            ids += [*path_tokens, next_token]
+            # 3. accept: the verifier keeps a path of drafts and adds the target's token
+            inputs = verdict = None
+            path: Sequence[int] = ()
+            if len(draft):
+                inputs = _round_inputs(draft, out, verifier.needs_target_hidden)
+                verdict = verifier.verify(inputs, sampling, self.generator)
+                path, next_token = verdict.accepted_path, verdict.next_token
+            at = 1 + path[-1] if path else 0  # the target's row after the kept drafts, where next_token comes from
+            row = out.logits[at : at + 1]  # [1, V]
+            dist = None  # the warped distribution there: one warp serves the draw and next_prob
+            if not sampling.greedy and (not len(draft) or self.display):
+                dist = rules.warp_probs(row, sampling.temperature, sampling.top_k, sampling.top_p)
+            if not len(draft):  # nothing drafted (ar, or the budget is spent): the target's own token
+                next_token = int(row.argmax()) if dist is None else int(rules.sample(dist, self.generator)[0])
+            next_prob = _next_prob(next_token, row, dist, inputs, at) if self.display else None
+            # 4. roll back to the accepted path
+            target.keep_path(len(ids), path)
+            with clock.drafter():  # the drafter's own work on the verified tokens (e.g. EAGLE's feature fusion)
+                drafter.commit(len(path), next_token, _path_rows(out, path), path)
+            accepted_tokens = [draft.tokens[i] for i in path]
+            ids += [*accepted_tokens, next_token]
             # 5. emit
-            emitted, finished = self._emit(path_tokens, next_token)
+            emitted, finished = self._emit(accepted_tokens, next_token)
             if self.should_stop is not None and self.should_stop():
                 finished = True
-            event = self._tree_event(tree, verdict if tree is not None else None, path_tokens, next_token, kind,
-                                     emitted, finished, len(ids) - len(path_tokens) - 1, out.logits)  # fmt: skip
-            _sync(pair.device)
-            t2 = time.perf_counter()
-            event = dataclasses.replace(event, draft_s=t1 - t0, verify_s=t2 - t1, target_s=target_s,
-                                        engine_s=t2 - t1 - target_s)  # fmt: skip
+            stop_reason, policy_trace = policy.stop_reason, policy.trace()
+            if inputs is not None:
+                policy.end_round(inputs, len(path))
+            event = recorder.event(len(self.events), len(ids) - len(path) - 1, draft, inputs, verdict, next_token,
+                                   next_prob, emitted, finished, stop_reason, policy_trace)  # fmt: skip
+            event = clock.stamp(event)
             self.events.append(event)
             self.wall_s = time.perf_counter() - t_start
             yield event
 
-    def _tree_event(self, tree, verdict, path_tokens, next_token, kind, emitted, finished, context_len,
-                    logits) -> RoundEvent:  # fmt: skip
-        """A tree round as a chain-shaped event (the accepted path, then the first child rejected at the last node)
-        plus the whole tree in ``tree`` for the tree view."""
-        tree_record: dict = {}
-        drafted = list(path_tokens)
-        nodes = list(verdict.path) if verdict is not None else []
-        last_rejected = [n for n, a in verdict.tried if n not in verdict.path] if verdict is not None else []
-        draft_probs = target_probs = accept_probs = ()
-        if verdict is not None:
-            leaf_parent = verdict.path[-1] if verdict.path else -1
-            rejected_here = [n for n in last_rejected if int(tree.parents[n]) == leaf_parent]
-            if rejected_here:
-                nodes.append(rejected_here[0])
-                drafted.append(int(tree.tokens[rejected_here[0]]))
-            tried = dict(verdict.tried)
-            # the tree's shape and walk always (round_shape prices a round by them); its numbers only when shown
-            tree_record = {
-                "tokens": tree.tokens.tolist(), "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
-                "path": list(verdict.path), "tried": [[n, a] for n, a in verdict.tried],
-            }  # fmt: skip
-            accept_probs = tuple(tried.get(n, 0.0) for n in nodes)
-            if self.display:
-                p = verdict.target_probs
-                if p is None:  # greedy: the target's temperature-1 p of each node's token at its parent
-                    p = rules.softmax_at(logits[tree.parents + 1], tree.tokens)
-                values = torch.stack([tree.draft_probs.float(), p.float()]).tolist()
-                tree_record |= {"pieces": list(self.pair.pieces(tree_record["tokens"])), "draft_probs": values[0],
-                                "target_probs": values[1]}  # fmt: skip
-                draft_probs = tuple(values[0][n] for n in nodes)
-                target_probs = tuple(values[1][n] for n in nodes)
-            else:
-                draft_probs = tuple(float(tree.draft_probs[n]) for n in nodes)
-        next_prob = None
-        if self.display:
-            at = 1 + verdict.path[-1] if verdict is not None and verdict.path else 0  # where next_token came from
-            row = logits[at]
-            next_prob = float(rules.softmax_at(row[None], torch.tensor([next_token], device=row.device))[0])
-        return RoundEvent(
-            index=len(self.events), method=self.spec.name, context_len=context_len, draft_tokens=tuple(drafted),
-            draft_pieces=self.pair.pieces(drafted), draft_probs=draft_probs, target_probs=target_probs,
-            accept_probs=accept_probs, gold_draft_probs=(), accepted=len(path_tokens), next_token=next_token,
-            next_piece=self.pair.pieces([next_token])[0], next_kind=kind, emitted=emitted, draft_s=0.0, verify_s=0.0,
-            finished=finished, next_prob=next_prob, tree=tree_record,
-        )  # fmt: skip
-
-    @staticmethod
-    def _next_prob(next_token, dist, inputs, row, accepted) -> torch.Tensor:
-        """``[1]`` the target's probability of ``next_token``: from the warped ``dist`` when sampling, else its
-        temperature-1 softmax (from the round's one normaliser pass when there were drafts)."""
-        next_id = torch.tensor([next_token], device=row.device)
-        if dist is not None:
-            return dist[0, next_id]
-        if inputs is not None:
-            return inputs.target_prob_at(slice(accepted, accepted + 1), next_id)
-        return rules.softmax_at(row, next_id)
-
-    def _event(self, tokens, token_probs, inputs, verdict, accepted, next_token, next_prob, kind, emitted, finished,
-               context_len) -> RoundEvent:  # fmt: skip
-        """The round's display record: the per-token probabilities in one host copy, pieces from the pair's cache.
-
-        ``next_prob`` ``[1]`` is the target's probability of ``next_token`` (its temperature-1 softmax when greedy,
-        else the warped distribution). Without ``display`` (benchmarks) the event keeps what the method produced
-        (draft and acceptance probabilities, the verifier's trace) and leaves ``target_probs``,
-        ``gold_draft_probs`` empty and ``next_prob`` None unless the rule computed them anyway.
-        """
-        gamma = len(tokens)
-        if gamma and not self.display:
-            shown = [verdict.accept_probs.float()] + (
-                [verdict.target_probs.float()] if verdict.target_probs is not None else []
-            )
-            values = torch.cat(shown).tolist()
-            accept_probs, target_probs = tuple(values[:gamma]), tuple(values[gamma:])
-            gold_probs, next_value = (), None
-        elif gamma:
-            gold = inputs.target_argmax[:gamma]  # [γ] the target's own choices
-            if self.sampling.greedy:  # q(gold) = q(x)·exp(l_gold − l_x): token_probs are q's softmax here
-                x = inputs.draft_tokens[:, None]
-                ratio = (inputs.draft_logits.gather(-1, gold[:, None]) - inputs.draft_logits.gather(-1, x))[:, 0]
-                gold_q = ratio.exp() * torch.tensor(token_probs, dtype=ratio.dtype, device=ratio.device)
-            else:
-                gold_q = rules.softmax_at(inputs.draft_logits, gold)
-            p_x = verdict.target_probs
-            if p_x is None:  # the rule did not need p: its temperature-1 softmax, one normaliser pass
-                p_x = inputs.target_prob_at(slice(0, gamma), inputs.draft_tokens)
-            rows = torch.cat([p_x.float(), verdict.accept_probs.float(), gold_q.float(), next_prob.float()])
-            values = rows.tolist()  # the one host copy of the round's display numbers
-            target_probs, accept_probs = tuple(values[:gamma]), tuple(values[gamma : 2 * gamma])
-            gold_probs, next_value = tuple(values[2 * gamma : 3 * gamma]), values[-1]
-        else:
-            target_probs = accept_probs = gold_probs = ()
-            next_value = float(next_prob) if next_prob is not None else None
-        return RoundEvent(
-            index=len(self.events),
-            method=self.spec.name,
-            context_len=context_len,
-            draft_tokens=tuple(tokens),
-            draft_pieces=self.pair.pieces(tokens),
-            draft_probs=tuple(token_probs),
-            target_probs=target_probs,
-            accept_probs=accept_probs,
-            gold_draft_probs=gold_probs,
-            accepted=accepted,
-            next_token=next_token,
-            next_piece=self.pair.pieces([next_token])[0],
-            next_kind=kind,
-            emitted=emitted,
-            draft_s=0.0,
-            verify_s=0.0,
-            verifier_trace=verdict.trace if verdict is not None else {},
-            finished=finished,
-            next_prob=next_value,
-        )
+    def _draft(self, drafter: Drafter, policy: DraftLengthPolicy, clock: RoundClock) -> RoundDraft:
+        """Step 1: chunks from the drafter while the policy asks for more (and the drafter has more to give)."""
+        draft = RoundDraft()
+        budget = self.max_new_tokens - len(self.new_tokens) - 1  # one token is the target's
+        while (n := policy.next_chunk(DraftSoFar(draft.tokens, draft.token_probs, draft.hidden, budget))) > 0:
+            with clock.drafter():
+                chunk = drafter.propose(n, self.sampling, self.generator)
+            if not chunk.tokens:
+                break
+            draft.add(chunk)
+        return draft
 
     def result(self) -> GenerationResult:
         return GenerationResult(
@@ -422,6 +204,48 @@ class Generation:
             events=tuple(self.events),
             stats=Stats.from_events(self.events, len(self.new_tokens), self.wall_s),
         )
+
+
+def _target_pass(target: CachedLM, draft: RoundDraft, ids: list[int], first: LMOutput | None) -> LMOutput:
+    """Step 2: the target over [pending, x_1..x_γ], rows in that order; on the first round the prefill's last
+    position (``first``) stands for the pending token. Branching drafts go in at their depth's position, each seeing
+    the verified text and its own ancestors (a 4D mask)."""
+    tokens, positions, visible = draft.target_inputs(ids[-1], len(ids) - 1)
+    skip = 0 if first is None else 1  # the prefill already ran the pending token
+    if skip and len(tokens) == 1:
+        return first
+    mask = None
+    if visible is not None:
+        mask = attention_mask(visible[skip:, skip:], target.length, target.model, target.device)
+        positions = positions[skip:]
+    out = target.forward(tokens[skip:], positions=positions, mask=mask)
+    return _concat(first, out) if skip else out
+
+
+def _round_inputs(draft: RoundDraft, out: LMOutput, target_hidden: bool) -> RoundInputs:
+    """Step 3's record of the round, for the verifier and then the policy."""
+    device = out.logits.device
+    return RoundInputs(
+        draft_tokens=torch.tensor(draft.tokens, device=device),
+        draft_logit_rows=tuple(draft.logits),
+        sampled_probs=torch.cat(draft.sampled) if draft.sampled else None,
+        draft_hidden=torch.stack(draft.hidden),
+        target_logits=out.logits,
+        target_hidden=out.hidden if target_hidden else None,
+        draft_parents=torch.tensor(draft.parents, device=device) if draft.parents is not None else None,
+    )
+
+
+def _next_prob(next_token: int, row: torch.Tensor, dist: torch.Tensor | None, inputs: RoundInputs | None,
+               at: int) -> torch.Tensor:  # fmt: skip
+    """``[1]`` the target's probability of ``next_token`` at row ``at`` (``row`` ``[1, V]``): from the warped ``dist``
+    when sampling, else its temperature-1 softmax (from the round's one normaliser pass when there were drafts)."""
+    next_id = torch.tensor([next_token], device=row.device)
+    if dist is not None:
+        return dist[0, next_id]
+    if inputs is not None:
+        return inputs.target_prob_at(slice(at, at + 1), next_id)
+    return rules.softmax_at(row, next_id)
 
 
 def _cut(t: torch.Tensor | None, start: int | None, stop: int | None) -> torch.Tensor | None:
@@ -441,15 +265,15 @@ def _concat(a: LMOutput, b: LMOutput) -> LMOutput:
                     layer_hidden=cat(a.layer_hidden, b.layer_hidden))  # fmt: skip
 
 
-def _select(out: LMOutput, rows: torch.Tensor) -> LMOutput:
-    """The target output at positions ``rows`` (a tree's accepted path)."""
+def _path_rows(out: LMOutput, path: Sequence[int]) -> LMOutput:
+    """The target's output at [pending, the accepted drafts] (rows 0 and 1 + i for i in ``path``): the first rows
+    when ``path`` is ``0..k−1`` (a chain), else a gather."""
+    if all(i == k for k, i in enumerate(path)):
+        n = len(path) + 1
+        return LMOutput(out.logits[:n], _cut(out.hidden, None, n), _cut(out.layer_hidden, None, n))
+    rows = torch.tensor([0, *(1 + i for i in path)])
     pick = lambda x: x.index_select(0, rows.to(x.device)) if x is not None else None  # noqa: E731
     return LMOutput(pick(out.logits), pick(out.hidden), pick(out.layer_hidden))
-
-
-def _rows(out: LMOutput, n: int) -> LMOutput:
-    """The first ``n`` positions of a target output (the accepted path)."""
-    return LMOutput(out.logits[:n], _cut(out.hidden, None, n), _cut(out.layer_hidden, None, n))
 
 
 def stream(

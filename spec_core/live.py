@@ -28,12 +28,11 @@ from typing import Any
 
 import torch
 
-from spec_core.analysis.bench import first_divergence
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import LaneSpeed, draft_ratio, lane_speeds, run_verdict, text_distance
 from spec_core.requests import GenerateRequest, LiveRequest
-from spec_core.session import interleave
+from spec_core.session import first_divergence, interleave
 from spec_core.types import RoundEvent, SamplingConfig, Stats
 
 UPDATE_EVERY_S = 1.0  # seconds of decoding between two page updates (the page's own work not counted)

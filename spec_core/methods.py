@@ -1,9 +1,10 @@
 """Method names, the contract shared by the CLI, the app and the CSV files (docs/ARCHITECTURE.md, "Contracts").
 
-``ar`` is plain decoding. A speculative method is ``POLICY``, ``VERIFIER`` or ``POLICY+VERIFIER`` (e.g.
+``ar`` is plain decoding: the empty drafter (it proposes nothing) and the lossless rule. A speculative method is ``POLICY``, ``VERIFIER`` or ``POLICY+VERIFIER`` (e.g.
 ``fixed:4``, ``heuristic``, ``confidence:0.4``, ``fixed:4+lossless``); a missing policy is ``fixed:4`` and a
 missing verifier ``lossless``. ``block:LOSS`` drafts with a parallel block drafter (one draft forward per
-round) and combines with a verifier (``block:dpace+lossless``). Peers run transformers itself: ``hf-ar``,
+round) and combines with a verifier (``block:dpace+lossless``); ``tree:nodes=N,depth=D,topk=K`` drafts a token tree
+(EAGLE-2), verified by the lossless rule only. Peers run transformers itself: ``hf-ar``,
 ``hf-assisted:K``, ``hf-assisted-heuristic``. Any name may end in ``@PRECISION`` (``pacer@int8``, ``ar@bfloat16``):
 the benchmark and ``/generate`` then run it at that arithmetic (:mod:`spec_core.precision`).
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from spec_core.drafters.tree import TreeShape
+from spec_core.drafters import DRAFTERS, parse_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.policies import POLICIES, parse_policy
 from spec_core.rules import BLOCK_LOSSES
@@ -33,9 +34,9 @@ MethodKind = Literal["ar", "speculative", "peer"]
 class MethodSpec:
     name: str  # as written by the user
     kind: MethodKind
-    policy: PartSpec | None = None  # speculative with the default drafter only (a block drafter sets its length)
-    verifier: PartSpec | None = None  # speculative only
-    drafter: str = "default"  # "default" (the pair's draft) or "block:LOSS"
+    policy: PartSpec | None = None  # with the pair's own draft only (block, tree and empty drafters set their length)
+    verifier: PartSpec | None = None  # speculative and ar (the lossless rule); None for a peer
+    drafter: PartSpec | None = None  # "default" (the pair's draft), "block:LOSS", "tree:...", "none" (ar); None: peer
     precision: str | None = None  # "METHOD@PRECISION" (e.g. pacer@int8); None: the run's default precision
 
 
@@ -62,7 +63,7 @@ def parse_method(name: str) -> MethodSpec:
         base, precision = split_precision(name)
         return replace(parse_method(base), name=name, precision=precision)
     if name == "ar":
-        return MethodSpec(name, "ar")
+        return MethodSpec(name, "ar", None, parse_verifier(DEFAULT_VERIFIER), parse_drafter("none"))
     if name.startswith("hf-"):
         head, _, arg = name.partition(":")
         if head not in PEERS or (head == "hf-assisted") != bool(arg):
@@ -70,16 +71,11 @@ def parse_method(name: str) -> MethodSpec:
         if arg and not (arg.isdigit() and 1 <= int(arg) <= 64):
             raise SpecScopeError(f"hf-assisted:K needs 1 <= K <= 64, got {arg!r}")
         return MethodSpec(name, "peer")
-    policy, verifier, drafter = None, None, "default"
+    policy, verifier, drafter = None, None, None
     for part in name.split("+"):
-        head, _, arg = part.partition(":")
-        if head == "tree" and drafter == "default":
-            TreeShape.parse(arg or None)  # validates the shape now
-            drafter = part
-        elif head == "block" and drafter == "default":
-            if arg not in BLOCK_LOSSES:
-                raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {part!r}")
-            drafter = part
+        head = part.partition(":")[0]
+        if head in DRAFTERS and DRAFTERS[head].named and drafter is None:
+            drafter = parse_drafter(part)  # validates its settings now (a tree's shape, a block's loss)
         elif head in POLICIES and policy is None:
             policy = parse_policy(part)
         elif head in VERIFIERS and verifier is None:
@@ -89,17 +85,18 @@ def parse_method(name: str) -> MethodSpec:
             raise SpecScopeError(
                 f"unknown method part {part!r} (or one given twice) in {name!r}; known: {', '.join(known)}"
             )
-    if drafter != "default" and policy is not None:
-        raise SpecScopeError(
-            f"{name!r}: a {drafter.partition(':')[0]} drafter sets its own length; drop {policy.text!r}"
-        )
-    if drafter.startswith("tree") and verifier is not None and verifier.family != "lossless":
-        raise SpecScopeError(f"{name!r}: a token tree is verified losslessly (multi-candidate); drop {verifier.text!r}")
-    if drafter == "default" and policy is None:
-        policy = parse_policy(DEFAULT_POLICY)
+    if drafter is not None and policy is not None:
+        raise SpecScopeError(f"{name!r}: a {drafter.family} drafter sets its own length; drop {policy.text!r}")
     verifier = verifier or parse_verifier(DEFAULT_VERIFIER)
+    if drafter is not None and DRAFTERS[drafter.family].drafts_trees:
+        if not getattr(VERIFIERS[verifier.family], "verifies_trees", False):
+            raise SpecScopeError(
+                f"{name!r}: a token tree is verified losslessly (multi-candidate); drop {verifier.text!r}"
+            )
+    if drafter is None:
+        drafter, policy = parse_drafter("default"), policy or parse_policy(DEFAULT_POLICY)
     if verifier.family == "diversed":  # its head reads the drafter's states: the build checks it was trained on them
-        verifier = replace(verifier, params=replace(verifier.params, drafter=drafter))
+        verifier = replace(verifier, params=replace(verifier.params, drafter=drafter.text))
     return MethodSpec(name, "speculative", policy, verifier, drafter)
 
 

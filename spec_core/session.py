@@ -1,4 +1,4 @@
-"""Running several methods side by side, speed ratios between them, and events on disk (JSON lines).
+"""Running several methods side by side, the ratios and first divergences between them, events on disk (JSON lines).
 
 The app shows two or three methods decoding one prompt at once. On a small CPU, threads would fight for the
 cores and distort every speed figure, so :func:`interleave` advances each method's
@@ -19,7 +19,7 @@ from typing import Any
 
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
-from spec_core.types import RoundEvent, Stats
+from spec_core.types import RoundEvent, Stats, TreeRound
 
 _EVENT_FIELDS = {f.name for f in fields(RoundEvent)}
 _TUPLE_FIELDS = tuple(
@@ -53,6 +53,14 @@ def speedup(stats: Stats, baseline: Stats | None) -> float | None:
     return stats.tokens_per_s / baseline.tokens_per_s
 
 
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int:
+    """Index of the first differing token of two runs' outputs (-1 when identical)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return -1 if len(a) == len(b) else min(len(a), len(b))
+
+
 # -- events on disk -----------------------------------------------------------------------------------------
 
 
@@ -74,6 +82,7 @@ def event_from_record(record: Mapping[str, Any]) -> RoundEvent:
     kwargs.setdefault("next_kind", "target")
     kwargs.setdefault("draft_s", 0.0)
     kwargs.setdefault("verify_s", 0.0)
+    kwargs["tree"] = TreeRound.from_record(kwargs.get("tree"))
     try:
         return RoundEvent(**kwargs)
     except TypeError as err:

@@ -85,10 +85,21 @@ class RoundInputs:
     draft_hidden: torch.Tensor  # [γ, H_d]: the draft's last hidden state at each drafted position
     target_logits: torch.Tensor  # [γ + 1, V] float32: the target over [pending, x_1..x_γ]
     target_hidden: torch.Tensor | None = None  # [γ + 1, H_t] last hidden states, when the verifier asks
+    draft_parents: torch.Tensor | None = None  # [γ] long, a draft that branches (a token tree): the draft each
+    #   x_i follows (−1: the pending token), parents before children, siblings most valuable first; each x_i was
+    #   a deterministic candidate (the draft's top-k), not a sample. None: a chain, x_i follows x_{i−1}
 
     @property
     def gamma(self) -> int:
         return int(self.draft_tokens.shape[0])
+
+    @cached_property
+    def parent_rows(self) -> torch.Tensor | slice:
+        """The row of ``target_logits`` holding the distribution each x_i was verified against: row i for a
+        chain (a slice), ``parents + 1`` for a branching draft (row 0 is the pending token's)."""
+        if self.draft_parents is None:
+            return slice(0, self.gamma)
+        return self.draft_parents + 1
 
     @cached_property
     def draft_logits(self) -> torch.Tensor:
@@ -118,6 +129,50 @@ class RoundInputs:
         """softmax(target logits)[rows, tokens] at temperature 1, without forming the distribution."""
         logits = self.target_logits[rows]
         return (logits.gather(-1, tokens.view(-1, 1))[:, 0] - self.target_logsumexp[rows]).exp()
+
+
+@dataclass(frozen=True)
+class TreeRound:
+    """A round whose draft branched (a token tree, EAGLE-2, arXiv 2406.16858): every node, the walk down it and,
+    when the round is shown, each node's numbers. Nodes are in breadth-first order (a parent before its children).
+
+    The event's own per-token fields read the tree as a chain: the accepted path, then the first child rejected
+    at its end.
+    """
+
+    tokens: tuple[int, ...]  # [N] each node's token
+    parents: tuple[int, ...]  # [N] each node's parent node, −1 for a child of the root (the pending token)
+    depths: tuple[int, ...]  # [N] 1 for a child of the root
+    path: tuple[int, ...]  # the accepted nodes, the root's child first
+    tried: tuple[tuple[int, float], ...]  # (node, its acceptance probability) for every child tried, in order
+    pieces: tuple[str, ...] = ()  # [N] each node's text (only when the round is shown)
+    draft_probs: tuple[float, ...] = ()  # [N] q of the node's token given its parent, temperature 1 (shown only)
+    target_probs: tuple[float, ...] = ()  # [N] p of the node's token at its parent (shown only)
+
+    @property
+    def size(self) -> int:
+        """N, the nodes the target verified (with the pending token, N + 1 positions in one forward)."""
+        return len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        """D, the deepest level: one batched draft forward per level."""
+        return max(self.depths, default=0)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field ``key`` (``default`` if there is none): for readers written against the untyped dict this
+        record replaced (``spec_core/analysis/costs.py: round_shape``). New code reads the fields, or
+        :attr:`RoundEvent.verify_width` and :attr:`RoundEvent.draft_forwards`."""
+        return getattr(self, key, default)
+
+    @classmethod
+    def from_record(cls, record: Any) -> TreeRound | None:
+        """Rebuild from a JSON line's object (``dataclasses.asdict`` of one); None for an empty or missing one."""
+        if not record:
+            return None
+        values = {f: tuple(record.get(f) or ()) for f in ("tokens", "parents", "depths", "path", "pieces",
+                                                          "draft_probs", "target_probs")}  # fmt: skip
+        return cls(**values, tried=tuple((int(n), float(a)) for n, a in record.get("tried") or ()))
 
 
 @dataclass(frozen=True)
@@ -155,12 +210,26 @@ class RoundEvent:
     engine_s: float = 0.0  # wall seconds that were neither a draft step nor the target forward (policy, rule,
     #   rollback, bookkeeping, this event): the engine's own work. The drafter's commit (its own work on the
     #   verified tokens, e.g. the feature draft's fusion of the target's features) counts as drafting.
-    tree: dict[str, Any] = field(default_factory=dict)  # a token-tree round: tokens, pieces, parents, depths,
-    #   draft_probs, target_probs (per node), path (accepted nodes), tried ([node, acceptance probability])
+    tree: TreeRound | None = None  # a round whose draft branched: the whole tree (None for a chain)
+    draft_forwards: int = -1  # the draft's forward passes this round: one per token for a chain drafted token by
+    #   token, one for a block drafter's block, D for a tree of depth D (one batched pass per level), 0 for plain
+    #   decoding. −1 (an event built by hand or read from an older file): one per drafted token, or the tree's D
+
+    def __post_init__(self) -> None:
+        if self.draft_forwards < 0:
+            forwards = self.tree.depth if self.tree is not None else self.draft_len
+            object.__setattr__(self, "draft_forwards", forwards)
 
     @property
     def draft_len(self) -> int:
         return len(self.draft_tokens)
+
+    @property
+    def verify_width(self) -> int:
+        """Positions in the round's one target forward: γ + 1 for a chain ([pending, x_1..x_γ]), 1 for plain
+        decoding, N + 1 for a tree of N nodes. (Round 0 feeds one position fewer: the prompt's prefill already
+        ran the pending token.)"""
+        return (self.tree.size if self.tree is not None else self.draft_len) + 1
 
 
 @dataclass(frozen=True)

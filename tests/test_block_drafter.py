@@ -97,12 +97,13 @@ def test_a_perfect_block_is_accepted_whole(monkeypatch) -> None:
             chunk = super().propose(n, sampling, generator)
             pos = len(self.ids) - n_prompt
             self.drafted = list(ref[pos : pos + len(chunk.tokens)])
-            return chunk.__class__(self.drafted, None, chunk.token_probs, chunk.hidden, chunk.logits)
+            return dataclasses.replace(chunk, tokens=self.drafted, probs=None)
 
-    monkeypatch.setattr(engine, "make_drafter", lambda p, spec: Oracle(p.extras[spec]))
+    monkeypatch.setattr(engine, "make_drafter", lambda p, spec: Oracle(p.extras[spec.text]))
     out = engine.generate(pair, "abc", "block:dpace", max_new_tokens=30, chat=False)
     assert out.token_ids == ref
     assert out.stats.tau == 5.0  # 30 tokens in 6 rounds of 4 drafted + 1 bonus
+    assert all((e.verify_width, e.draft_forwards) == (5, 1) for e in out.events)  # one forward drafts the block
 
 
 def test_runtime_cache_matches_the_training_forward() -> None:

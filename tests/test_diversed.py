@@ -13,7 +13,12 @@ import torch
 from conftest import make_tiny_pair
 
 from spec_core.analysis import pareto
-from spec_core.analysis.rewards import (
+from spec_core.assets import HEADS_DIR, file_sha256, load_asset, save_asset
+from spec_core.engine import generate
+from spec_core.errors import SpecScopeError
+from spec_core.heads import ensemble
+from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head
+from spec_core.rewards import (
     TASKS,
     arithmetic_reward,
     extraction_reward,
@@ -21,12 +26,8 @@ from spec_core.analysis.rewards import (
     load_items,
     reward,
     rouge2,
+    round_numbers,
 )  # fmt: skip
-from spec_core.assets import HEADS_DIR, file_sha256, load_asset, save_asset
-from spec_core.engine import generate
-from spec_core.errors import SpecScopeError
-from spec_core.heads import ensemble
-from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head
 from spec_core.train.diversed import TrainConfig, loss_terms, rollout, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +78,7 @@ def test_head_asset_roundtrip_and_draft_check(tmp_path, monkeypatch):
 
 
 def tiny_items(n: int = 6):
-    from spec_core.analysis.rewards import EvalItem
+    from spec_core.rewards import EvalItem
 
     return [EvalItem(f"t{i}", "extraction", "train", f"tiny prompt {i}", "ab", 10) for i in range(n)]
 
@@ -386,7 +387,7 @@ def test_task_mix_envelope_picks_a_weight_per_task(tmp_path):
 def test_round_numbers_and_summary_on_a_tiny_run():
     pair = make_tiny_pair()
     out = generate(pair, "pareto", "fixed:4+static:0.6", 30, temperature=1.0, seed=4, chat=False)
-    nums = pareto.round_numbers(out.events)
+    nums = round_numbers(out.events)
     drafted = [e for e in out.events if e.draft_len]
     assert nums["measured"] == [e.accepted for e in drafted]
     for e, exp, rb in zip(drafted, nums["expected"], nums["rb"]):
@@ -408,7 +409,7 @@ def test_pareto_workers_give_the_table_of_one_process(tmp_path):
     always runs with seed + n, whichever worker takes it."""
     import functools
 
-    from spec_core.analysis.rewards import EvalItem
+    from spec_core.rewards import EvalItem
 
     items = [EvalItem(f"x{n}", task, "eval", f"tiny prompt {n}", "1" if task == "arithmetic" else "b", 12)
              for n, task in enumerate(["arithmetic", "summary", "extraction", "arithmetic"])]  # fmt: skip

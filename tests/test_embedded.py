@@ -25,8 +25,8 @@ def test_float32_greedy_identity(embedded_f32, prompt):
 
 def test_bfloat16_divergence_is_reported(capsys):
     """In bf16 a k-token verify pass and a one-token step round differently: report, don't require identity."""
-    from spec_core.analysis.bench import first_divergence
     from spec_core.models import load_pair
+    from spec_core.session import first_divergence
 
     pair = load_pair("embedded", device="cpu", dtype="bfloat16")
     ar = generate(pair, PROMPTS[0], "ar", max_new_tokens=32)

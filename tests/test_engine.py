@@ -102,6 +102,18 @@ def test_events_tell_the_whole_story():
     assert s.accepted_tokens == sum(e.accepted for e in res.events)
 
 
+def test_events_say_the_verification_width_and_the_draft_forwards():
+    """What a round cost in forwards, for the cost model: ar is one position and no draft forward; a chain of γ
+    drafted token by token is γ + 1 positions and γ draft forwards (round 0 too, counted as its width)."""
+    pair = make_tiny_pair(draft="feature")
+    for e in generate(pair, PROMPT, "ar", max_new_tokens=6).events:
+        assert (e.verify_width, e.draft_forwards, e.tree) == (1, 0, None)
+    events = generate(pair, PROMPT, "fixed:3", max_new_tokens=20).events
+    assert {e.draft_len for e in events} >= {3}
+    for e in events:
+        assert (e.verify_width, e.draft_forwards) == (e.draft_len + 1, e.draft_len)
+
+
 def test_same_seed_same_sample_and_stream_equals_generate():
     pair = make_tiny_pair()
     a = generate(pair, PROMPT, "fixed:3", max_new_tokens=20, temperature=1.0, seed=7)

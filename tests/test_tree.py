@@ -8,8 +8,9 @@ from conftest import make_tiny_pair
 from test_lossless_sampling import exact_first_two
 
 from spec_core import rules
-from spec_core.cached_lm import CachedLM
-from spec_core.drafters.tree import DraftTree, TreeShape, ancestor_matrix, attention_mask, verification_inputs
+from spec_core.cached_lm import CachedLM, attention_mask
+from spec_core.drafters.base import DraftChunk, RoundDraft, ancestor_matrix
+from spec_core.drafters.tree import TreeShape
 from spec_core.engine import Generation, generate
 from spec_core.errors import SpecScopeError
 from spec_core.methods import parse_method, split_methods
@@ -18,13 +19,11 @@ from spec_core.types import SamplingConfig
 PROMPT = "speculative decoding"
 
 
-def _tree(parents: list[int], tokens: list[int]) -> DraftTree:
-    depths = []
-    for p in parents:
-        depths.append(1 if p < 0 else depths[p] + 1)
+def _tree(parents: list[int], tokens: list[int]) -> RoundDraft:
+    draft = RoundDraft()
     n = len(parents)
-    return DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.tensor(depths), torch.full((n,), 0.5),
-                     torch.linspace(0.9, 0.1, n))  # fmt: skip
+    draft.add(DraftChunk(tokens, None, [0.5] * n, [torch.zeros(2)] * n, [torch.zeros(16)] * n, 1, parents))
+    return draft
 
 
 def test_ancestor_matrix():
@@ -43,15 +42,34 @@ def test_tree_mask_gives_each_path_its_chain_logits(first_round):
     lm.reset()
     cached = prefix if first_round else prefix[:-1]  # the first round's pending token is already cached
     lm.forward(torch.tensor(cached))
-    tokens, positions, visible = verification_inputs(tree, prefix[-1], len(prefix) - 1)
+    tokens, positions, visible = tree.target_inputs(prefix[-1], len(prefix) - 1)
     skip = 1 if first_round else 0
     mask = attention_mask(visible[skip:, skip:], lm.length, pair.target, torch.device("cpu"))
     out = lm.forward(tokens[skip:], positions=positions[skip:], mask=mask).logits  # [N + 1 − skip, V]
     with torch.no_grad():
-        for i in range(tree.size):
-            path = [int(tree.tokens[j]) for j in tree.path_to(i)]
+        for i in range(len(tree)):
+            path, node = [], i
+            while node >= 0:
+                path.insert(0, tree.tokens[node])
+                node = tree.parents[node]
             chain = pair.target(torch.tensor([prefix + path])).logits[0, -1]
             assert torch.allclose(out[1 + i - skip], chain, atol=1e-4), i
+
+
+def test_a_chain_is_the_one_path_tree():
+    """A chain's draft is laid out like a tree whose every node has one child: same tokens and depths, and a chain
+    after which a tree is drafted keeps its own parents."""
+    chain, tree = RoundDraft(), _tree([-1, 0, 1], [5, 6, 7])
+    chain.add(DraftChunk([5, 6, 7], None, [0.5] * 3, [torch.zeros(2)] * 3, [torch.zeros(16)] * 3, 3))
+    assert chain.parents is None and chain.depths() == tree.depths() == [1, 2, 3]
+    assert chain.line((0,)) == range(3) and tree.line((0,)) == [0, 1]  # a tree shows the first rejected child
+    assert chain.children(1) == tree.children(1) == [2] and chain.children(2) == tree.children(2) == []
+    _, positions, visible = tree.target_inputs(9, 10)
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    assert positions.tolist() == [10, 11, 12, 13] and torch.equal(visible, causal)
+    assert chain.target_inputs(9, 10)[1:] == (None, None)  # a chain needs neither: causal at consecutive positions
+    chain.add(DraftChunk([8, 9], None, [0.5] * 2, [torch.zeros(2)] * 2, [torch.zeros(16)] * 2, 2, [-1, -1]))
+    assert chain.parents == [-1, 0, 1, 2, 2] and chain.forwards == 5
 
 
 def test_shape_parsing():
@@ -62,7 +80,7 @@ def test_shape_parsing():
     for bad in ["tree+fixed:3", "tree:nodes=0", "tree+static:0.5"]:
         with pytest.raises(SpecScopeError):
             parse_method(bad)
-    assert parse_method("tree:depth=3").drafter == "tree:depth=3"
+    assert parse_method("tree:depth=3").drafter.params == TreeShape(depth=3)  # parsed once, where the name enters
     assert split_methods("ar, pacer:b=2,t=0.5,tree:nodes=16,depth=5,fixed:2") == [
         "ar", "pacer:b=2,t=0.5", "tree:nodes=16,depth=5", "fixed:2"]  # fmt: skip
 
@@ -70,7 +88,7 @@ def test_shape_parsing():
 def _branches_deep(events) -> bool:
     """Some round's tree has a node with two or more children below the first level."""
     for e in events:
-        parents = e.tree.get("parents", [])
+        parents = list(e.tree.parents) if e.tree is not None else []
         counts = {p: parents.count(p) for p in parents if p >= 0}
         if any(c >= 2 for c in counts.values()):
             return True
@@ -85,8 +103,13 @@ def test_greedy_tree_equals_ar(method, design):
     res = generate(pair, PROMPT, method, max_new_tokens=40)
     assert res.token_ids == ar.token_ids
     assert _branches_deep(res.events) and res.stats.target_forwards < ar.stats.target_forwards
-    for e in res.events:  # the event's chain view agrees with its tree
-        assert e.accepted == len(e.tree.get("path", [])) and e.emitted[: e.accepted] == e.draft_tokens[: e.accepted]
+    for e in res.events:  # the event's chain view agrees with its tree; width and draft forwards are the tree's
+        path = e.tree.path if e.tree is not None else ()
+        assert e.accepted == len(path) and e.emitted[: e.accepted] == e.draft_tokens[: e.accepted]
+        if e.tree is not None:
+            assert e.verify_width == e.tree.size + 1 and e.tree.depth <= e.draft_forwards <= TreeShape.parse(
+                method.partition(":")[2] or None).depth  # fmt: skip
+            assert e.tree.size >= e.draft_len  # the line shows the path and at most one rejected child
 
 
 def test_cache_compaction_equals_a_fresh_prefill():
@@ -119,7 +142,7 @@ def test_standalone_tree_draft_cache_is_compacted_to_the_accepted_text():
         fresh.forward(torch.tensor(ids[: lm.length]))
         for a, b in zip(lm.cache.layers, fresh.cache.layers):
             assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
-        kept_nodes += max(0, lm.length - (len(ids) - 1 - len(event.tree.get("path", []))))
+        kept_nodes += max(0, lm.length - (len(ids) - 1 - len(event.tree.path if event.tree is not None else ())))
     assert kept_nodes > 0  # some accepted tree nodes were kept in the cache rather than run again
 
 
@@ -138,8 +161,8 @@ def test_sampled_tree_matches_the_target_distribution():
         t1, t2 = run.result().token_ids[:2]
         counts[t1, t2] += 1
         tree = events[0].tree
-        rejected += any(n not in tree["path"] for n, _ in tree["tried"])  # p′ lost a candidate: residual step
-        walked += len(tree["path"]) >= 1
+        rejected += any(n not in tree.path for n, _ in tree.tried)  # p′ lost a candidate: residual step
+        walked += len(tree.path) >= 1
     tv = float(rules.total_variation((counts / DRAWS).flatten(), exact.flatten()))
     assert tv < 0.08, tv
     assert rejected >= DRAWS // 20 and walked >= DRAWS // 20, (rejected, walked)  # both branches of the rule ran
@@ -154,10 +177,10 @@ def test_tree_view_draws_the_round_as_data():
     assert "tree_round" in [v.key for v in views.views_for(["tree", "ar"])]
     fig = last_tree_figure({"tree": list(res.events)})
     traces = {t.name: t for t in fig.data if t.name}
-    last = [e for e in res.events if e.tree][-1].tree
-    assert len(traces["accepted path"].x) == len(last["path"])
+    last = [e for e in res.events if e.tree is not None][-1].tree
+    assert len(traces["accepted path"].x) == len(last.path)
     drawn = sum(len(traces[k].x) for k in ("accepted path", "tried, rejected", "drafted, not reached"))
-    assert drawn == len(last["tokens"])  # every node once, in exactly one group
+    assert drawn == last.size  # every node once, in exactly one group
 
 
 def test_tree_shape_analysis_prices_every_shape():
@@ -186,6 +209,18 @@ def test_tree_shape_analysis_prices_every_shape():
     assert (priced["predicted_speedup"] > 0).all() and (priced["free_pass_speedup"] > 0).all()
 
 
+def test_tree_events_survive_a_jsonl_round_trip(tmp_path):
+    from spec_core.session import event_from_record, event_record, events_to_jsonl, read_events_jsonl
+
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    events = generate(pair, PROMPT, "tree:nodes=6,depth=3,topk=3", max_new_tokens=10).events
+    assert all(e.tree is not None for e in events[:-1])
+    assert [event_from_record(event_record(e)) for e in events] == list(events)
+    path = tmp_path / "events.jsonl"
+    path.write_text(events_to_jsonl(event_record(e) for e in events))
+    assert [e for _, e in read_events_jsonl(path)] == list(events)  # JSON's lists come back as the record's tuples
+
+
 def test_tree_rounds_without_display_keep_the_walk_and_skip_the_numbers():
     pair = make_tiny_pair(vocab=16, draft="feature")
     runs = {d: Generation(pair, PROMPT, "tree:nodes=6,depth=3,topk=3", 20, SamplingConfig(), display=d)
@@ -193,7 +228,9 @@ def test_tree_rounds_without_display_keep_the_walk_and_skip_the_numbers():
     events = {d: list(r.rounds()) for d, r in runs.items()}
     assert runs[True].new_tokens == runs[False].new_tokens
     for shown, bare in zip(events[True], events[False]):
-        assert {k: bare.tree[k] for k in bare.tree} == {k: shown.tree[k] for k in bare.tree}
-        assert "pieces" not in bare.tree and "target_probs" not in bare.tree and bare.next_prob is None
+        walk = ("tokens", "parents", "depths", "path", "tried")
+        assert [getattr(bare.tree, k) for k in walk] == [getattr(shown.tree, k) for k in walk]
+        assert bare.tree.pieces == bare.tree.target_probs == bare.tree.draft_probs == () and bare.next_prob is None
+        assert len(shown.tree.pieces) == len(shown.tree.target_probs) == shown.tree.size
         assert bare.draft_probs == pytest.approx(shown.draft_probs) and bare.target_probs == ()
         assert len(shown.target_probs) == len(shown.draft_tokens) and shown.next_prob is not None

@@ -57,7 +57,7 @@ def test_parse_values_and_options():
     spec = parse_method("fixed:4+static:0.7")
     assert spec.policy.text == "fixed:4" and spec.verifier.params.weight == 0.7
     spec = parse_method("block:dpace+diversed")  # parsing loads nothing: no head needed here
-    assert spec.drafter == "block:dpace" and spec.verifier.family == "diversed"
+    assert spec.drafter.text == "block:dpace" and spec.verifier.family == "diversed"
     assert spec.verifier.params.drafter == "block:dpace"  # the build checks the head was trained on its states
     assert parse_method("fixed:4+diversed").verifier.params.drafter == "default"
 
@@ -306,8 +306,8 @@ def test_diversed_refuses_a_drafter_its_head_was_not_trained_on(tmp_path):
     the trainer, ``--policy block:dpace``) runs there and is refused on the default draft and on block:decay."""
     from test_block_drafter import tiny_pair as block_pair
 
-    from spec_core.analysis.rewards import EvalItem
     from spec_core.heads.ensemble import HEADS_DIR, head_drafter
+    from spec_core.rewards import EvalItem
     from spec_core.train.diversed import TrainConfig, train
 
     assert head_drafter(json.loads((HEADS_DIR / "diversed.json").read_text())) == "default"  # the shipped head

@@ -1,7 +1,7 @@
 """The token-tree view: one round's tree, drawn level by level (EAGLE-2, arXiv 2406.16858).
 
 A tree round (method ``tree``) drafts several candidates per position and verifies all of them in one target
-forward. The figure reads ``RoundEvent.tree`` (written by :mod:`spec_core.engine`): node tokens and pieces,
+forward. The figure reads ``RoundEvent.tree`` (a :class:`~spec_core.types.TreeRound`): node tokens and pieces,
 parents, depths, the draft's probability q of each node given its parent, the target's probability p, the
 accepted path and the children the verifier tried. Green = the accepted path; vermillion = a child the target
 tried and rejected; grey = drafted but never reached. Hover a node for its q, p and acceptance probability.
@@ -49,14 +49,14 @@ def layout(parents: Sequence[int]) -> list[float]:
 def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round") -> go.Figure:
     """The tree of one round: the pending token on the left, one column per depth."""
     fig = go.Figure()
-    tree = event.tree if event is not None else {}
-    if not tree:
+    tree = event.tree if event is not None else None
+    if tree is None or not tree.pieces:  # no tree round, or one run without display (no per-node numbers)
         return base_layout(fig, title, "depth (tokens after the verified text)", "", empty=True,
                            empty_text="no tree round yet (method `tree`)")  # fmt: skip
-    parents, depths, pieces = tree["parents"], tree["depths"], tree["pieces"]
+    parents, depths, pieces = tree.parents, tree.depths, tree.pieces
     ys = layout(parents)
     root_y = sum(ys[i] for i, p in enumerate(parents) if p < 0) / max(1, sum(p < 0 for p in parents))
-    path, tried = set(tree["path"]), {n: a for n, a in tree["tried"]}
+    path, tried = set(tree.path), dict(tree.tried)
     ex, ey = [], []
     for node, parent in enumerate(parents):  # edges, parent → node
         ex += [depths[parent] if parent >= 0 else 0, depths[node], None]
@@ -73,7 +73,7 @@ def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round"
             x=[depths[n] for n in nodes], y=[ys[n] for n in nodes], mode="markers+text", name=label,
             marker={"size": 14, "color": colour, "line": {"width": 1, "color": "white"}},
             text=[repr(pieces[n])[1:-1][:10] for n in nodes], textposition="middle right",
-            customdata=[[tree["draft_probs"][n], tree["target_probs"][n], tried.get(n)] for n in nodes],
+            customdata=[[tree.draft_probs[n], tree.target_probs[n], tried.get(n)] for n in nodes],
             hovertemplate="%{text}<br>q (draft, given its parent) = %{customdata[0]:.3f}<br>"
                           "p (target) = %{customdata[1]:.3f}<br>acceptance probability = %{customdata[2]}"
                           "<extra>" + label + "</extra>",
@@ -81,7 +81,7 @@ def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round"
     fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", name="verified text (pending token)",
                              marker={"size": 16, "color": OKABE_ITO["blue"], "symbol": "square"},
                              text=["pending"], textposition="middle left", hoverinfo="skip"))  # fmt: skip
-    kept = len(tree["path"])
+    kept = len(tree.path)
     base_layout(fig, f"{title}: {len(parents)} nodes, {kept} kept + 1 from the target", "depth", "")
     fig.update_yaxes(showticklabels=False, zeroline=False)
     return fig
@@ -91,7 +91,7 @@ def last_tree_figure(lanes: Lanes) -> go.Figure:
     """The most recent tree round of the first tree lane."""
     for method, events in lanes.items():
         if is_tree(method):
-            trees = [e for e in events if e.tree]
+            trees = [e for e in events if e.tree is not None]
             return tree_figure(trees[-1] if trees else None, f"{method}: the last round's tree")
     return tree_figure(None)
 

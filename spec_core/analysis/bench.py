@@ -21,6 +21,7 @@ from spec_core.errors import SpecScopeError
 from spec_core.guards import check_text
 from spec_core.jsonl import read_objects
 from spec_core.methods import parse_method
+from spec_core.session import first_divergence
 from spec_core.types import SamplingConfig
 
 COLUMNS = [
@@ -54,14 +55,6 @@ def load_prompts(path: str | Path) -> list[dict]:
 
 def output_sha(token_ids) -> str:
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
-
-
-def first_divergence(a, b) -> int:
-    """Index of the first differing token (-1 when identical)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return -1 if len(a) == len(b) else min(len(a), len(b))
 
 
 def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: SamplingConfig) -> dict:

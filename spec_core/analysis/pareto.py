@@ -28,9 +28,9 @@ import pandas as pd
 import torch
 
 from spec_core import rules
-from spec_core.analysis.rewards import TASKS, load_items, reward
 from spec_core.errors import SpecScopeError
 from spec_core.methods import parse_method
+from spec_core.rewards import TASKS, load_items, run_item
 from spec_core.types import SamplingConfig
 
 COLUMNS = [
@@ -71,23 +71,6 @@ def default_configs(t0: str, diversed_head: str | None) -> list[Config]:
     return out
 
 
-def round_numbers(events) -> dict[str, list[float]]:
-    """Per drafted round: measured accepted, Σ_k Π a_i, Σ_k Π β_i, draft length, a_i's, w's."""
-    out: dict[str, list[float]] = {"measured": [], "expected": [], "rb": [], "gamma": [], "a": [], "w": []}
-    for e in events:
-        if not e.draft_len:
-            continue
-        out["measured"].append(e.accepted)
-        out["gamma"].append(e.draft_len)
-        out["rb"].append(float(rules.expected_accepted_length(torch.tensor(e.accept_probs))))
-        a = e.verifier_trace.get("expected_accept")
-        if a is not None:
-            out["expected"].append(float(rules.expected_accepted_length(torch.tensor(a))))
-            out["a"] += list(a)
-        out["w"] += list(e.verifier_trace.get("w", []))
-    return out
-
-
 def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) -> dict:
     """One CSV row from the per-item records of one configuration."""
     quality = {
@@ -114,21 +97,6 @@ def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) 
         "new_tokens": new_tokens, "wall_s": wall, "tokens_per_s": new_tokens / wall if wall else 0.0,
         "verify_ms_per_round": 1000 * sum(r["verify_s"] for r in raw) / max(1, len(rounds["gamma"])),
         "items": len(raw), "temperature": temperature, "policy": policy,
-    }  # fmt: skip
-
-
-def run_item(pair, method: str, item, temperature: float, seed: int) -> dict:
-    from spec_core.engine import Generation
-
-    sampling = SamplingConfig(temperature=temperature, seed=seed)
-    run = Generation(pair, item.prompt, method, item.max_new_tokens, sampling, display=False)
-    events = list(run.rounds())
-    result = run.result()
-    return {
-        "id": item.id, "task": item.task, "method": method, "text": result.text,
-        "reward": reward(item.task, result.text, item.reference), "new_tokens": result.stats.new_tokens,
-        "forwards": result.stats.target_forwards, "wall_s": result.stats.wall_s,
-        "verify_s": sum(e.verify_s for e in events if e.draft_len), "rounds": round_numbers(events),
     }  # fmt: skip
 
 

@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from spec_core.analysis.bench import first_divergence
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.live import LiveFrame
 from spec_core.methods import MethodSpec, parse_method
-from spec_core.session import event_record, events_to_jsonl, read_events_jsonl, speedup
+from spec_core.session import event_record, events_to_jsonl, first_divergence, read_events_jsonl, speedup
 from spec_core.types import RoundEvent, SamplingConfig, Stats
 
 TABLE_COLUMNS = ["prompt_id", "category", "prompt", "method", "new_tokens", "tau", "alpha", "tokens_per_s",

@@ -97,7 +97,7 @@ def price(table: pd.DataFrame, events: dict, costs: pd.DataFrame, draft: str) ->
         evs = events[name]
         tokens = sum(len(e.emitted) for e in evs)
         predicted.append(tokens * one / predicted_ms(evs, costs, draft))
-        levels = sum(max(e.tree.get("depths", (0,))) if e.tree else 0 for e in evs)
+        levels = sum(e.draft_forwards for e in evs)  # one batched draft forward per level drafted
         free.append(tokens * one / (len(evs) * one + levels * step))
     out["predicted_speedup"] = np.round(predicted, 3)
     out["free_pass_speedup"] = np.round(free, 3)

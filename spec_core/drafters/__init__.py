@@ -1,30 +1,100 @@
-"""Drafters: who proposes the tokens (protocol in :mod:`.base`).
+"""Drafters: who proposes the tokens (protocol in :mod:`.base`), and their registry.
 
 - :mod:`.standalone` — any causal LM with its own KV cache;
 - :mod:`.feature` — EAGLE-style, on the target's features (networks in :mod:`.networks`, assets in :mod:`.assets`);
-- :mod:`.block` — DFlash-style parallel block drafter (network, runtime and assets apart).
+- :mod:`.block` — DFlash-style parallel block drafter (network, runtime and assets apart);
+- :mod:`.tree` — EAGLE-2's dynamic token tree, on the feature or the standalone draft;
+- :class:`~.base.NoDrafter` — proposes nothing (plain decoding).
+
+A family is a class with ``prefix``, ``parse(arg) -> params`` (pure: validates a method part, loads nothing) and
+``build(params, pair) -> drafter``, as for policies and verifiers. ``named`` says whether a method names it
+(``block:LOSS``, ``tree:...``); the pair's own draft and the empty drafter are implied by the method.
+``drafts_trees`` says whether its drafts branch, so that only a verifier that ``verifies_trees`` is paired with it.
 """
 
 from __future__ import annotations
 
-from spec_core.drafters.base import DraftChunk, Drafter, draw
+from typing import ClassVar
+
+from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
+from spec_core.drafters.tree import TreeShape, make_tree_drafter
 from spec_core.errors import SpecScopeError
+from spec_core.rules import BLOCK_LOSSES
+from spec_core.types import PartSpec
 
-__all__ = ["DraftChunk", "Drafter", "draw", "make_drafter"]
+__all__ = ["DRAFTERS", "DraftChunk", "Drafter", "NoDrafter", "RoundDraft", "draw", "make_drafter", "parse_drafter"]
 
 
-def make_drafter(pair, spec: str = "default") -> Drafter:
-    """The drafter for a method: the pair's default draft network, or a block drafter (``block:LOSS``)."""
-    if spec.startswith("block"):
+class PairDraft:
+    """The pair's own draft network, drafting a chain token by token: EAGLE-style features, or a standalone LM."""
+
+    prefix: ClassVar[str] = "default"
+    named: ClassVar[bool] = False
+    drafts_trees: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, arg: str | None) -> None:
+        if arg is not None:
+            raise SpecScopeError("the pair's draft takes no parameter")
+
+    @classmethod
+    def build(cls, params: None, pair) -> Drafter:
+        if pair.draft is None:
+            raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
+        if pair.draft_design == "feature":
+            from spec_core.drafters.feature import FeatureDrafter
+
+            return FeatureDrafter(pair.draft)
+        from spec_core.drafters.standalone import StandaloneDrafter
+
+        return StandaloneDrafter(pair.draft)
+
+
+class BlockDraft:
+    """``block:LOSS`` — a DFlash-style block drafter trained with LOSS: a whole block from one forward."""
+
+    prefix: ClassVar[str] = "block"
+    named: ClassVar[bool] = True
+    drafts_trees: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, arg: str | None) -> str:
+        if arg not in BLOCK_LOSSES:
+            raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got 'block:{arg or ''}'")
+        return arg
+
+    @classmethod
+    def build(cls, loss: str, pair) -> Drafter:
         from spec_core.drafters.block.runtime import make_block_drafter
 
-        return make_block_drafter(pair, spec)
-    if pair.draft is None:
-        raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
-    if pair.draft_design == "feature":
-        from spec_core.drafters.feature import FeatureDrafter
+        return make_block_drafter(pair, f"block:{loss}")
 
-        return FeatureDrafter(pair.draft)
-    from spec_core.drafters.standalone import StandaloneDrafter
 
-    return StandaloneDrafter(pair.draft)
+class TreeDraft:
+    """``tree`` or ``tree:nodes=N,depth=D,topk=K`` — EAGLE-2's dynamic token tree on the pair's draft."""
+
+    prefix: ClassVar[str] = "tree"
+    named: ClassVar[bool] = True
+    drafts_trees: ClassVar[bool] = True
+
+    @classmethod
+    def parse(cls, arg: str | None) -> TreeShape:
+        return TreeShape.parse(arg)
+
+    @classmethod
+    def build(cls, shape: TreeShape, pair) -> Drafter:
+        return make_tree_drafter(pair, shape)
+
+
+DRAFTERS: dict[str, type] = {cls.prefix: cls for cls in (PairDraft, NoDrafter, BlockDraft, TreeDraft)}
+
+
+def parse_drafter(text: str) -> PartSpec:
+    """``"tree:depth=3"`` → a validated :class:`PartSpec` (nothing is loaded)."""
+    return PartSpec.parse(text, DRAFTERS, "drafter")
+
+
+def make_drafter(pair, part: PartSpec | str = "default") -> Drafter:
+    """The drafter for one generation, built with the loaded pair."""
+    part = parse_drafter(part) if isinstance(part, str) else part
+    return part.build(DRAFTERS, pair)

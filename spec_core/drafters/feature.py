@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from spec_core.cached_lm import LMOutput, roomy_cache
@@ -71,7 +73,7 @@ class FeatureDrafter:
             logits.append(row)
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 
-    def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
+    def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         start = self.round_start - 1  # position of the round's last verified token
         valid_pairs = start  # pairs 1..start were built from verified features only
         self._set_feats(start, self._target_features(verified, accepted + 1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from spec_core.cached_lm import CachedLM, LMOutput
@@ -36,7 +38,7 @@ class StandaloneDrafter:
             logits.append(out.logits[-1])
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 
-    def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
+    def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
         self.lm.crop(min(self.lm.length, len(self.ids) - 1))
         self.round_start = len(self.ids)

@@ -1,4 +1,5 @@
-"""Window policies: ``fixed:K`` (the baseline) and ``heuristic``, transformers' adaptive window.
+"""Window policies: ``fixed:K`` (the baseline) and ``heuristic``, transformers' adaptive window; and the policies
+of drafters that set their own length (:func:`own_length`).
 
 ``heuristic`` follows transformers' ``num_assistant_tokens_schedule="heuristic"``
 (``generation/candidate_generator.py``): start at 5; +2 after a round where every draft was accepted, else −1
@@ -73,3 +74,25 @@ class HeuristicLength(FixedLength):
     def end_round(self, inputs: RoundInputs, accepted: int) -> None:
         drafted = len(inputs.draft_tokens)
         self.k = min(self.k + 2, MAX_WINDOW) if drafted and accepted == drafted else max(self.k - 1, 1)
+
+
+class NoDraft:
+    """Draft nothing: the policy of the empty drafter (plain decoding, ``ar``)."""
+
+    name = "none"
+    stop_reason = ""
+
+    def next_chunk(self, so_far: DraftSoFar) -> int:
+        return 0
+
+    def end_round(self, inputs: RoundInputs, accepted: int) -> None:
+        pass
+
+    def trace(self) -> dict:
+        return {}
+
+
+def own_length(k: int) -> FixedLength | NoDraft:
+    """The policy of a drafter that sets its own length (its ``block_len``: a block's B − 1 tokens, a tree's D
+    levels): ``fixed:k``; no drafting at all for 0 (the empty drafter of ``ar``)."""
+    return FixedLength(k) if k else NoDraft()

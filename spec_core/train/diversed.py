@@ -48,11 +48,11 @@ from pathlib import Path
 import torch
 
 from spec_core import rules
-from spec_core.analysis.rewards import TASKS, EvalItem, load_items, reward
 from spec_core.assets import HEADS_DIR, save_asset
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.heads.ensemble import EnsembleHead, pair_hidden_sizes
+from spec_core.rewards import TASKS, EvalItem, load_items, reward, run_item
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.diversed import DiversedParams, DiversedVerifier
 
@@ -278,9 +278,7 @@ def update_head(
 
 def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
     """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items`` (item n with
-    seed n, one :func:`spec_core.analysis.pareto.run_item` each)."""
-    from spec_core.analysis.pareto import run_item
-
+    seed n, one :func:`spec_core.rewards.run_item` each)."""
     records = [run_item(pair, method, item, temperature, n) for n, item in enumerate(items)]
     rewards: dict[str, list[float]] = {}
     for rec in records:

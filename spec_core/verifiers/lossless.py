@@ -1,7 +1,8 @@
 """``lossless`` — standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023, arXiv 2302.01318).
 
 The output has exactly the target's distribution; at temperature 0 it accepts while x_i == argmax p_i and the
-next token is the target's argmax (docs/ALGORITHMS.md §0).
+next token is the target's argmax (docs/ALGORITHMS.md §0). A draft that branches (a token tree) is walked with
+the multi-candidate rule of :mod:`spec_core.verifiers.tree` (docs/ALGORITHMS.md §4), lossless too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from spec_core import rules
 from spec_core.errors import SpecScopeError
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
+from spec_core.verifiers.tree import verify_tree
 
 
 class LosslessVerifier:
@@ -23,6 +25,7 @@ class LosslessVerifier:
     name = "lossless"
     lossless = True
     needs_target_hidden = False
+    verifies_trees = True
 
     @classmethod
     def parse(cls, arg: str | None) -> None:
@@ -34,6 +37,8 @@ class LosslessVerifier:
         return cls()
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:
+        if inputs.draft_parents is not None:
+            return verify_tree(inputs, sampling, generator)
         x, logits = inputs.draft_tokens, inputs.target_logits  # [γ], [γ + 1, V]
         gamma = x.shape[0]
         idx = torch.arange(gamma, device=x.device)

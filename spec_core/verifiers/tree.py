@@ -1,7 +1,8 @@
 """Verifying a token tree in one target pass (EAGLE-2, arXiv 2406.16858; SpecInfer, arXiv 2305.09781).
 
-The target's output rows are ``[pending, node_1..node_N]``: row 0 is its distribution after the pending token
-(the root), row ``1 + i`` its distribution after node i. Verification walks down from the root:
+The lossless verifier (:mod:`.lossless`) hands a draft that branches (``inputs.draft_parents`` set) to
+:func:`verify_tree`. The target's output rows are ``[pending, node_1..node_N]``: row 0 is its distribution after
+the pending token (the root), row ``1 + i`` its distribution after node i. Verification walks down from the root:
 
 - **greedy**: move to the child equal to the target's argmax at the current node; stop when none is. The next
   token is that argmax (a *recovered* token when some child was rejected, a *bonus* token at a leaf).
@@ -14,54 +15,54 @@ The target's output rows are ``[pending, node_1..node_N]``: row 0 is its distrib
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from spec_core import rules
-from spec_core.drafters.tree import DraftTree
-from spec_core.types import SamplingConfig
+from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.verifiers.base import Verdict
 
 
-@dataclass(frozen=True)
-class TreeVerdict:
-    path: list[int]  # accepted node indices, root's child first
-    next_token: int  # recovered (some child was rejected at the last node) or bonus (a leaf, or no child tried)
-    kind: str  # "recovered" or "bonus"
-    tried: list[tuple[int, float]]  # (node, its acceptance probability) for every child tried, in order
-    target_probs: torch.Tensor | None  # [N] the target's p of each node's token at its parent (display); None when
-    # greedy: the walk never needs it, the engine derives it (temperature-1 softmax) when the round is shown
+def verify_tree(inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:
+    """Walk the tree of ``inputs`` (``draft_tokens`` ``[N]``, ``draft_parents`` ``[N]``, siblings most valuable
+    first) against ``target_logits`` ``[N + 1, V]``; the verdict's ``path`` is the accepted nodes, ``tried`` the
+    children tried in order, ``accept_probs`` ``[N]`` each one's acceptance probability (0 if never tried)."""
+    tokens, parents = inputs.draft_tokens.tolist(), inputs.draft_parents.tolist()
+    children: dict[int, list[int]] = {}
+    for node, parent in enumerate(parents):
+        children.setdefault(parent, []).append(node)
+    accept = [0.0] * len(tokens)
+    path: list[int] = []
+    tried: list[int] = []
+    node = -1
 
+    def verdict(next_token: int, shown: torch.Tensor | None) -> Verdict:
+        probs = torch.tensor(accept, device=inputs.target_logits.device)
+        return Verdict(probs, len(path), next_token, shown, path=tuple(path), tried=tuple(tried))
 
-def verify_tree(tree: DraftTree, target_logits: torch.Tensor, sampling: SamplingConfig,
-                generator: torch.Generator | None) -> TreeVerdict:  # fmt: skip
-    """Walk ``tree`` against ``target_logits`` ``[N + 1, V]`` (rows: pending, then the nodes in order)."""
-    parent_rows = tree.parents + 1  # [N] the row of each node's parent (0 = the root)
     if sampling.greedy:
-        shown = None  # display only: the engine forms it if the round is shown
-        argmax = target_logits.argmax(-1).tolist()  # [N + 1]
-        tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
-        path, tried, node = [], [], -1
+        argmax = inputs.target_argmax.tolist()  # [N + 1]
         while True:
             want = argmax[node + 1]
-            kids = [i for i in range(len(tokens)) if parents[i] == node]
-            hit = next((i for i in kids if tokens[i] == want), None)
-            tried += [(i, 1.0 if i == hit else 0.0) for i in kids[: kids.index(hit) + 1 if hit is not None else None]]
-            if hit is None:
-                return TreeVerdict(path, want, "recovered" if kids else "bonus", tried, shown)
+            hit = None
+            for kid in children.get(node, ()):
+                tried.append(kid)
+                if tokens[kid] == want:
+                    accept[kid], hit = 1.0, kid
+                    break
+            if hit is None:  # p(x) only for display: the engine derives it if shown
+                return verdict(want, None)
             path.append(hit)
             node = hit
-    probs = rules.warp_probs(target_logits, sampling.temperature, sampling.top_k, sampling.top_p)  # [N + 1, V]
-    shown = probs[parent_rows, tree.tokens]
-    path, tried, node = [], [], -1
+    probs = rules.warp_probs(inputs.target_logits, sampling.temperature, sampling.top_k, sampling.top_p)  # [N + 1, V]
+    shown = probs[inputs.parent_rows, inputs.draft_tokens]  # [N] p′ of each node's token at its parent
     while True:
         p = probs[node + 1].clone()  # p′ at this node
-        kids = tree.children(node)
         moved = False
-        for kid in kids:
-            x = int(tree.tokens[kid])
+        for kid in children.get(node, ()):
+            x = tokens[kid]
             a = float(p[x])
-            tried.append((kid, a))
+            tried.append(kid)
+            accept[kid] = a
             if float(torch.rand((), generator=generator, device=p.device)) < a:
                 path.append(kid)
                 node, moved = kid, True
@@ -69,5 +70,4 @@ def verify_tree(tree: DraftTree, target_logits: torch.Tensor, sampling: Sampling
             p[x] = 0.0  # p′ ← norm(p′ with x removed)
             p = p / p.sum().clamp_min(1e-30)
         if not moved:
-            token = int(rules.sample(p[None], generator)[0])
-            return TreeVerdict(path, token, "recovered" if kids else "bonus", tried, shown)
+            return verdict(int(rules.sample(p[None], generator)[0]), shown)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from spec_core.cached_lm import LMOutput
@@ -53,7 +55,7 @@ class BlockDrafter:
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
         n = min(n, self.block_len - len(self.drafted))
         if n <= 0:
-            return DraftChunk([], None, [], [], [])
+            return DraftChunk([], None, [], [], [], 0)
         if not self.ctx_kv:  # a one-token prompt: empty context
             h, d = self.model.config.num_kv_heads, self.model.config.head_dim
             empty = torch.empty(0, h, d, dtype=self.model.fc.weight.dtype, device=self.device)
@@ -71,9 +73,9 @@ class BlockDrafter:
             out_tokens.append(token), qs.append(q), token_probs.append(prob)
         self.drafted += out_tokens
         probs = torch.stack(qs) if qs[0] is not None else None
-        return DraftChunk(out_tokens, probs, token_probs, list(hidden), list(logits))
+        return DraftChunk(out_tokens, probs, token_probs, list(hidden), list(logits), 1)  # one forward: the block
 
-    def commit(self, accepted: int, next_token: int, verified: LMOutput) -> None:
+    def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         self.ids += [*self.drafted[:accepted], next_token]
         self.drafted = []
         if verified.layer_hidden is None:

@@ -12,6 +12,10 @@ written by the project (``prompts/eval/*.jsonl``) and sized for the embedded 135
   contains the reference (case-insensitive, whitespace-normalised).
 
 Each line: ``id``, ``task``, ``split`` ("train" | "eval"), ``prompt``, ``reference``, ``max_new_tokens``.
+
+:func:`run_item` runs one item through the engine and scores it: DIVERSED's sweep
+(:mod:`spec_core.analysis.pareto`) and the head's training (:mod:`spec_core.train.diversed`) both build on it, so
+it lives here, below both.
 """
 
 from __future__ import annotations
@@ -21,10 +25,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from spec_core import rules
+from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
+from spec_core.types import SamplingConfig
 
-EVAL_DIR = Path(__file__).resolve().parents[2] / "prompts" / "eval"
+EVAL_DIR = Path(__file__).resolve().parents[1] / "prompts" / "eval"
 TASKS = ("arithmetic", "summary", "extraction")
 SPLITS = ("train", "eval")
 
@@ -108,3 +117,37 @@ def reward(task: str, output: str, reference: str) -> float:
     if task not in REWARDS:
         raise SpecScopeError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     return REWARDS[task](output, reference)
+
+
+# -- one item through the engine ---------------------------------------------------------------------------
+
+
+def round_numbers(events) -> dict[str, list[float]]:
+    """Per drafted round: measured accepted, Σ_k Π a_i, Σ_k Π β_i, draft length, a_i's, w's."""
+    out: dict[str, list[float]] = {"measured": [], "expected": [], "rb": [], "gamma": [], "a": [], "w": []}
+    for e in events:
+        if not e.draft_len:
+            continue
+        out["measured"].append(e.accepted)
+        out["gamma"].append(e.draft_len)
+        out["rb"].append(float(rules.expected_accepted_length(torch.tensor(e.accept_probs))))
+        a = e.verifier_trace.get("expected_accept")
+        if a is not None:
+            out["expected"].append(float(rules.expected_accepted_length(torch.tensor(a))))
+            out["a"] += list(a)
+        out["w"] += list(e.verifier_trace.get("w", []))
+    return out
+
+
+def run_item(pair, method: str, item: EvalItem, temperature: float, seed: int) -> dict:
+    """One item through the engine (seeded, ``display=False``): its text, reward, counters and round numbers."""
+    sampling = SamplingConfig(temperature=temperature, seed=seed)
+    run = Generation(pair, item.prompt, method, item.max_new_tokens, sampling, display=False)
+    events = list(run.rounds())
+    result = run.result()
+    return {
+        "id": item.id, "task": item.task, "method": method, "text": result.text,
+        "reward": reward(item.task, result.text, item.reference), "new_tokens": result.stats.new_tokens,
+        "forwards": result.stats.target_forwards, "wall_s": result.stats.wall_s,
+        "verify_s": sum(e.verify_s for e in events if e.draft_len), "rounds": round_numbers(events),
+    }  # fmt: skip
