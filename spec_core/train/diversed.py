@@ -154,7 +154,7 @@ def rollout_drafter(policy: str) -> str:
     its card says so (``diversed`` refuses any other drafter)."""
     from spec_core.methods import parse_method
 
-    return parse_method(policy).drafter
+    return parse_method(policy).drafter.text
 
 
 def rollout_seed(cfg: TrainConfig, epoch: int, index: int, member: int) -> int:
