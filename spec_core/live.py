@@ -69,8 +69,8 @@ class Divergence:
             why = "In float32 both passes should agree: a gap this small sits at float32's own rounding."
         return (
             f"First divergence from ar, new token {self.position + 1}: {self.method} wrote {self.lane_piece!r}, "
-            f"ar wrote {self.ar_piece!r}.\nThe target's two best tokens here: {a!r} p={pa:.3f} and {b!r} "
-            f"p={pb:.3f} (logit gap {self.logit_gap:.3f}).\n{why}"
+            f"ar wrote {self.ar_piece!r}.\nIn ar's 1-token step the target's two best tokens here: {a!r} p={pa:.3f} "
+            f"and {b!r} p={pb:.3f} (logit gap {self.logit_gap:.3f}).\n{why}"
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from visuals.lossy import BADGE, is_lossy
 from visuals.views import method_heads
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
@@ -68,7 +69,9 @@ def glossary_html() -> str:
 
 
 def lane_header(method: str) -> str:
-    """A lane's heading (markdown): the method, what its family does, and a link to the glossary."""
+    """A lane's heading (markdown): the method (with a "lossy" badge when its text is not the target's), what
+    its family does, and a link to the glossary."""
     what = "; ".join(FAMILIES[h] for h in method_heads(method) if h in FAMILIES)
     lead = f"{html.escape(what)} · " if what else ""
-    return f"### {method}\n<small>{lead}[what do these words mean?](#glossary)</small>"
+    badge = f" {BADGE}" if is_lossy(method) else ""
+    return f"### {method}{badge}\n<small>{lead}[what do these words mean?](#glossary)</small>"
