@@ -209,11 +209,13 @@ def test_lens_weights_match_the_rules():
 def test_training_lens_figure_uses_a_real_block():
     gold = [0.9, 0.7, 0.2, 0.05]
     lane = [ev(0, ["a", "b"], 2), ev(1, ["c", "d", "e", "f"], 2, gold=gold), ev(2, ["g", "h", "i"], 1)]
-    fig = lens.training_lens_figure({"heuristic": lane})
+    first = lens.training_lens_figure({"heuristic": lane})  # opens on the first block of 2 or more
+    assert "round 0" in first.layout.title.text and "one block" in first.layout.title.text
+    fig = lens.training_lens_figure({"heuristic": lane}, round_index=1)
     assert "round 1" in fig.layout.title.text and "heuristic" in fig.layout.title.text
     by_name = {t.name: t for t in fig.data}
-    assert list(by_name["q_j: draft prob. of target's token"].y) == gold
-    dpace = by_name["D-PACE"]
+    assert list(by_name["q_j: the draft's probability of the target's token"].y) == gold
+    dpace = by_name["D-PACE (from q_j)"]
     raw = lens.lens_weights(gold)["dpace"]
     assert list(dpace.y) == pytest.approx([x / sum(raw) for x in raw])
     assert sum(by_name["uniform"].y) == pytest.approx(1.0)
@@ -221,7 +223,8 @@ def test_training_lens_figure_uses_a_real_block():
     fig1 = lens.training_lens_figure({"heuristic": lane}, round_index=2)
     assert "round 2" in fig1.layout.title.text
     short = lens.training_lens_figure({"heuristic": [ev(0, ["a"], 1), *lane[1:]]}, round_index=0)
-    assert "round 0 of heuristic drafted 1 token(s)" in short.layout.annotations[0].text
+    said = short.layout.annotations[0].text
+    assert "round 0 of heuristic drafted 1 token:" in said and "rounds 1, 2 have one" in said
 
 
 def test_round_views_follow_the_chosen_round():
