@@ -15,13 +15,6 @@ from visuals import tokens
 from visuals.glossary import lane_header
 from visuals.lossy import lossy_note
 
-INTRO = (
-    "# SpecScope\nA small **draft** model proposes tokens; the **target** checks them all in one forward pass and "
-    "keeps the longest prefix it agrees with, plus one token of its own. With lossless verification the output "
-    "follows the target's own distribution: at temperature 0 and in float32 each lane writes exactly the text "
-    "of `ar` (the target alone). In bfloat16 a pass over k tokens rounds differently from a one-token step, so "
-    "a near-tie can flip and a lane part from `ar`: the page marks where, and why (◆)."
-)
 PRECISION_INFO = (
     "bfloat16 is fast (verifying k tokens costs about one step, which is what speculation needs) but rounds "
     "near-ties differently in k-token and 1-token passes; float32 is exact (every lossless lane writes ar's "

@@ -44,12 +44,12 @@ GRID_RHO = (1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
 INTRO = (
     "### Policy playground\nAt temperature 0 every draft-length policy writes the same text, the target's greedy "
     "answer; a policy only changes **how many rounds** (target forward passes) it takes and how many drafts it "
-    "wastes. **Record this text** runs one pass over the Live tab's last greedy text (for each position: what "
-    "the draft would propose, how sure it is, what PACER's pre-verifier predicts, and how much the target keeps), "
-    "then every slider replays the policies from that record at once, with no model call."
+    "wastes. **Record this text** answers this tab's prompt greedily and runs one pass over the answer (for each "
+    "position: what the draft would propose, how sure it is, what PACER's pre-verifier predicts, and how much the "
+    "target keeps); then every slider replays the policies from that record at once, with no model call."
 )
 __all__ = ["EMPTY", "FAMILIES", "INTRO", "SLIDERS", "on_record", "on_upload", "playground_view"]
-EMPTY = "Generate on the Live tab at temperature 0, then press **Record this text** (or load a saved record)."
+EMPTY = "Press **Record this text** to record the prompt above (or load a saved record)."
 
 
 def chosen_policy(family: str, k, conf, b, t, rho, max_len) -> str | PacerParams:
