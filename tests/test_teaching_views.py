@@ -227,6 +227,13 @@ def test_token_tree_labels_only_the_tried_nodes_and_keeps_the_root_in_view():
     assert tree.node_label(" a rather long piece") == "·a·rather…"
 
 
+def test_the_tree_view_follows_only_a_tree_lanes_rounds():
+    lanes = {"fixed:4": LANE, "tree": [tree_event()]}
+    by_key = {v.key: v for v in views.views_for(list(lanes))}
+    assert views.build_for_round(by_key["tree_round"], lanes, "fixed:4", 0) is None  # it keeps the tree's round
+    assert "round 0's tree" in views.build_for_round(by_key["tree_round"], lanes, "tree", 0).layout.title.text
+
+
 def test_heat_map_marks_the_default_readably():
     from visuals.playground import grid_figure
 

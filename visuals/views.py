@@ -114,7 +114,7 @@ def build_for_round(view: View, lanes: Lanes, method: str, round_index: int) -> 
     """The view redrawn for round ``round_index`` of ``method`` (the step-through's choice); None for a view
     that shows whole runs."""
     builder = ROUND_VIEWS.get(view.key)
-    if builder is None or method not in lanes:
+    if builder is None or method not in lanes or not _serves(view, method):  # the tree view follows tree lanes only
         return None
     return builder({method: lanes[method]}, round_index)
 
