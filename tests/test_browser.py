@@ -103,27 +103,35 @@ def test_live_tab_in_a_browser(tmp_path):
                 kinds = page.locator("#lane-0 .spec-tokens .tok").evaluate_all("els => els.map(e => e.dataset.kind)")
                 assert "accepted" in kinds and ({"recovered", "bonus"} & set(kinds)), kinds
                 ar_kinds = page.locator("#lane-2 .spec-tokens .tok").evaluate_all("els => els.map(e => e.dataset.kind)")
+                assert "⚠" not in page.locator("#status").inner_text()
                 assert set(ar_kinds) == {"target"} and len(ar_kinds) == 32
                 colour = page.locator("#lane-0 .tok-accepted").first.evaluate(
                     "e => getComputedStyle(e).backgroundColor"
                 )
                 assert colour.replace(" ", "").startswith("rgba(0,158,115"), colour  # Okabe–Ito bluish green
-                title = page.locator("#lane-0 .tok-accepted").first.get_attribute("title")
-                assert "p(x) =" in title and "q(x) =" in title and "round" in title
+                check_tooltip(page, "#lane-0 .tok-accepted", "Accepted with probability min(1, p(x)/q(x))")
                 assert page.locator("#live-view-0 .js-plotly-plot .main-svg").count() >= 1
                 assert "Draft length" in page.locator("#live-view-0").inner_text()
                 assert page.locator("#lane-0 a[href='#glossary']").count() == 1 and page.locator("#glossary").count()
                 shot = tmp_path / "live_tiny.png"
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 10_000
-                # the step-through shows the first drafting lane's round 0 at once; the slider ends at its last round
+                # the step-through shows the first drafting lane's first round with a block of 2 or more (the
+                # training lens's round) at once; the slider ends at its last round
                 page.get_by_text("Step through one round").first.click()
                 page.locator("#stepthrough .spec-step").wait_for(timeout=30_000)
                 card = page.locator("#stepthrough").inner_text()
-                assert "Generate something first" not in card and "Round 0 of pacer" in card, card
+                first = page.locator("#st-round input[type=range]").input_value()
+                assert "Generate something first" not in card and f"Round {first} of pacer" in card, card
                 top = page.locator("#st-round input[type=range]").get_attribute("max")
                 passes = page.locator("#lane-0 [data-counter=passes] .spec-counter-value").inner_text().split(" · ")[0]
                 assert int(top) == int(passes) - 1, (top, passes)
+                # typing a round number and pressing Enter updates the card (it used to wait for Tab)
+                box = page.locator("#st-round input[type=number]")
+                box.fill("2")
+                box.press("Enter")
+                page.wait_for_function("document.querySelector('#stepthrough .spec-step')?.dataset.round === '2'",
+                                       timeout=30_000)  # fmt: skip
                 # Stop: the status says so (it used to stay "Generating…")
                 set_number(page, "max-new", "512")
                 page.locator("#run").click()
@@ -138,8 +146,23 @@ def test_live_tab_in_a_browser(tmp_path):
         demo.close()
 
 
+def check_tooltip(page, selector: str, why: str) -> str:
+    """Hovering a token opens its tooltip element (not a native title): visible, with p(x) and the rule."""
+    token = page.locator(selector).first
+    assert token.get_attribute("title") is None
+    token.scroll_into_view_if_needed()
+    token.hover()
+    tip = token.locator(".tip")
+    tip.wait_for(state="visible", timeout=5_000)
+    text = tip.inner_text()
+    box = tip.bounding_box()
+    assert "p(x) =" in text and why in text, text
+    assert box is not None and box["width"] > 150 and box["height"] > 40, box
+    return text
+
+
 def lane_tokens(page, lane: int) -> list[str]:
-    return page.locator(f"#lane-{lane} .spec-tokens .tok").evaluate_all("els => els.map(e => e.textContent)")
+    return page.locator(f"#lane-{lane} .spec-tokens .tok .tok-text").evaluate_all("els => els.map(e => e.textContent)")
 
 
 def marked_index(page, lane: int) -> list[int]:
@@ -264,8 +287,8 @@ def test_default_generate_is_honest():
                         continue
                     assert marked_index(page, i) == [first], m  # the lane's own mark, at the first difference
                     assert first in marked_index(page, methods.index("ar")), m  # and the same place in ar
-                    title = page.locator(f"#lane-{i} .tok-diverge").first.get_attribute("title")
-                    assert "two best tokens" in title and "logit gap" in title, title
+                    note = page.locator(f"#lane-{i} .tok-diverge .tip").first.text_content()
+                    assert "two best tokens" in note and "logit gap" in note and "own verification pass" in note, note
                 check_playground(page)  # one recording pass of this text, then knobs redraw with no model call
                 check_pareto(page)
             finally:

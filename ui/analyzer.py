@@ -15,7 +15,15 @@ from spec_core import guards, requests
 from spec_core.analysis import pareto
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
-from ui.shared import UI_MAX_NEW_TOKENS, lane_columns, pair_and_precision, shown_errors, view_slots, view_updates
+from ui.shared import (
+    UI_MAX_NEW_TOKENS,
+    lane_columns,
+    named_upload,
+    pair_and_precision,
+    shown_errors,
+    view_slots,
+    view_updates,
+)
 from visuals import diversed as diversed_view
 from visuals import live_page
 from visuals.menus import live_method_choices
@@ -30,7 +38,7 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
     with gr.Row():
         method = gr.Dropdown(live_method_choices(), value="pacer", label="method (compared with ar)",
                              allow_custom_value=True)  # fmt: skip
-        limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)")
+        limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)", elem_id="an-limit")
         max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
         run, stop = gr.Button("Run prompt set", variant="primary", elem_id="an-run"), gr.Button("Stop", variant="stop")
     with gr.Row(elem_id="an-settings"):  # this tab's own sampling settings, in view
@@ -88,6 +96,7 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
     pareto_panel()
 
 
+@named_upload
 def load_events(path) -> tuple[dict, str]:
     """A saved events file (checked: size, UTF-8 text, every event's fields) → (records, the status line)."""
     records = rec.records_from_file(guards.check_upload(path, "the events file"))
@@ -95,6 +104,7 @@ def load_events(path) -> tuple[dict, str]:
     return records, f"Loaded {len(records)} prompts (temperature {temps}). Pick a row to replay it."
 
 
+@named_upload
 def load_sweep(path) -> list:
     """A pareto CSV (checked: size, UTF-8 text, columns, numbers) → [the sentence, the figure]."""
     return diversed_view.sweep_view(pareto.read_sweep(guards.check_upload(path, "the sweep")))

@@ -13,7 +13,7 @@ import functools
 import gradio as gr
 
 from spec_core import requests
-from ui.shared import pair_and_precision, shown_errors
+from ui.shared import named_upload, pair_and_precision, shown_errors
 from visuals import playground
 from visuals.menus import EXAMPLES
 from visuals.playground_record import PLAYGROUND_MAX_NEW, on_record, source_text
@@ -44,7 +44,7 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     bound = functools.partial(on_record, pair_loader, pairs)
     record.click(shown_errors(bound, n_out, at=1), [live_greedy, prompt, max_new, pair, precision, *knobs],
                  [state, *outs], api_visibility="private")  # fmt: skip
-    loaded = functools.partial(playground.on_upload, pair_loader, pairs)
+    loaded = named_upload(lambda path, *rest: playground.on_upload(pair_loader, pairs, path, *rest))
     upload.upload(shown_errors(loaded, n_out, at=1), [upload, pair, precision, *knobs], [state, *outs],
                   api_visibility="private")  # fmt: skip
     gr.on([k.change for k in knobs], shown_errors(playground.playground_view, len(outs)), [state, *knobs], outs,

@@ -12,6 +12,7 @@ import functools
 import html
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -68,6 +69,20 @@ def shown_errors(fn: Callable, outputs: int, at: int = 0) -> Callable:
             return failed(err)
 
     return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
+
+
+def named_upload(load: Callable) -> Callable:
+    """A loader ``path → outputs`` whose errors start with the file's name (unless they already say it), so
+    the message says which file it is about."""
+
+    def call(path, *args):
+        try:
+            return load(path, *args)
+        except SpecScopeError as err:
+            name = Path(str(path)).name if path else "the file"
+            raise SpecScopeError(str(err) if name in str(err) else f"{name}: {err}") from err
+
+    return functools.wraps(load)(call)
 
 
 def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
