@@ -29,7 +29,7 @@ def test_greedy_tooltip_says_why_the_token_was_accepted():
     html = tokens.tokens_html(LANE, temperature=0.0)
     tip = html.split('<span class="tip" role="tooltip">', 1)[1].split("</span></span>")[0]
     assert "p(x) = 0.250" in tip and "q(x) = 0.500" in tip and "Accepted by the greedy rule" in tip
-    assert 'tabindex="0"' in html and "title=" not in html  # focusable (tap, keyboard), no native hover
+    assert 'tabindex="-1"' in html and "title=" not in html  # focusable by a click or a tap, no native hover
 
 
 def test_sampled_tooltips_give_the_min_p_over_q_rule():

@@ -72,7 +72,7 @@ def test_tokens_html_kinds_and_hover():
     assert html.count('data-kind="recovered"') == 2 and html.count('data-kind="bonus"') == 1
     assert "accepted draft · round 0, position 1" in html
     assert "p(x) = 0.250 (target) · q(x) = 0.500 (draft)" in html and "acceptance probability = 0.500" in html
-    assert html.count('<span class="tip" role="tooltip">') == 13 and html.count('tabindex="0"') == 13
+    assert html.count('<span class="tip" role="tooltip">') == 13 and html.count('tabindex="-1"') == 13
     assert "title=" not in html  # a styled tooltip element, not the browser's native one
     assert "·red" in html  # a rejected piece's space is made visible
     hidden = tokens.tokens_html(LANE)  # rejected drafts are off by default: the text reads as text

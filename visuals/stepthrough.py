@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from spec_core.types import RoundEvent
 from visuals.style import TOKEN_STYLE, tint
-from visuals.tokens import TokenSpan, is_special, span_html
+from visuals.tokens import is_special, span_html, token_spans
 from visuals.views import explain, round_notes
 
 STEPS = ("draft", "verify", "accept", "emit")
@@ -128,15 +128,11 @@ def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0
                 )
     if k >= 3:
         n = len(event.emitted)  # cut at EOS / max_new_tokens
-        spans = [
-            TokenSpan(event.draft_pieces[i], "accepted", event.index, i + 1) for i in range(min(event.accepted, n))
-        ]
-        if n > event.accepted:
-            spans.append(TokenSpan(event.next_piece, event.next_kind, event.index, event.accepted + 1))
+        spans = [s for s in token_spans([event], temperature) if s.emitted]  # with their tooltips' numbers and rule
         shown = "".join(span_html(s) for s in spans)
         parts.append(
-            f"<p>Appended {_plural(n, 'token')} for one target pass: "
-            f'<span class="spec-tokens" style="white-space:pre-wrap">{shown}</span></p>'
+            f"<p>Appended {_plural(n, 'token')} for one target pass:</p>"
+            f'<div class="spec-tokens spec-step-emitted">{shown}</div>'
         )
         if cut := cut_reason(event):
             parts.append(f'<p class="spec-step-cut">{html.escape(cut)}</p>')

@@ -174,11 +174,12 @@ def span_html(span: TokenSpan, tip: str | None = None, extra_class: str = "", at
     """One token; its colours come from the ``tok-KIND`` class of :func:`visuals.style.token_css`.
 
     ``tip``: the tooltip element (default: the span's own lines); ``""`` for none (the legend's swatches). A
-    token with a tooltip takes focus (``tabindex``), so a tap or the keyboard opens it too.
+    token with a tooltip takes focus on a click or a tap (``tabindex="-1"``), which opens it and keeps it open
+    while it is read; -1 keeps hundreds of tokens out of the page's Tab order.
     """
     tip = tip_html(hover_lines(span)) if tip is None else tip
     classes = f"tok tok-{span.kind}" + (" tok-special" if is_special(span.text) else "") + extra_class
-    focus = ' tabindex="0"' if tip else ""
+    focus = ' tabindex="-1"' if tip else ""
     return (
         f'<span class="{classes}" data-kind="{span.kind}" data-round="{span.round}"{attrs}{focus}>'
         f'<span class="tok-text">{_visible(span.text, span.kind)}</span>{tip}</span>'
