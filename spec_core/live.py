@@ -175,7 +175,7 @@ def live_frames(
     yield run.frame()
     pair = pair_loader(request.pair_name, request.precision)
     generations = _generations(pair, request, run.errors)
-    where = f"{pair.name} ({pair.device.type} · {str(pair.dtype).removeprefix('torch.')})"
+    where = f"{pair.name} ({pair.device.type} · {str(pair.dtype).removeprefix('torch.')}), {sampling_text(request.sampling)}"
     run.status = f"Generating on {where}…"
     yield run.frame()
     methods = list(generations)
@@ -197,6 +197,13 @@ def live_frames(
     run.status = done_status(where, run, time.perf_counter() - t_start, page_s, updates,
                              time.perf_counter() - t_explain)  # fmt: skip
     yield run.frame(done=True)
+
+
+def sampling_text(sampling: SamplingConfig) -> str:
+    """The run's sampling as the status line says it (the settings sit in a closed accordion)."""
+    if sampling.greedy:
+        return "greedy (temperature 0)"
+    return f"temperature {sampling.temperature:g}, top-p {sampling.top_p:g}, seed {sampling.seed}"
 
 
 def done_status(where: str, run: _Run, wall_s: float, page_s: float, updates: int, explain_s: float) -> str:

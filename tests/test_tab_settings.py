@@ -60,6 +60,7 @@ def test_a_sampled_or_stopped_live_run_keeps_the_last_greedy_one():
     kept = playground_record.remember_greedy(None, greedy, PROMPT, 12)
     sampled = live_frame(1.0)[-1]
     stopped = live_frame(0.0)[1]  # a frame from before the end: what a Stop leaves
+    assert "greedy (temperature 0)" in greedy.status and "temperature 1, top-p 1, seed 1" in sampled.status
     assert playground_record.remember_greedy(kept, sampled, PROMPT, 12) is kept
     assert playground_record.remember_greedy(kept, stopped, PROMPT, 12) is kept
     assert "reuse the Live tab's finished greedy run" in playground_record.source_text(kept, PROMPT, "bfloat16")

@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core import guards, requests
+from spec_core import guards, live, requests
 from spec_core.analysis import pareto
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
@@ -112,12 +112,7 @@ def load_sweep(path) -> list:
 
 def settings_text(sampling, precision: str, max_new: int) -> str:
     """The settings a run used, as the status line says them."""
-    how = (
-        "greedy (temperature 0)"
-        if sampling.greedy
-        else f"temperature {sampling.temperature:g}, top-p {sampling.top_p:g}"
-    )
-    return f"{how}, seed {sampling.seed}, {precision}, up to {max_new} new tokens"
+    return f"{live.sampling_text(sampling)}, {precision}, up to {max_new} new tokens"
 
 
 def pareto_panel() -> None:
