@@ -146,6 +146,9 @@ def test_lossy_lanes_get_a_badge_and_a_distance_from_ar():
     from visuals.glossary import lane_header
 
     assert "spec-badge-lossy" in lane_header("pacer+diversed") and "lossy" not in lane_header("fixed:4")
+    from visuals.glossary import glossary_html
+
+    assert "<dt>lossy</dt>" in glossary_html()
     ar = [ev(i, [], 0, f" t{i}", method="ar") for i in range(6)]
     ar = [dataclasses.replace(e, next_token=100 + e.index, emitted=(100 + e.index,)) for e in ar]
     mine = [dataclasses.replace(e, method="static:0.5") for e in ar]

@@ -38,6 +38,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                    "is likely to reach)."),
     ("lossless", "the verification rule that keeps the target's output distribution exactly (greedy: accept "
                  "a draft iff it is the target's top token)."),
+    ("lossy", "a verifier that keeps drafts the target alone would not have written (static, lenient, diversed): "
+              "more drafts kept, but the text is no longer the target's; such a lane wears a 'lossy' badge and "
+              "says how far its text is from ar's."),
     ("embedded", "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
                  "trained draft; it runs offline on a CPU."),
     ("bfloat16 · float32", "precision: bfloat16 moves half the bytes of float32, but a k-token pass rounds "
