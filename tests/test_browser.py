@@ -275,6 +275,8 @@ def test_default_generate_is_honest():
                     report.append(f"{m}: tab {tab:.3f} (predicted {counters.get_attribute('data-predicted')}), "
                                   f"alone {alone[m]:.3f} ({one[0]:.3f} before, {one[1]:.3f} after)")  # fmt: skip
                 print("\n".join(report))
+                check_tooltip(page, "#lane-0 .tok-accepted", "Accepted by the greedy rule")  # says why it was kept
+                page.mouse.move(0, 0)
                 if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":  # the pictures of the run whose numbers we report
                     save_readme_screenshots(page)
                 for i, m in enumerate(methods):
