@@ -18,21 +18,21 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core import guards, live, precision, requests
-from spec_core.analysis import pareto
-from spec_core.analysis import records as rec
-from spec_core.analysis.bench import load_prompts, prompt_sets
-from visuals import diversed as diversed_view
-from visuals import hardware, live_page, menus, playground, stepthrough, tokens, views
+from spec_core import guards, live, requests
+from spec_core.analysis.bench import prompt_sets
+from ui.analyzer import analyzer_tab, replay_outputs  # noqa: F401  (replay_outputs: tests drive it through app)
+from ui.playground import playground_tab
+from ui.shared import N_VIEW_SLOTS, UI_MAX_NEW_TOKENS, lane_columns, shown_errors, ui_errors, view_slots, view_updates
+from visuals import lens, live_page, menus, stepthrough, tokens, views
 from visuals.glossary import glossary_html
+from visuals.intro import intro_html
 from visuals.menus import EXAMPLES, live_method_choices
+from visuals.playground_record import remember_greedy
 
 ROOT = Path(__file__).resolve().parent
 CSS_PATH = ROOT / "assets" / "app.css"
 DEFAULT_METHODS = ("pacer", "fixed:4", "ar")  # PACER (adaptive, trained) · fixed window · plain decoding
 N_LANES = 3  # methods side by side
-N_VIEW_SLOTS = 8  # figure slots filled from the view registry (visuals.views), generic views first
-UI_MAX_NEW_TOKENS = 512
 STEP_DELAY_S = 1.2  # pause between the steps of a slow replay
 
 PairLoader = live.PairLoader  # (pair name, precision) → spec_core.models.ModelPair
@@ -40,38 +40,6 @@ get_pair = live.warm_pair  # the default loader: load once, warm up, cache
 pair_choices = requests.offered_pairs
 
 prompt_files = functools.partial(prompt_sets, ROOT)  # the project's prompt sets (paths relative to ROOT)
-ui_errors = guards.ui_errors  # SpecScopeError → a gr.Error the page shows
-
-
-def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
-    """For each figure slot: (visibility, caption, figure) from the view registry; unused slots hidden."""
-    active = views.views_for(list(lanes))[:slots]
-    out: list[Any] = []
-    for i in range(slots):
-        v = active[i] if i < len(active) else None
-        out += [gr.update(visible=v is not None), f"**{v.title}** — {v.caption}" if v else "",
-                views.build(v, lanes) if v else None]  # fmt: skip
-    return out
-
-
-def view_slots(prefix: str) -> list[Any]:
-    """Figure slots: [column, caption, plot] × N_VIEW_SLOTS, two per row."""
-    comps: list[Any] = []
-    for row in range(0, N_VIEW_SLOTS, 2):
-        with gr.Row(equal_height=False):
-            for i in range(row, row + 2):
-                with gr.Column(visible=False, elem_classes="spec-view", elem_id=f"{prefix}-view-{i}") as col:
-                    comps += [col, gr.Markdown(), gr.Plot(show_label=False)]
-    return comps
-
-
-def lane_columns(n: int, prefix: str) -> list[Any]:
-    comps: list[Any] = []
-    with gr.Row(equal_height=False):
-        for i in range(n):
-            with gr.Column(elem_classes="spec-lane", elem_id=f"{prefix}-{i}"):
-                comps += [gr.Markdown(), gr.HTML(), gr.HTML()]
-    return comps
 
 
 @dataclass
@@ -91,6 +59,7 @@ class LiveTab:
     st_step: gr.Radio
     st_play: gr.Button
     st_html: gr.HTML
+    greedy: gr.State  # the last finished greedy run (visuals.playground_record.LiveGreedyRun), for the Playground
 
 
 def live_tab(pairs: list[str]) -> LiveTab:
@@ -134,7 +103,7 @@ def live_tab(pairs: list[str]) -> LiveTab:
             st_play = gr.Button("Replay this round slowly")
         st_html = gr.HTML(elem_id="stepthrough")
     return LiveTab([prompt, *boxes, *settings], run, stop, status, show_rej, lanes, slots, gr.State(None),
-                   st_lane, st_round, st_step, st_play, st_html)  # fmt: skip
+                   st_lane, st_round, st_step, st_play, st_html, gr.State(None))  # fmt: skip
 
 
 def figure_updates(frame: live.LiveFrame, first: bool) -> list[Any]:
@@ -145,7 +114,6 @@ def figure_updates(frame: live.LiveFrame, first: bool) -> list[Any]:
 
 
 def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
-    @ui_errors
     def on_live(p, m1, m2, m3, t, tp, s, n, pname, precision, show):
         request = requests.parse_live_request(p, [m1, m2, m3], t, tp, s, n, pname, precision, pairs)
         for k, frame in enumerate(live.live_frames(pair_loader, request)):
@@ -154,8 +122,8 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
                 yield [frame.status, *lanes, *[gr.update()] * (3 * N_VIEW_SLOTS), frame]
             yield [frame.status, *lanes, *figure_updates(frame, k == 0), frame]
 
-    plots = tab.slots[2::3]
-    event = tab.run.click(on_live, [*tab.inputs, tab.show_rejected], [tab.status, *tab.lanes, *tab.slots, tab.state],
+    plots, outputs = tab.slots[2::3], [tab.status, *tab.lanes, *tab.slots, tab.state]
+    event = tab.run.click(shown_errors(on_live, len(outputs)), [*tab.inputs, tab.show_rejected], outputs,
                           api_name="live", api_visibility="undocumented", show_progress="hidden")  # fmt: skip
     tab.stop.click(live.stopped, tab.state, tab.status, cancels=[event], api_visibility="private")
     tab.show_rejected.change(
@@ -174,22 +142,27 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
         return [f if f is not None else gr.update() for f in figs] + [gr.update()] * (N_VIEW_SLOTS - len(active))
 
     def focus(frame, lane, step) -> list[Any]:
-        """Round 0 of ``lane``: the slider spans exactly its rounds, the card and the lens follow."""
-        last = live_page.last_round(frame.lanes.get(lane, ())) if frame is not None and lane else 0
-        return [gr.update(maximum=max(last, 1), value=0), card(frame, lane, 0, step), *lens_slots(frame, lane, 0)]
+        """``lane``'s first round with a block the training lens can weigh (else round 0): the slider spans
+        exactly its rounds, the card and the lens follow."""
+        events = frame.lanes.get(lane, ()) if frame is not None and lane else ()
+        last, first = live_page.last_round(events), next(iter(lens.block_rounds(events)), 0)
+        return [gr.update(maximum=max(last, 1), value=first), card(frame, lane, first, step),
+                *lens_slots(frame, lane, first)]  # fmt: skip
 
-    def after_run(frame, step) -> list[Any]:
+    def after_run(frame, step, greedy, prompt, max_new) -> list[Any]:
         lanes = live_page.step_lanes(frame)
         lane = lanes[0] if lanes else None
-        return [gr.update(choices=lanes, value=lane), *focus(frame, lane, step)]
+        return [gr.update(choices=lanes, value=lane), *focus(frame, lane, step),
+                remember_greedy(greedy, frame, prompt, max_new)]  # fmt: skip
 
     step_in = [tab.state, tab.st_lane, tab.st_round, tab.st_step]
-    event.then(after_run, [tab.state, tab.st_step], [tab.st_lane, tab.st_round, tab.st_html, *plots],
-               api_visibility="private")  # fmt: skip
+    event.then(after_run, [tab.state, tab.st_step, tab.greedy, tab.inputs[0], tab.inputs[7]],
+               [tab.st_lane, tab.st_round, tab.st_html, *plots, tab.greedy], api_visibility="private")  # fmt: skip
     tab.st_lane.input(focus, [tab.state, tab.st_lane, tab.st_step], [tab.st_round, tab.st_html, *plots],
                       api_visibility="private")  # fmt: skip
-    tab.st_round.release(lambda f, lane, r, s: [card(f, lane, r, s), *lens_slots(f, lane, r)], step_in,
-                         [tab.st_html, *plots], api_visibility="private")  # fmt: skip
+    gr.on([tab.st_round.input, tab.st_round.release],  # typing a round number (Enter or not), or dragging
+          lambda f, lane, r, s: [card(f, lane, r, s), *lens_slots(f, lane, r)], step_in, [tab.st_html, *plots],
+          api_visibility="private", trigger_mode="always_last", show_progress="hidden")  # fmt: skip
     tab.st_step.input(card, step_in, tab.st_html, api_visibility="private")
 
     def on_play(frame, lane, rnd):
@@ -200,122 +173,17 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
     tab.st_play.click(on_play, step_in[:3], [tab.st_step, tab.st_html], api_visibility="private")
 
 
-def analyzer_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) -> None:
-    files = prompt_files()
-    with gr.Row():
-        prompt_file = gr.Dropdown(files, value=files[0] if files else None, label="prompt set")
-        upload = gr.File(label="…or upload a prompt JSONL (id, category, prompt)", file_types=[".jsonl"],
-                         type="filepath")  # fmt: skip
-    with gr.Row():
-        method = gr.Dropdown(live_method_choices(), value="pacer", label="method (compared with ar)",
-                             allow_custom_value=True)  # fmt: skip
-        limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)")
-        max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
-        run, stop = gr.Button("Run prompt set", variant="primary"), gr.Button("Stop", variant="stop")
-    status = gr.Markdown()
-    summary = gr.Dataframe(headers=rec.SUMMARY_COLUMNS, interactive=False, label="summary (all prompts pooled)",
-                           elem_id="an-summary")  # fmt: skip
-    table = gr.Dataframe(headers=rec.TABLE_COLUMNS, interactive=False, elem_id="an-table",
-                         label="per-prompt results (click a header to sort, a row to replay)")  # fmt: skip
-    with gr.Row():
-        csv_dl, jsonl_dl = gr.DownloadButton("Download table (CSV)"), gr.DownloadButton("Download events (JSONL)")
-        events_up = gr.UploadButton("Load a saved events file", file_types=[".jsonl"], type="filepath")
-    title = gr.Markdown()
-    lanes, slots, state = lane_columns(2, "an-lane"), view_slots("an"), gr.State(None)
-    results = [status, summary, table, state, csv_dl, jsonl_dl]
-
-    def finished(records, note: str) -> list[Any]:
-        df = rec.table_rows(records)
-        return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df)]
-
-    @ui_errors
-    def on_analyze(*values):
-        req = requests.parse_analyzer_request(*values, pairs=pairs, prompt_sets=prompt_files(), root=ROOT,
-                                              max_new=UI_MAX_NEW_TOKENS)  # fmt: skip
-        pair, spec, n, sampling = pair_loader(req.pair_name, req.precision), req.spec, req.max_new_tokens, req.sampling
-        prompts = load_prompts(req.source)[: req.n_prompts]
-        yield [f"Running {len(prompts)} prompts × (ar, {spec.name})…", None, None, None, None, None]
-        records: dict = {}
-        for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
-            yield [f"{k}/{len(prompts)} prompts done…", rec.summary_rows(records), rec.table_rows(records),
-                   records, None, None]  # fmt: skip
-        yield finished(records, f"Done: {len(records)} prompts. Pick a row to replay it.")
-
-    settings = live_tab_.inputs[4:7] + live_tab_.inputs[8:10]  # temperature, top_p, seed · pair, precision
-    event = run.click(on_analyze, [prompt_file, upload, method, limit, max_new, *settings], results,
-                      api_visibility="private")  # fmt: skip
-    stop.click(None, cancels=[event])
-    load = lambda path: rec.records_from_file(guards.check_upload(path, "the events file"))  # noqa: E731
-    events_up.upload(ui_errors(lambda path: finished(load(path), "Loaded. Pick a row to replay it.")), events_up,
-                     results, api_visibility="private")  # fmt: skip
-
-    @ui_errors
-    def on_pick(records, evt: gr.SelectData):
-        return replay_outputs(records, str(evt.row_value[0]) if getattr(evt, "row_value", None) else "")
-
-    table.select(on_pick, state, [title, *lanes, *slots], api_visibility="private")
-    pareto_panel()
-
-
-def pareto_panel() -> None:
-    """DIVERSED's acceptance-vs-quality sweep (``python -m spec_core pareto``): a shipped one, or the user's CSV."""
-    sweeps = pareto.shipped_sweeps()
-    show = lambda path: diversed_view.sweep_view(pareto.read_sweep(path))  # noqa: E731
-    first = show(next(iter(sweeps.values()))) if sweeps else ["", None]
-    with gr.Accordion("DIVERSED: acceptance vs quality (Pareto sweep)", open=False, elem_id="an-pareto"):
-        with gr.Row():  # a measured sweep (embedded pair), or the user's own
-            sweep = gr.Dropdown(list(sweeps), value=next(iter(sweeps), None), label="measured sweep")
-            upload = gr.UploadButton("Load a pareto CSV", file_types=[".csv"], type="filepath")
-        outputs = [gr.Markdown(first[0]), gr.Plot(first[1], show_label=False)]
-    pick = lambda key: show(sweeps[requests.parse_choice(key, "sweep", list(sweeps))])  # noqa: E731
-    sweep.change(ui_errors(pick), sweep, outputs, api_visibility="private")
-    upload.upload(
-        ui_errors(lambda p: show(guards.check_upload(p, "the sweep"))), upload, outputs, api_visibility="private"
-    )
-
-
-def replay_outputs(records, pid: str) -> list[Any]:
-    """The analyzer's replay of one prompt: title, two lanes (the method, then ar), figure slots."""
-    record = rec.record_for(records, pid)
-    frame = rec.replay_frame(record)
-    title = f"#### Prompt {pid} ({record.category})\n> {record.prompt[:400]}"
-    return [title, *live_page.lanes_parts(frame, 2), *view_updates(record.lanes)]
-
-
-def playground_tab(pair_loader: PairLoader, pairs: list[str], live_tab_: LiveTab) -> None:
-    """Policy playground: record the Live tab's last greedy text once, then every knob replays it (no model call)."""
-    gr.Markdown(playground.INTRO)
-    with gr.Row(equal_height=True):  # record · load · the policy drawn · its knobs (K, T, b, t, ρ, max)
-        record, upload = gr.Button("Record this text", variant="primary", elem_id="pg-record"), gr.UploadButton(
-            "Load a record (.json) / events (.jsonl)", file_types=[".json", ".jsonl"], type="filepath")  # fmt: skip
-        knobs = [gr.Radio(list(playground.FAMILIES), value="pacer", label="policy drawn", elem_id="pg-policy"), *(
-            gr.Slider(lo, hi, v, step=st, label=lb, elem_id=f"pg-{k}") for k, lb, lo, hi, st, v in playground.SLIDERS)]  # fmt: skip
-    outs, state = [gr.Markdown(playground.EMPTY, elem_id="pg-text"), gr.Plot(show_label=False, elem_id="pg-rounds")], gr.State()  # fmt: skip
-    with gr.Row(equal_height=False):
-        outs += [gr.Plot(show_label=False, elem_id=f"pg-{k}") for k in ("speed", "grid")]
-    live_in = [live_tab_.state, *(live_tab_.inputs[i] for i in (0, 7, 8, 9))]  # frame, prompt, max new, pair, precision
-    on = lambda fn: ui_errors(functools.partial(fn, pair_loader, pairs))  # noqa: E731
-    record.click(on(playground.on_record), [*live_in, *knobs], [state, *outs], api_visibility="private")
-    upload.upload(on(playground.on_upload), [upload, *live_in[3:], *knobs], [state, *outs], api_visibility="private")
-    gr.on([k.change for k in knobs], ui_errors(playground.playground_view), [state, *knobs], outs,
-          api_visibility="private", show_progress="hidden")  # fmt: skip
-    with gr.Accordion("Hardware lens: the same record on other machines", open=False, elem_id="pg-lens"):
-        lens = [gr.Plot(show_label=False, elem_id="pg-lens-plot"), gr.Markdown(hardware.INTRO, elem_id="pg-lens-text")]
-    gr.on([state.change, *(k.change for k in knobs)], ui_errors(lambda *v: hardware.lens_view(
-        precision.cached_machine_costs(), *v)), [state, *knobs], lens, api_visibility="private", show_progress="hidden")  # fmt: skip
-
-
 def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
     """The whole app. ``pair_loader(name, precision) -> ModelPair`` is the only way handlers reach a model."""
     pairs = pair_choices()
     with gr.Blocks(title="SpecScope — speculative decoding, visualised") as demo:
-        gr.Markdown(live_page.INTRO)
+        gr.HTML(intro_html(), elem_id="intro-block")
         with gr.Tab("Live", id="live"):
             tab = live_tab(pairs)
         with gr.Tab("Analyzer", id="analyzer"):
-            analyzer_tab(pair_loader, pairs, tab)
+            analyzer_tab(pair_loader, pairs, prompt_files, ROOT)
         with gr.Tab("Playground", id="playground"):
-            playground_tab(pair_loader, pairs, tab)
+            playground_tab(pair_loader, pairs, tab.greedy)
         wire_live(tab, pair_loader, pairs)
 
         @ui_errors

@@ -136,8 +136,12 @@ def check_text(text: str, what: str = "the prompt", max_chars: int = MAX_PROMPT_
     return text
 
 
-def check_upload(path: str | Path, what: str = "the upload", max_bytes: int = MAX_UPLOAD_BYTES) -> Path:
-    """``path`` when the file exists and is at most ``max_bytes`` long (checked before anything reads it)."""
+def check_upload(
+    path: str | Path, what: str = "the upload", max_bytes: int = MAX_UPLOAD_BYTES, text: bool = True
+) -> Path:
+    """``path`` when the file exists, is at most ``max_bytes`` long (checked before anything reads it) and, with
+    ``text``, is UTF-8 text (every file the app loads is: a binary or UTF-16 file gets one plain message here,
+    not a parser's complaint about its third line)."""
     path = Path(path)
     if not path.is_file():
         raise SpecScopeError(f"{what} did not arrive (no file {path.name!r})")
@@ -146,7 +150,27 @@ def check_upload(path: str | Path, what: str = "the upload", max_bytes: int = MA
         raise SpecScopeError(
             f"{what} is {size / 2**20:.1f} MiB; this server takes files up to {max_bytes / 2**20:.0f} MiB"
         )
+    if text:
+        check_text_file(path, what)
     return path
+
+
+def check_text_file(path: Path, what: str) -> None:
+    """Refuse a file that is empty, binary, UTF-16 or otherwise not UTF-8, naming the file and the fix."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise SpecScopeError(f"{what} ({path.name}) is empty")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise SpecScopeError(f"{what} ({path.name}) is UTF-16 text; save it as UTF-8 and load it again")
+    if b"\x00" in data:
+        raise SpecScopeError(f"{what} ({path.name}) is a binary file, not text")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecScopeError(
+            f"{what} ({path.name}) is not UTF-8 text (byte {data[err.start]:#04x} at position {err.start}); save it "
+            "as UTF-8 and load it again"
+        ) from None
 
 
 def weights_problem(path: str | Path) -> str:

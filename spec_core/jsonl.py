@@ -15,8 +15,13 @@ def read_objects(path: str | Path, what: str) -> list[tuple[int, dict]]:
         raise SpecScopeError(f"{what} {str(path)!r} does not exist")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecScopeError(f"cannot read {what} {str(path)!r}: {err}") from err
+    except UnicodeDecodeError as err:
+        raise SpecScopeError(
+            f"{what} {path.name} is not UTF-8 text (byte {err.object[err.start]:#04x} at position {err.start}); "
+            "save it as UTF-8"
+        ) from err
+    except OSError as err:
+        raise SpecScopeError(f"cannot read {what} {path.name}: {err}") from err
     objects = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -29,5 +34,5 @@ def read_objects(path: str | Path, what: str) -> list[tuple[int, dict]]:
             raise SpecScopeError(f"{what} {path.name}, line {n}: expected a JSON object")
         objects.append((n, obj))
     if not objects:
-        raise SpecScopeError(f"{what} {str(path)!r} is empty")
+        raise SpecScopeError(f"{what} {path.name} is empty: no JSON line in it")
     return objects

@@ -68,8 +68,8 @@ class Divergence:
             why = "In float32 both passes should agree: a gap this small sits at float32's own rounding."
         return (
             f"First divergence from ar, new token {self.position + 1}: {self.method} wrote {self.lane_piece!r}, "
-            f"ar wrote {self.ar_piece!r}.\nThe target's two best tokens here: {a!r} p={pa:.3f} and {b!r} "
-            f"p={pb:.3f} (logit gap {self.logit_gap:.3f}).\n{why}"
+            f"ar wrote {self.ar_piece!r}.\nIn ar's 1-token step the target's two best tokens here: {a!r} p={pa:.3f} "
+            f"and {b!r} p={pb:.3f} (logit gap {self.logit_gap:.3f}).\n{why}"
         )
 
 
@@ -197,7 +197,7 @@ def live_frames(
     run.precision = getattr(pair, "precision", "") or request.precision
     generations = _generations(pair, request, run.errors)
     chosen = " chosen by auto" if request.precision == "auto" else ""
-    where = f"{pair.name} ({pair.device.type} · {run.precision}{chosen})"
+    where = f"{pair.name} ({pair.device.type} · {run.precision}{chosen}), {sampling_text(request.sampling)}"
     run.status = f"Generating on {where}…"
     yield run.frame()
     methods = list(generations)
@@ -219,6 +219,13 @@ def live_frames(
     run.status = done_status(where, run, time.perf_counter() - t_start, page_s, updates,
                              time.perf_counter() - t_explain)  # fmt: skip
     yield run.frame(done=True)
+
+
+def sampling_text(sampling: SamplingConfig) -> str:
+    """The run's sampling as the status line says it (the settings sit in a closed accordion)."""
+    if sampling.greedy:
+        return "greedy (temperature 0)"
+    return f"temperature {sampling.temperature:g}, top-p {sampling.top_p:g}, seed {sampling.seed}"
 
 
 def done_status(where: str, run: _Run, wall_s: float, page_s: float, updates: int, explain_s: float) -> str:

@@ -82,11 +82,52 @@ def event_from_record(record: Mapping[str, Any]) -> RoundEvent:
     kwargs.setdefault("next_kind", "target")
     kwargs.setdefault("draft_s", 0.0)
     kwargs.setdefault("verify_s", 0.0)
+    _check_types(kwargs)
     kwargs["tree"] = TreeRound.from_record(kwargs.get("tree"))
     try:
         return RoundEvent(**kwargs)
     except TypeError as err:
         raise SpecScopeError(f"not a SpecScope event: {err}") from err
+
+
+_INTS = ("index", "context_len", "accepted", "next_token")
+_NUMBERS = ("draft_s", "verify_s", "target_s", "engine_s")
+_INT_TUPLES = ("draft_tokens", "emitted")
+_TEXT = ("method", "next_piece", "stop_reason")
+
+
+def _check_types(kw: Mapping[str, Any]) -> None:
+    """A loaded event holds the types the pages read (a wrong one would fail later, far from the file)."""
+
+    def bad(name: str, want: str) -> SpecScopeError:
+        return SpecScopeError(f"not a SpecScope event: {name} should be {want}, got {kw[name]!r:.40}")
+
+    is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    is_num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    for name in _INTS:
+        if name in kw and not is_int(kw[name]):
+            raise bad(name, "an integer")
+    for name in _NUMBERS:
+        if name in kw and not is_num(kw[name]):
+            raise bad(name, "a number")
+    for name in _TEXT:
+        if name in kw and not isinstance(kw[name], str):
+            raise bad(name, "text")
+    for name in _INT_TUPLES:
+        if not all(is_int(v) for v in kw[name]):
+            raise bad(name, "a list of integers")
+    for name in ("draft_probs", "target_probs", "accept_probs", "gold_draft_probs"):
+        if not all(is_num(v) for v in kw[name]):
+            raise bad(name, "a list of numbers")
+    if not all(isinstance(v, str) for v in kw["draft_pieces"]):
+        raise bad("draft_pieces", "a list of text pieces")
+    if kw["next_kind"] not in ("recovered", "bonus", "target"):
+        raise bad("next_kind", "recovered, bonus or target")
+    gamma = len(kw["draft_tokens"])
+    if len(kw["draft_pieces"]) != gamma:
+        raise SpecScopeError(f"not a SpecScope event: {gamma} draft tokens but {len(kw['draft_pieces'])} pieces")
+    if not 0 <= kw["accepted"] <= gamma or len(kw["emitted"]) > kw["accepted"] + 1:
+        raise SpecScopeError("not a SpecScope event: accepted and emitted do not fit the drafted tokens")
 
 
 def events_to_jsonl(records: Iterable[Mapping[str, Any]]) -> str:

@@ -36,9 +36,14 @@ def test_import_builds_demo_without_loading_a_model():
 
 
 def test_app_stays_wiring_only():
+    from pathlib import Path
+
     source = open(app.__file__).read()
     assert len(source.splitlines()) <= 350
     assert "import torch" not in source and "import plotly" not in source
+    for module in (Path(app.__file__).parent / "ui").glob("*.py"):  # the wiring app.py builds on
+        text = module.read_text()
+        assert len(text.splitlines()) <= 200 and "import torch" not in text and "import plotly" not in text, module
 
 
 def test_hub_pairs_only_when_allowed(monkeypatch):

@@ -103,6 +103,7 @@ def test_live_tab_in_a_browser(tmp_path):
                 kinds = page.locator("#lane-0 .spec-tokens .tok").evaluate_all("els => els.map(e => e.dataset.kind)")
                 assert "accepted" in kinds and ({"recovered", "bonus"} & set(kinds)), kinds
                 ar_kinds = page.locator("#lane-2 .spec-tokens .tok").evaluate_all("els => els.map(e => e.dataset.kind)")
+                assert "⚠" not in page.locator("#status").inner_text()
                 assert set(ar_kinds) == {"target"} and len(ar_kinds) == 32
                 # a verdict under every lane: faster or slower than ar, and why, from this run's own numbers
                 verdicts = [page.locator(f"#lane-{i} .spec-verdict").inner_text() for i in range(3)]
@@ -112,22 +113,29 @@ def test_live_tab_in_a_browser(tmp_path):
                     "e => getComputedStyle(e).backgroundColor"
                 )
                 assert colour.replace(" ", "").startswith("rgba(0,158,115"), colour  # Okabe–Ito bluish green
-                title = page.locator("#lane-0 .tok-accepted").first.get_attribute("title")
-                assert "p(x) =" in title and "q(x) =" in title and "round" in title
+                check_tooltip(page, "#lane-0 .tok-accepted", "Accepted with probability min(1, p(x)/q(x))")
                 assert page.locator("#live-view-0 .js-plotly-plot .main-svg").count() >= 1
                 assert "Draft length" in page.locator("#live-view-0").inner_text()
                 assert page.locator("#lane-0 a[href='#glossary']").count() == 1 and page.locator("#glossary").count()
                 shot = tmp_path / "live_tiny.png"
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 10_000
-                # the step-through shows the first drafting lane's round 0 at once; the slider ends at its last round
+                # the step-through shows the first drafting lane's first round with a block of 2 or more (the
+                # training lens's round) at once; the slider ends at its last round
                 page.get_by_text("Step through one round").first.click()
                 page.locator("#stepthrough .spec-step").wait_for(timeout=30_000)
                 card = page.locator("#stepthrough").inner_text()
-                assert "Generate something first" not in card and "Round 0 of pacer" in card, card
+                first = page.locator("#st-round input[type=range]").input_value()
+                assert "Generate something first" not in card and f"Round {first} of pacer" in card, card
                 top = page.locator("#st-round input[type=range]").get_attribute("max")
                 passes = page.locator("#lane-0 [data-counter=passes] .spec-counter-value").inner_text().split(" · ")[0]
                 assert int(top) == int(passes) - 1, (top, passes)
+                # typing a round number and pressing Enter updates the card (it used to wait for Tab)
+                box = page.locator("#st-round input[type=number]")
+                box.fill("2")
+                box.press("Enter")
+                page.wait_for_function("document.querySelector('#stepthrough .spec-step')?.dataset.round === '2'",
+                                       timeout=30_000)  # fmt: skip
                 # Stop: the status says so (it used to stay "Generating…")
                 set_number(page, "max-new", "512")
                 page.locator("#run").click()
@@ -142,8 +150,23 @@ def test_live_tab_in_a_browser(tmp_path):
         demo.close()
 
 
+def check_tooltip(page, selector: str, why: str) -> str:
+    """Hovering a token opens its tooltip element (not a native title): visible, with p(x) and the rule."""
+    token = page.locator(selector).first
+    assert token.get_attribute("title") is None
+    token.scroll_into_view_if_needed()
+    token.hover()
+    tip = token.locator(".tip")
+    tip.wait_for(state="visible", timeout=5_000)
+    text = tip.inner_text()
+    box = tip.bounding_box()
+    assert "p(x) =" in text and why in text, text
+    assert box is not None and box["width"] > 150 and box["height"] > 40, box
+    return text
+
+
 def lane_tokens(page, lane: int) -> list[str]:
-    return page.locator(f"#lane-{lane} .spec-tokens .tok").evaluate_all("els => els.map(e => e.textContent)")
+    return page.locator(f"#lane-{lane} .spec-tokens .tok .tok-text").evaluate_all("els => els.map(e => e.textContent)")
 
 
 def marked_index(page, lane: int) -> list[int]:
@@ -170,7 +193,10 @@ def mean_speedups(runs: list[dict[str, dict]]) -> dict[str, float]:
 def save_readme_screenshots(page) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#lane-0").scroll_into_view_if_needed()
+    accepted = page.locator("#lane-0 .tok-accepted")
+    accepted.nth(min(2, accepted.count() - 1)).hover()  # the tooltip open: what a hover shows
     page.screenshot(path=str(SHOTS / "live.png"))
+    page.mouse.move(0, 0)
     page.locator("#live-view-0").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "plots.png"))
     page.locator("#live-view-4").scroll_into_view_if_needed()  # the first method's own views (PACER's by default)
@@ -258,6 +284,8 @@ def test_default_generate_is_honest():
                     report.append(f"{m}: tab {tab:.3f} (predicted {counters.get_attribute('data-predicted')}), "
                                   f"alone {alone[m]:.3f} ({one[0]:.3f} before, {one[1]:.3f} after)")  # fmt: skip
                 print("\n".join(report))
+                check_tooltip(page, "#lane-0 .tok-accepted", "Accepted by the greedy rule")  # says why it was kept
+                page.mouse.move(0, 0)
                 if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":  # the pictures of the run whose numbers we report
                     save_readme_screenshots(page)
                 for i, m in enumerate(methods):
@@ -273,8 +301,8 @@ def test_default_generate_is_honest():
                         continue
                     assert marked_index(page, i) == [first], m  # the lane's own mark, at the first difference
                     assert first in marked_index(page, methods.index("ar")), m  # and the same place in ar
-                    title = page.locator(f"#lane-{i} .tok-diverge").first.get_attribute("title")
-                    assert "two best tokens" in title and "logit gap" in title, title
+                    note = page.locator(f"#lane-{i} .tok-diverge .tip").first.text_content()
+                    assert "two best tokens" in note and "logit gap" in note and "own verification pass" in note, note
                 check_playground(page)  # one recording pass of this text, then knobs redraw with no model call
                 check_pareto(page)
             finally:

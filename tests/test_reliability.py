@@ -170,7 +170,7 @@ def test_text_and_upload_guards(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"\xff\xfe{\x00}", "cannot read"), (b'{"prompt": "a"}\n{nope\n', "not JSON"), (b"[1, 2]\n", "JSON object")],
+    [(b"\xff{}", "not UTF-8 text"), (b'{"prompt": "a"}\n{nope\n', "not JSON"), (b"[1, 2]\n", "JSON object")],
 )
 def test_malformed_uploads_are_clear_errors(tmp_path, content, message):
     from spec_core.analysis.bench import load_prompts

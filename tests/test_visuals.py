@@ -70,8 +70,10 @@ def test_tokens_html_kinds_and_hover():
     assert html.count('data-kind="accepted"') == 5
     assert html.count('data-kind="rejected"') == 5
     assert html.count('data-kind="recovered"') == 2 and html.count('data-kind="bonus"') == 1
-    assert "round 0 · accepted draft (position 1)" in html
-    assert "p(x) = 0.250   q(x) = 0.500" in html and "acceptance probability = 0.500" in html
+    assert "accepted draft · round 0, position 1" in html
+    assert "p(x) = 0.250 (target) · q(x) = 0.500 (draft)" in html and "acceptance probability = 0.500" in html
+    assert html.count('<span class="tip" role="tooltip">') == 13 and html.count('tabindex="-1"') == 13
+    assert "title=" not in html  # a styled tooltip element, not the browser's native one
     assert "·red" in html  # a rejected piece's space is made visible
     hidden = tokens.tokens_html(LANE)  # rejected drafts are off by default: the text reads as text
     assert 'data-kind="rejected"' not in hidden and hidden.count('class="tok ') == 8
@@ -108,7 +110,8 @@ def test_drafts_after_the_first_rejection_are_discarded_not_rejected():
 
 def test_special_tokens_show_as_an_end_marker():
     html = tokens.tokens_html([ev(0, [], 0, "<|im_end|>", method="ar")])
-    assert "<|im_end|>" not in html and "&lt;|im_end|&gt;" not in html.split(">", 1)[1].split("title")[0]
+    shown = html.split('class="tok-text">', 1)[1].split("</span>")[0]
+    assert "<|im_end|>" not in html and shown == "⏎ end"
     assert "⏎ end" in html and "tok-special" in html and "end of text" in html
     assert not tokens.is_special("<b>") and tokens.is_special("</s>")
 
@@ -116,8 +119,8 @@ def test_special_tokens_show_as_an_end_marker():
 def test_divergence_marks_the_token_with_the_note():
     html = tokens.tokens_html(AR, marks={2: "the target's two best tokens here"})
     assert html.count('data-diverge="1"') == 1 and "tok-diverge" in html
-    marked = html.split('data-diverge="1"')[1].split(">")[0]
-    assert "two best tokens" in marked and "round 2" in marked
+    marked = html.split('data-diverge="1"')[1].split('data-kind="target"')[0]
+    assert "two best tokens" in marked and "round 2" in marked and "tip-note" in marked
 
 
 def test_html_escapes_pieces():
@@ -150,8 +153,12 @@ def test_counters_show_measured_and_predicted_or_say_why_not():
     html = tokens.counters_html(s, LaneSpeed(88.9, 1.234, 1.3))
     assert "1.23×" in html and "1.30×" in html and "0.50" in html and "2.67" in html and "88.9" in html
     assert 'data-speedup="1.2340"' in html and 'data-predicted="1.3000"' in html
-    short = tokens.counters_html(s, LaneSpeed(None, None, None, TOO_FEW))
+    running = tokens.counters_html(s, LaneSpeed(None, None, None, TOO_FEW))  # the scripted lane is unfinished
+    assert TOO_FEW not in running and running.count("spec-counter-quiet") == 3  # quiet placeholders, no shouting
+    done = dataclasses.replace(s, finished=True)
+    short = tokens.counters_html(done, LaneSpeed(None, None, None, TOO_FEW))
     assert short.count(TOO_FEW) == 3 and "data-speedup" not in short and "×</div>" not in short
+    assert short.count("spec-counter-quiet") == 3 and "spec-counter-quiet" not in html  # numbers stay large
 
 
 def test_draft_lengths_figure_traces():
@@ -202,11 +209,13 @@ def test_lens_weights_match_the_rules():
 def test_training_lens_figure_uses_a_real_block():
     gold = [0.9, 0.7, 0.2, 0.05]
     lane = [ev(0, ["a", "b"], 2), ev(1, ["c", "d", "e", "f"], 2, gold=gold), ev(2, ["g", "h", "i"], 1)]
-    fig = lens.training_lens_figure({"heuristic": lane})
+    first = lens.training_lens_figure({"heuristic": lane})  # opens on the first block of 2 or more
+    assert "round 0" in first.layout.title.text and "one block" in first.layout.title.text
+    fig = lens.training_lens_figure({"heuristic": lane}, round_index=1)
     assert "round 1" in fig.layout.title.text and "heuristic" in fig.layout.title.text
     by_name = {t.name: t for t in fig.data}
-    assert list(by_name["q_j: draft prob. of target's token"].y) == gold
-    dpace = by_name["D-PACE"]
+    assert list(by_name["q_j: the draft's probability of the target's token"].y) == gold
+    dpace = by_name["D-PACE (from q_j)"]
     raw = lens.lens_weights(gold)["dpace"]
     assert list(dpace.y) == pytest.approx([x / sum(raw) for x in raw])
     assert sum(by_name["uniform"].y) == pytest.approx(1.0)
@@ -214,7 +223,8 @@ def test_training_lens_figure_uses_a_real_block():
     fig1 = lens.training_lens_figure({"heuristic": lane}, round_index=2)
     assert "round 2" in fig1.layout.title.text
     short = lens.training_lens_figure({"heuristic": [ev(0, ["a"], 1), *lane[1:]]}, round_index=0)
-    assert "round 0 of heuristic drafted 1 token(s)" in short.layout.annotations[0].text
+    said = short.layout.annotations[0].text
+    assert "round 0 of heuristic drafted 1 token:" in said and "rounds 1, 2 have one" in said
 
 
 def test_round_views_follow_the_chosen_round():

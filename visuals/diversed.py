@@ -69,10 +69,24 @@ def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
                 ),
             )
         )  # fmt: skip
+    note = " · ".join(f"{m}: {sum(e.draft_len for e in ev)} drafted tokens" for m, ev in lanes.items())
     base_layout(fig, "Ensemble weight w_t of each drafted token (1 = the target's rule, 0 = keep the draft)",
-                "generated token position", "w_t (target's share of ν)", empty=not any(lanes.values()))  # fmt: skip
+                "generated token position", "w_t (target's share of ν)", empty=not any(lanes.values()),
+                note=note)  # fmt: skip
     fig.update_yaxes(range=[-0.05, 1.05])
     return fig
+
+
+def weights_caption(lanes: Lanes) -> str:
+    """Per lane: the mean w_t of its drafted tokens, and the rejections among them."""
+    parts = []
+    for method, events in drafting_lanes(lanes).items():
+        pts = weight_points(events)
+        if pts["w"]:
+            rejected = sum(not k for k in pts["kept"])
+            parts.append(f"{method}: mean w_t {sum(pts['w']) / len(pts['w']):.2f} over {len(pts['w'])} drafted "
+                         f"tokens, {rejected} of them not kept")  # fmt: skip
+    return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
 
 
 TASK_STATIC = "task-static"  # rows of the per-task static envelope in a sweep table (pareto --summarise)
@@ -119,8 +133,12 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
                 hovertemplate="%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
             )
         )  # fmt: skip
+    counts = pd.to_numeric(df["items"], errors="coerce").dropna() if "items" in df.columns else []
+    lo, hi = (int(min(counts)), int(max(counts))) if len(counts) else (0, 0)
+    items = f"{lo}" if lo == hi else f"{lo}–{hi}"
+    note = f"each point: one verifier on {items} eval items" if hi else f"{len(df)} rows (no item counts in the file)"
     base_layout(fig, title, "acceptance rate (accepted / drafted)", "quality (mean task reward)", empty=df.empty,
-                empty_text="no pareto rows")  # fmt: skip
+                empty_text="no pareto rows", note=note)  # fmt: skip
     fig.update_xaxes(range=[0, 1.05])
     return fig
 
@@ -153,7 +171,10 @@ def sweep_summary(df: pd.DataFrame) -> str:
         gap = float(div["quality"]) - frontier  # within ON_FRONTIER it sits on the line (a sweep of a few items)
         where = "above" if gap > ON_FRONTIER else "below" if gap < -ON_FRONTIER else "on"
         ratio = (
-            f" ({div['acceptance_rate'] / lossless['acceptance_rate']:.2f}× lossless)" if lossless is not None else ""
+            f" (it keeps {div['acceptance_rate'] / lossless['acceptance_rate']:.2f} times as many drafts as the "
+            "lossless rule: a ratio of acceptance rates, not a speedup)"
+            if lossless is not None
+            else ""
         )
         parts.append(f"DIVERSED: acceptance {div['acceptance_rate']:.3f}{ratio}, quality {div['quality']:.3f} — "
                      f"{where} the static frontier ({frontier:.3f} at that acceptance).")  # fmt: skip
@@ -209,10 +230,13 @@ register_view(
     View(
         "ensemble_weights",
         "Ensemble weight w_t along the text (DIVERSED vs static vs lossless)",
-        "DIVERSED moves w_t token by token; a static ensemble is a flat line and lossless sits at w = 1. "
-        "Rejected drafts (×) should gather where w_t is high.",
+        "w_t is how much the target's opinion counts when a drafted token is checked: the check uses the mix "
+        "ν = w_t·p + (1 − w_t)·q of the target's (p) and the draft's (q) probabilities, so w_t = 1 is the exact "
+        "rule and w_t = 0 keeps every draft. DIVERSED sets w_t token by token, static:W is a flat line, lossless "
+        "sits at 1; × marks drafts that were not kept.",
         ensemble_weights_figure,
         prefixes=("diversed", "static", "lenient"),
+        describe=weights_caption,
     )
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from visuals.lossy import BADGE, is_lossy
 from visuals.views import method_heads
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
@@ -37,6 +38,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
                    "is likely to reach)."),
     ("lossless", "the verification rule that keeps the target's output distribution exactly (greedy: accept "
                  "a draft iff it is the target's top token)."),
+    ("lossy", "a verifier that keeps drafts the target alone would not have written (static, lenient, diversed): "
+              "more drafts kept, but the text is no longer the target's; such a lane wears a 'lossy' badge and "
+              "says how far its text is from ar's."),
     ("embedded", "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
                  "trained draft; it runs offline on a CPU."),
     ("bfloat16 · float32", "precision: bfloat16 moves half the bytes of float32, but a k-token pass rounds "
@@ -68,7 +72,9 @@ def glossary_html() -> str:
 
 
 def lane_header(method: str) -> str:
-    """A lane's heading (markdown): the method, what its family does, and a link to the glossary."""
+    """A lane's heading (markdown): the method (with a "lossy" badge when its text is not the target's), what
+    its family does, and a link to the glossary."""
     what = "; ".join(FAMILIES[h] for h in method_heads(method) if h in FAMILIES)
     lead = f"{html.escape(what)} · " if what else ""
-    return f"### {method}\n<small>{lead}[what do these words mean?](#glossary)</small>"
+    badge = f" {BADGE}" if is_lossy(method) else ""
+    return f"### {method}{badge}\n<small>{lead}[what do these words mean?](#glossary)</small>"

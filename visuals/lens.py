@@ -29,7 +29,7 @@ from visuals.style import OKABE_ITO, SCHEME_COLOURS
 Lanes = Mapping[str, Sequence[RoundEvent]]
 
 DPACE_ALPHA = 0.5  # D-PACE's smoothing; stable for α in [0.3, 0.7], α = 0 collapses (docs/ALGORITHMS.md §3)
-SCHEME_LABELS = {"uniform": "uniform", "decay": "DFlash decay", "dpace": "D-PACE"}
+SCHEME_LABELS = {"uniform": "uniform", "decay": "DFlash's decay (fixed)", "dpace": "D-PACE (from q_j)"}
 
 
 def decay_gamma(block_len: int) -> float:
@@ -53,10 +53,19 @@ def shares(weights: Sequence[float]) -> list[float]:
     return [w / total for w in weights] if total > 0 else [0.0 for _ in weights]
 
 
+MIN_BLOCK = 2  # a "block" of one token has nothing to weigh against
+
+
+def block_rounds(events: Sequence[RoundEvent]) -> list[int]:
+    """The rounds that drafted a block the lens can weigh (2 tokens or more)."""
+    return [e.index for e in events if len(e.gold_draft_probs) >= MIN_BLOCK]
+
+
 def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, RoundEvent] | None:
-    """The block to show: ``round_index`` of the first drafting lane, else its latest longest block (≥ 2)."""
+    """The block to show: ``round_index`` of the first drafting lane, else its first block of 2 or more (the
+    round the step-through opens on)."""
     for method, events in lanes.items():
-        blocks = [e for e in events if len(e.gold_draft_probs) >= 2]
+        blocks = [e for e in events if len(e.gold_draft_probs) >= MIN_BLOCK]
         if not blocks:
             continue
         if round_index is not None:
@@ -64,25 +73,29 @@ def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, Round
             if chosen:
                 return method, chosen[0]
             continue
-        longest = max(e.draft_len for e in blocks)
-        return method, [e for e in blocks if e.draft_len == longest][-1]
+        return method, blocks[0]
     return None
 
 
 def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
-    """Why there is nothing to weigh: no drafted rounds, or the chosen round drafted fewer than 2 tokens."""
+    """Why there is nothing to weigh: no drafted rounds, or the chosen round drafted fewer than 2 tokens (and
+    which rounds did)."""
     if round_index is None or not any(lanes.values()):
         return "no drafted rounds yet"
     method, events = next(iter(lanes.items()))
     drafted = next((e.draft_len for e in events if e.index == round_index), 0)
-    return f"round {round_index} of {method} drafted {drafted} token(s): the lens needs a block of 2 or more"
+    others = block_rounds(events)
+    where = (f"; rounds {', '.join(map(str, others[:6]))}{'…' if len(others) > 6 else ''} have one" if others
+             else "; no round of this lane has one")  # fmt: skip
+    return (f"round {round_index} of {method} drafted {drafted} token{'' if drafted == 1 else 's'}: the lens needs a "
+            f"block of {MIN_BLOCK} or more{where}")  # fmt: skip
 
 
 def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA) -> go.Figure:
     """Bars: each schedule's share of the block's loss weight per position; markers: q_j (right axis).
 
     ``round_index`` follows the round chosen in the step-through (of the first lane given); by default the
-    latest longest block.
+    first block of 2 or more.
     """
     fig = go.Figure()
     picked = pick_block(lanes, round_index)
@@ -117,7 +130,7 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
         go.Scatter(
             x=positions,
             y=list(q),
-            name="q_j: draft prob. of target's token",
+            name="q_j: the draft's probability of the target's token",
             mode="lines+markers",
             yaxis="y2",
             line={"color": OKABE_ITO["black"], "dash": "dot"},
@@ -136,12 +149,13 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
         f"Training lens: {method}, round {event.index} ({event.draft_len} drafted tokens)",
         "position in the block",
         "share of the block's loss weight",
+        note=f"rests on one block: round {event.index}'s {len(q)} drafted positions",
     )
     fig.update_layout(
         barmode="group",
         yaxis={"tickformat": ".0%", "rangemode": "tozero"},
         yaxis2={"title": "q_j (probability)", "overlaying": "y", "side": "right", "range": [0, 1.05]},
-        margin={"l": 60, "r": 60, "t": 40, "b": 40},
+        margin={"l": 60, "r": 60, "t": 58, "b": 40},
     )
     fig.update_xaxes(dtick=1)
     return fig

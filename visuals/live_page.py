@@ -13,14 +13,8 @@ from spec_core.live import LiveFrame
 from spec_core.types import RoundEvent
 from visuals import tokens
 from visuals.glossary import lane_header
+from visuals.lossy import lossy_note
 
-INTRO = (
-    "# SpecScope\nA small **draft** model proposes tokens; the **target** checks them all in one forward pass and "
-    "keeps the longest prefix it agrees with, plus one token of its own. With lossless verification the output "
-    "follows the target's own distribution: at temperature 0 and in float32 each lane writes exactly the text "
-    "of `ar` (the target alone). In bfloat16 a pass over k tokens rounds differently from a one-token step, so "
-    "a near-tie can flip and a lane part from `ar`: the page marks where, and why (◆)."
-)
 PRECISION_INFO = (
     "auto: the arithmetic this machine runs fastest, measured once (int8 weights where bfloat16 has no native "
     "support). Fast precisions round near-ties differently in a k-token pass and a 1-token step; float32 is "
@@ -43,23 +37,45 @@ def lane_parts(frame: LiveFrame, method: str, show_rejected: bool = False) -> tu
         return lane_header(method), "", f'<div class="spec-error">{html.escape(frame.errors[method])}</div>'
     speed = frame.speeds[method]
     counters = tokens.counters_html(frame.stats(method), speed) + verdict_html(speed, frame.done)
-    body = tokens.tokens_html(
-        frame.lanes.get(method, ()), show_rejected, "waiting for the first round…", frame.marks(method)
-    )
-    return lane_header(method), counters, body + divergence_note(frame, method)
+    events = frame.lanes.get(method, ())
+    marks = {at: note + lane_pass_line(events, method, at) for at, note in frame.marks(method).items()}
+    body = tokens.tokens_html(events, show_rejected, "waiting for the first round…", marks, frame.temperature)
+    notes = divergence_note(frame, method) + lossy_note(method, frame.lanes, frame.temperature, frame.done)
+    return lane_header(method), counters, body + notes
+
+
+def emitted_span(events: Sequence[RoundEvent], position: int) -> tokens.TokenSpan | None:
+    """The ``position``-th emitted token of a lane (0 = its first new token)."""
+    emitted = [s for s in tokens.token_spans(events) if s.emitted]
+    return emitted[position] if 0 <= position < len(emitted) else None
+
+
+def lane_pass_line(events: Sequence[RoundEvent], method: str, position: int) -> str:
+    """For a lane's own marked token: the p(x) its own verification pass gave (its tooltip's number), which the
+    note's numbers (ar's 1-token step) need not equal: that difference is the rounding the note is about."""
+    span = emitted_span(events, position) if method != "ar" else None
+    if span is None or span.p is None:
+        return ""
+    return (f"\nIn {method}'s own verification pass the target gave {span.text!r} p={span.p:.3f} (the p(x) below): "
+            "the same target, rounded differently.")  # fmt: skip
 
 
 def divergence_note(frame: LiveFrame, method: str) -> str:
-    """One line under a lane that parted from ``ar`` (the full story is on the marked token's hover)."""
+    """One line under a lane that parted from ``ar`` (the full story is in the marked token's tooltip). The
+    target's two best tokens come from ar's 1-token step; the lane's own token has the p(x) its own pass gave."""
     d = frame.divergences.get(method)
     if d is None or not frame.done:
         return ""
     (a, pa), (b, pb) = d.best
+    span = emitted_span(frame.lanes.get(method, ()), d.position)
+    own = (f" In {html.escape(method)}'s {d.verify_width}-token verification pass the target gave "
+           f"{html.escape(repr(span.text))} p = {span.p:.3f} instead." if span is not None and span.p is not None
+           else "")  # fmt: skip
     return (
-        f'<p class="spec-diverge-note">◆ Parts from ar at new token {d.position + 1}: the target\'s two best '
-        f"tokens there, {html.escape(repr(a))} ({pa:.2f}) and {html.escape(repr(b))} ({pb:.2f}), differ by "
-        f"{d.logit_gap:.3f} in logit: a near-tie that {html.escape(frame.precision)} rounding flipped. "
-        "Hover the marked token.</p>"
+        f'<p class="spec-diverge-note">◆ Parts from ar at new token {d.position + 1}. In ar\'s 1-token step the '
+        f"target's two best tokens there are {html.escape(repr(a))} (p = {pa:.3f}) and {html.escape(repr(b))} "
+        f"(p = {pb:.3f}), {d.logit_gap:.3f} apart in logit.{own} A near-tie that {html.escape(frame.precision)} "
+        "rounding flipped; hover or tap the marked token.</p>"
     )
 
 

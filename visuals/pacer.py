@@ -94,8 +94,11 @@ def threshold_figure(lanes: Lanes) -> go.Figure:
                     hovertemplate="round %{customdata[0]}, block " + "%{x:.0f}<br>mean predicted %{y:.3f} vs threshold "
                     "%{customdata[1]:.3f}<br>" + f"{decision}; kept %{{customdata[2]}} of %{{customdata[3]}}<extra></extra>",
                 ))  # fmt: skip
+    counts = [(m, block_points(ev), len(ev)) for m, ev in lanes.items() if is_pacer(m)]
+    note = " · ".join(f"{m}: {len(pts)} blocks in {n} rounds" for m, pts, n in counts)
     base_layout(fig, "PACER: the threshold grows after each block that passes", "block in the round",
-                "mean predicted acceptance of the block", empty=not shown, empty_text="no PACER rounds yet")  # fmt: skip
+                "mean predicted acceptance of the block", empty=not shown, empty_text="no PACER rounds yet",
+                note=note)  # fmt: skip
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
@@ -122,11 +125,39 @@ def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
                                  line={"color": colour, "dash": dash, "width": 1},
                                  marker={"color": colour, "symbol": marker, "size": 9},
                                  customdata=curves["drafted"], hovertemplate=hover))  # fmt: skip
+    note = "; ".join(f"{m}: {', '.join(map(str, position_curves([e for e in ev if e.draft_len])['drafted'][:6]))}"
+                     for m, ev in lanes.items() if any(e.draft_len for e in ev))  # fmt: skip
     base_layout(fig, "Predicted acceptance against what the target kept", "position in the draft",
-                "share of drafted tokens kept", empty=not shown)  # fmt: skip
+                "share of drafted tokens kept", empty=not shown,
+                note=f"rounds that drafted position 1, 2, …: {note}" if note else "")  # fmt: skip
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
+
+
+def threshold_caption(lanes: Lanes) -> str:
+    """What the blocks did in this run: how many passed and stopped, per PACER lane."""
+    parts = []
+    for method, events in lanes.items():
+        points = block_points(events) if is_pacer(method) else []
+        if points:
+            passed = sum(p["decision"] == "pass" for p in points)
+            stopped = sum(p["decision"] == "stop" for p in points)
+            parts.append(f"{method}: {len(points)} blocks, {passed} passed and {stopped} stopped the draft")
+    return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
+
+
+def calibration_caption(lanes: Lanes) -> str:
+    """Predicted against kept at the first position, where most rounds are (the points further out rest on fewer)."""
+    parts = []
+    for method, events in lanes.items():
+        if not is_pacer(method):
+            continue
+        curves = position_curves([e for e in events if e.draft_len])
+        if curves["position"]:
+            parts.append(f"{method} at position 1: predicted {curves['predicted'][0]:.2f}, kept "
+                         f"{curves['kept'][0]:.2f} ({curves['drafted'][0]} rounds)")  # fmt: skip
+    return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
 
 
 def round_text(event: RoundEvent, outcome: bool = True) -> str:
@@ -163,20 +194,23 @@ register_view(
     View(
         "pacer_threshold",
         "PACER: threshold per block",
-        "Each marker is one block's average predicted acceptance; the line is the threshold it had to clear. The "
-        "line climbs by ρ after every block that passes, so long drafts need ever more confident blocks.",
+        "Each marker is one block's average predicted acceptance (the pre-verifier's guess that the target will "
+        "keep its tokens); the line is the threshold it had to clear, which climbs by ρ after every block that "
+        "passes, so long drafts need ever more confident blocks.",
         threshold_figure,
         prefixes=("pacer",),
         with_baselines=False,
+        describe=threshold_caption,
     )
 )
 register_view(
     View(
         "pacer_predicted_vs_kept",
         "PACER: predicted vs kept, by position",
-        "Where the line (what the pre-verifier predicted) sits on the markers (what the target kept), the "
-        "pre-verifier is calibrated; a fixed window keeps drafting where its kept share is already near zero.",
+        "Where the line (what the pre-verifier predicted) sits on the markers (what the target kept), its guesses "
+        "are calibrated; beside it, the fixed window's kept share at the positions it always drafts.",
         predicted_vs_kept_figure,
         prefixes=("pacer",),
+        describe=calibration_caption,
     )
 )

@@ -44,12 +44,12 @@ GRID_RHO = (1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
 INTRO = (
     "### Policy playground\nAt temperature 0 every draft-length policy writes the same text, the target's greedy "
     "answer; a policy only changes **how many rounds** (target forward passes) it takes and how many drafts it "
-    "wastes. **Record this text** runs one pass over the Live tab's last greedy text (for each position: what "
-    "the draft would propose, how sure it is, what PACER's pre-verifier predicts, and how much the target keeps), "
-    "then every slider replays the policies from that record at once, with no model call."
+    "wastes. **Record this text** answers this tab's prompt greedily and runs one pass over the answer (for each "
+    "position: what the draft would propose, how sure it is, what PACER's pre-verifier predicts, and how much the "
+    "target keeps); then every slider replays the policies from that record at once, with no model call."
 )
 __all__ = ["EMPTY", "FAMILIES", "INTRO", "SLIDERS", "on_record", "on_upload", "playground_view"]
-EMPTY = "Generate on the Live tab at temperature 0, then press **Record this text** (or load a saved record)."
+EMPTY = "Press **Record this text** to record the prompt above (or load a saved record)."
 
 
 def chosen_policy(family: str, k, conf, b, t, rho, max_len) -> str | PacerParams:
@@ -91,7 +91,13 @@ def rounds_figure(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay
     title = (f"{chosen.policy}: {chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} {best.rounds}"
              if len(chosen.policy) < 24 else f"{chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} "
              f"{best.rounds}")  # fmt: skip
-    base_layout(fig, title, "token of the answer where the round starts", "drafts per round")
+    base_layout(
+        fig,
+        title,
+        "token of the answer where the round starts",
+        "drafts per round",
+        note=f"one recorded text of {n} tokens, every round replayed on it",
+    )
     fig.update_layout(barmode="overlay", height=380)
     return fig
 
@@ -107,7 +113,8 @@ def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
                                  for v, r in zip(value, replays)], textposition="auto",
                            hovertemplate="%{y}: %{text}<extra></extra>"))  # fmt: skip
     base_layout(fig, "Predicted speedup over ar" if timed else "τ (tokens per round)", "predicted speedup" if timed
-                else "τ", "")  # fmt: skip
+                else "τ", "", note=f"each bar: one policy replayed on the same {replays[0].tokens}-token text"
+                if replays else "")  # fmt: skip
     fig.update_layout(height=380, showlegend=False, margin={"l": 200, "r": 20, "t": 40, "b": 40})
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -119,12 +126,21 @@ def grid_figure(record: TextRecord, block: int, max_len: int, t: float, rho: flo
     fig = go.Figure(go.Heatmap(z=grid, x=list(GRID_T), y=[str(r) for r in GRID_RHO], colorscale="Viridis",
                                colorbar={"title": "×"}, hovertemplate="t %{x}, ρ %{y}: %{z:.3f}<extra></extra>"))  # fmt: skip
     d = PacerParams()
-    for (x, y), name, symbol in [((d.threshold, d.rho), "default", "x"), ((t, rho), "sliders", "circle-open")]:
-        fig.add_trace(go.Scatter(x=[x], y=[str(min(GRID_RHO, key=lambda r: abs(r - y)))], mode="markers+text",
-                                 text=[name], textposition="top center", name=name,
-                                 marker={"symbol": symbol, "size": 14, "color": "white",
-                                         "line": {"width": 2, "color": "white"}}, textfont={"color": "white"}))  # fmt: skip
-    base_layout(fig, f"PACER, b = {block}, max = {max_len}: predicted speedup", "t (threshold)", "ρ (growth)")
+    for (x, y), name, symbol, ay in [((d.threshold, d.rho), "default", "x-thin", -30),
+                                     ((t, rho), "sliders", "circle-open", 30)]:  # fmt: skip
+        row = str(min(GRID_RHO, key=lambda r: abs(r - y)))
+        fig.add_trace(go.Scatter(x=[x], y=[row], mode="markers", name=name, hoverinfo="skip",
+                                 marker={"symbol": symbol, "size": 16, "color": "black",
+                                         "line": {"width": 3, "color": "black"}}))  # fmt: skip
+        fig.add_annotation(x=x, y=row, text=f"<b>{name}</b>", showarrow=True, arrowhead=2, ax=0, ay=ay,
+                           bgcolor="white", bordercolor="black", borderwidth=1, font={"color": "black", "size": 12})  # fmt: skip
+    base_layout(
+        fig,
+        f"PACER, b = {block}, max = {max_len}: predicted speedup",
+        "t (threshold)",
+        "ρ (growth)",
+        note=f"each cell: PACER replayed on the recorded {len(record.tokens)}-token text",
+    )
     fig.update_layout(height=380, showlegend=False)
     fig.update_yaxes(type="category")
     return fig

@@ -2,7 +2,8 @@
 
 Inputs are ``lanes``: method name → that method's :class:`RoundEvent` list, in round order. Plain decoding
 (``ar``) drafts nothing and is left out of the draft plots. Every figure has titled axes with units, a legend,
-and colours + dashes + markers from :mod:`visuals.style`.
+colours + dashes + markers from :mod:`visuals.style`, and under its title the sample it rests on (how many
+rounds, positions or tokens: :func:`base_layout`'s ``note``), so a curve drawn from three rounds says so.
 """
 
 from __future__ import annotations
@@ -24,14 +25,27 @@ def drafting_lanes(lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
     return {m: ev for m, ev in lanes.items() if m != "ar" and (not ev or any(e.draft_len for e in ev))}
 
 
+def rounds_note(spec: Lanes, unit: str = "rounds") -> str:
+    """``"pacer: 60 rounds · fixed:4: 42 rounds"``: what each lane's series rests on."""
+    return " · ".join(f"{m}: {len(ev)} {unit if len(ev) != 1 else unit.rstrip('s')}" for m, ev in spec.items())
+
+
 def base_layout(
-    fig: go.Figure, title: str, x: str, y: str, empty: bool = False, empty_text: str = "no drafted rounds yet"
+    fig: go.Figure,
+    title: str,
+    x: str,
+    y: str,
+    empty: bool = False,
+    empty_text: str = "no drafted rounds yet",
+    note: str = "",
 ) -> go.Figure:
+    """The house layout; ``note``: the sample the figure rests on, a small line under the title."""
+    text = f"{title}<br><sup>{note}</sup>" if note and not empty else title
     fig.update_layout(
-        title={"text": title, "font": {"size": 15}},
+        title={"text": text, "font": {"size": 15}},
         template="plotly_white",
         height=HEIGHT,
-        margin={"l": 60, "r": 20, "t": 40, "b": 40},
+        margin={"l": 60, "r": 20, "t": 58 if note else 40, "b": 40},
         legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0},
         xaxis_title=x,
         yaxis_title=y,
@@ -77,6 +91,7 @@ def draft_lengths_figure(lanes: Lanes) -> go.Figure:
         "round (target forward pass)",
         "tokens",
         empty=not any(spec.values()),
+        note=rounds_note(spec),
     )
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(tickformat="d", rangemode="tozero")
@@ -110,7 +125,10 @@ def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:
                 x=pos,
                 y=rates,
                 name=method,
-                mode="lines+markers",
+                mode="lines+markers+text",
+                text=[f"n={c}" for c in counts],  # the rounds behind each point, on the point
+                textposition="top center" if i % 2 == 0 else "bottom center",  # two lanes' labels apart
+                textfont={"size": 10, "color": colour},
                 customdata=counts,
                 line={"color": colour, "dash": dash, "width": 2},
                 marker={"symbol": marker, "size": 8},
@@ -125,6 +143,7 @@ def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:
         "position in the draft (1 = first drafted token)",
         "acceptance rate (fraction of rounds)",
         empty=not any(spec.values()),
+        note="n = rounds that drafted that far; " + rounds_note(spec),
     )
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%")
     fig.update_xaxes(dtick=1)
@@ -164,6 +183,7 @@ def accepted_histogram_figure(lanes: Lanes) -> go.Figure:
         "drafts accepted in a round (tokens)",
         "fraction of rounds",
         empty=not any(spec.values()),
+        note=rounds_note(spec),
     )
     fig.update_layout(barmode="group")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
@@ -197,6 +217,7 @@ def heuristic_window_figure(lanes: Lanes) -> go.Figure:
         "round (target forward pass)",
         "window K (tokens)",
         empty=not any(lanes.values()),
+        note=rounds_note(lanes),
     )
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(tickformat="d", rangemode="tozero")
@@ -242,6 +263,9 @@ def confidence_figure(lanes: Lanes) -> go.Figure:
         "position in the draft",
         "draft probability q(x)",
         empty=not any(lanes.values()),
+        note=" · ".join(
+            f"{m}: {sum(e.draft_len for e in ev)} drafted tokens in {len(ev)} rounds" for m, ev in lanes.items()
+        ),  # fmt: skip
     )
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)

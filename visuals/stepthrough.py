@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from spec_core.types import RoundEvent
 from visuals.style import TOKEN_STYLE, tint
-from visuals.tokens import TokenSpan, span_html
+from visuals.tokens import is_special, span_html, token_spans
 from visuals.views import explain, round_notes
 
 STEPS = ("draft", "verify", "accept", "emit")
@@ -61,7 +61,36 @@ def _row_cells(event: RoundEvent, i: int, step: int) -> list[str]:
             verdict, kind = "discarded (after the first rejection)", "rejected"
         colour = TOKEN_STYLE[kind][0]
         cells.append(f'<span style="color:{colour};font-weight:600">{verdict}</span>')
+        cells.append(_replacement(event) if i == event.accepted else "")
     return cells
+
+
+def _replacement(event: RoundEvent) -> str:
+    """The target's own token where its first draft was rejected, set beside the rejected draft."""
+    colour = TOKEN_STYLE["recovered"][0]
+    return (f'<span class="spec-step-choice" style="border-bottom:2px dashed {colour}">{_piece(event.next_piece)}'
+            "</span> (the target's own)")  # fmt: skip
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def cut_reason(event: RoundEvent) -> str:
+    """Why a round appended fewer tokens than it accepted + 1, or why it ended the answer ("" if neither)."""
+    n = len(event.emitted)
+    pieces = [*event.draft_pieces[: event.accepted], event.next_piece]
+    if n < event.accepted + 1:
+        last = pieces[n - 1] if n else ""
+        if is_special(last):
+            return (f"Only {_plural(n, 'token')} appended, not {event.accepted + 1}: token {n} is the end-of-text "
+                    "token, so the answer stops there and the rest of the round is dropped.")  # fmt: skip
+        return (f"Only {_plural(n, 'token')} appended, not {event.accepted + 1}: the answer reached its budget of new "
+                "tokens (max new tokens), so the rest of the round is dropped.")  # fmt: skip
+    if event.finished:
+        return ("The answer ends with this round: " + ("its last token is the end-of-text token."
+                if is_special(pieces[-1]) else "it reached its budget of new tokens (max new tokens)."))  # fmt: skip
+    return ""
 
 
 def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0) -> str:
@@ -75,37 +104,38 @@ def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0
         parts.append("<p>No draft this round: the target produced one token by itself.</p>")
     else:
         why = f" (stopped: {html.escape(event.stop_reason)})" if event.stop_reason else ""
-        parts.append(f"<p>{event.draft_len} tokens drafted{why} after {event.context_len} tokens of context.</p>")
+        parts.append(f"<p>{_plural(event.draft_len, 'token')} drafted{why} after {event.context_len} tokens of "
+                     "context.</p>")  # fmt: skip
         parts += [f'<p class="spec-note">{html.escape(text)}</p>' for text in round_notes(event)]
         head = ["#", "draft token", "q(x) draft", *(h for h, _, _ in _part_columns(event)), "p(x) target"]
-        head += ["accept prob.", "verdict"] if k >= 2 else []
+        head += ["accept prob.", "verdict", "target's token in its place"] if k >= 2 else []
         rows = ["<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
         for i in range(event.draft_len):
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in _row_cells(event, i, k)) + "</tr>")
         parts.append('<table class="spec-step-table">' + "".join(rows) + "</table>")
         if k >= 2:
             if event.accepted == event.draft_len:
+                every = "the one draft" if event.draft_len == 1 else f"all {event.draft_len} drafts"
                 parts.append(
-                    f"<p>All {event.draft_len} drafts passed: the target's pass already holds the next "
+                    f"<p>{every[0].upper() + every[1:]} passed: the target's pass already holds the next "
                     "position's distribution, so it adds a <b>bonus</b> token for free.</p>"
                 )
             else:
+                rest = " and the rest is discarded" if event.accepted + 1 < event.draft_len else ""
                 parts.append(
                     f"<p>{event.accepted} accepted; position {event.accepted + 1} was rejected, so the "
-                    "target's own <b>recovered</b> token takes its place and the rest is discarded.</p>"
+                    f"target's own <b>recovered</b> token {_piece(event.next_piece)} takes its place{rest}.</p>"
                 )
     if k >= 3:
         n = len(event.emitted)  # cut at EOS / max_new_tokens
-        spans = [
-            TokenSpan(event.draft_pieces[i], "accepted", event.index, i + 1) for i in range(min(event.accepted, n))
-        ]
-        if n > event.accepted:
-            spans.append(TokenSpan(event.next_piece, event.next_kind, event.index, event.accepted + 1))
+        spans = [s for s in token_spans([event], temperature) if s.emitted]  # with their tooltips' numbers and rule
         shown = "".join(span_html(s) for s in spans)
         parts.append(
-            f"<p>Appended {n} token{'s' if n != 1 else ''} for one target pass: "
-            f'<span class="spec-tokens" style="white-space:pre-wrap">{shown}</span></p>'
+            f"<p>Appended {_plural(n, 'token')} for one target pass:</p>"
+            f'<div class="spec-tokens spec-step-emitted">{shown}</div>'
         )
+        if cut := cut_reason(event):
+            parts.append(f'<p class="spec-step-cut">{html.escape(cut)}</p>')
     colour = TOKEN_STYLE["bonus"][0]
     parts.append(
         f'<p class="spec-rule" style="border-left:4px solid {colour};background:{tint(colour, 0.08)};'

@@ -4,22 +4,28 @@ Per round (vLLM's vocabulary): the first ``accepted`` drafts are *accepted*; the
 is *rejected*, and the drafts after it are *discarded* (never checked on their own: their prefix was already
 rejected) — both shown struck through where they were proposed; then comes the target's own token, *recovered*
 (resampled at the first rejection) or *bonus* (every draft passed); plain decoding emits *target* tokens.
-Hovering a token shows p(x), q(x), its acceptance probability and the round it came from. Colours live in
-the page's style sheet (:func:`visuals.style.token_css`), so a token costs its text and its hover, no more.
-Special tokens (``<|im_end|>``) show as a small end-of-text marker.
+Hovering a token (or tapping it: tokens take focus) opens a styled tooltip, a hidden child shown by the
+style sheet on ``:hover`` / ``:focus-within`` (Gradio's HTML strips scripts, and a native ``title`` is slow,
+unstyled, absent on touch screens and in screenshots): what the token is, the rule that decided it
+(:mod:`visuals.reasons`), p(x), q(x), its acceptance probability and the round it came from. Colours live in
+the page's style sheet (:func:`visuals.style.token_css`). Special tokens (``<|im_end|>``) show as a small
+end-of-text marker.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from spec_core.lane_speed import LaneSpeed
+from spec_core.lane_speed import TOO_FEW, LaneSpeed
 from spec_core.types import RoundEvent, Stats
+from visuals.reasons import token_reason
 from visuals.style import TOKEN_STYLE
 
+RUNNING = "…"  # a speed counter's placeholder while its lane runs with too few tokens to time
 SPECIAL_PIECE = re.compile(r"^(<\|[^|<>]+\|>|</?s>)$")  # ChatML's <|im_end|>, <|endoftext|>; Llama's <s>, </s>
 
 
@@ -36,6 +42,7 @@ class TokenSpan:
     accept_prob: float | None = None  # probability the verifier accepted it (up to the first rejection only)
     discarded: bool = False  # a draft after the round's first rejection: never checked on its own
     notes: tuple[str, ...] = ()  # what a method's own parts said of this token (PACER's â, DIVERSED's w_t, ν(x))
+    why: str = ""  # the rule that decided it, in a sentence (visuals.reasons); "" when the temperature is unknown
 
     @property
     def emitted(self) -> bool:
@@ -64,29 +71,38 @@ def _part_notes(e: RoundEvent, i: int) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _draft_span(e: RoundEvent, i: int, kind: str) -> TokenSpan:
-    """The i-th drafted token of round ``e`` with its p, q, (up to the first rejection) acceptance probability and
-    what the method's own parts said of it."""
+def _with_reason(span: TokenSpan, e: RoundEvent, temperature: float | None) -> TokenSpan:
+    if temperature is None:
+        return span
+    return dataclasses.replace(span, why=token_reason(span, e, temperature))
+
+
+def _draft_span(e: RoundEvent, i: int, kind: str, temperature: float | None = None) -> TokenSpan:
+    """The i-th drafted token of round ``e`` with its p, q, (up to the first rejection) acceptance probability,
+    what the method's own parts said of it and (the temperature known) the rule that decided it."""
     discarded = i > e.accepted
     accept = None if discarded else _at(e.accept_probs, i)
-    return TokenSpan(e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), accept,
+    span = TokenSpan(e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), accept,
                      discarded, _part_notes(e, i))  # fmt: skip
+    return _with_reason(span, e, temperature)
 
 
-def token_spans(events: Sequence[RoundEvent]) -> list[TokenSpan]:
+def token_spans(events: Sequence[RoundEvent], temperature: float | None = None) -> list[TokenSpan]:
     """Every token to show, in order: emitted tokens plus each round's rejected drafts where they were proposed.
 
-    A round cut short at EOS or ``max_new_tokens`` shows only what it emitted (``event.emitted``).
+    A round cut short at EOS or ``max_new_tokens`` shows only what it emitted (``event.emitted``). With the run's
+    ``temperature`` each span also says which rule decided it (``TokenSpan.why``).
     """
     spans: list[TokenSpan] = []
     for e in events:
         n_emitted = len(e.emitted)
         shown_accepted = min(e.accepted, n_emitted)
-        spans += [_draft_span(e, i, "accepted") for i in range(shown_accepted)]
+        spans += [_draft_span(e, i, "accepted", temperature) for i in range(shown_accepted)]
         if n_emitted <= e.accepted:  # cut before the target's own token: nothing after it was output
             continue
-        spans += [_draft_span(e, i, "rejected") for i in range(e.accepted, e.draft_len)]
-        spans.append(TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, e.next_prob))
+        spans += [_draft_span(e, i, "rejected", temperature) for i in range(e.accepted, e.draft_len)]
+        own = TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, e.next_prob)
+        spans.append(_with_reason(own, e, temperature))
     return spans
 
 
@@ -99,27 +115,49 @@ def is_special(piece: str) -> bool:
     return bool(SPECIAL_PIECE.match(piece))
 
 
-def _hover(span: TokenSpan) -> str:
-    what = {
-        "accepted": f"accepted draft (position {span.position})",
-        "rejected": f"rejected draft (position {span.position}, the round's first rejection)",
-        "recovered": "recovered token: the target's own, drawn at the first rejection",
-        "bonus": "bonus token: the target's own, every draft was accepted",
-        "target": "plain decoding: the target's own token",
-    }[span.kind]
+KIND_TITLES = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft (the round's first rejection)",
+    "recovered": "recovered token: the target's own, at the first rejection",
+    "bonus": "bonus token: the target's own, every draft was accepted",
+    "target": "plain decoding: the target's own token",
+}
+
+
+def hover_lines(span: TokenSpan) -> list[tuple[str, str]]:
+    """The tooltip's lines as (role, text): what the token is (``head``), why it is there (``why``), its
+    numbers and what the method's parts said (``""``)."""
+    what = KIND_TITLES[span.kind]
     if span.discarded:
-        what = f"discarded draft (position {span.position}): it came after the round's first rejection"
-    lines = [f"round {span.round} · {what}", f"token {span.text!r}"]
+        what = "discarded draft: it came after the round's first rejection"
+    where = f"round {span.round}" + (f", position {span.position}" if span.kind in ("accepted", "rejected") else "")
+    lines = [("head", f"{what} · {where}"), ("", f"token {span.text!r}")]
+    if span.why:
+        lines.append(("why", span.why))
     if span.p is not None and span.q is not None:
-        lines.append(f"p(x) = {prob_text(span.p)}   q(x) = {prob_text(span.q)}")
+        lines.append(("", f"p(x) = {prob_text(span.p)} (target) · q(x) = {prob_text(span.q)} (draft)"))
     elif span.p is not None:
-        lines.append(f"p(x) = {prob_text(span.p)} (the target's probability of its own token)")
+        lines.append(("", f"p(x) = {prob_text(span.p)} (the target's probability of its own token)"))
     if span.accept_prob is not None:
-        lines.append(f"acceptance probability = {prob_text(span.accept_prob)}")
-    lines += span.notes
+        lines.append(("", f"acceptance probability = {prob_text(span.accept_prob)}"))
+    lines += [("", note) for note in span.notes]
     if is_special(span.text):
-        lines.append("a special token: the model's end of text")
-    return "\n".join(lines)
+        lines.append(("", "a special token: the model's end of text"))
+    return lines
+
+
+def hover_text(span: TokenSpan) -> str:
+    """The tooltip as plain text, one line per line."""
+    return "\n".join(text for _, text in hover_lines(span))
+
+
+def tip_html(lines: Sequence[tuple[str, str]], lead: Sequence[str] = ()) -> str:
+    """The tooltip element: hidden until its token is hovered or focused (the page's style sheet shows it).
+    ``lead``: lines set apart above the token's own (a divergence note)."""
+    parts = [f'<span class="tip-line tip-note">{html.escape(line)}</span>' for line in lead if line]
+    parts += [f'<span class="tip-line{f" tip-{role}" if role else ""}">{html.escape(text)}</span>'
+              for role, text in lines]  # fmt: skip
+    return f'<span class="tip" role="tooltip">{"".join(parts)}</span>'
 
 
 def _visible(text: str, kind: str) -> str:
@@ -132,21 +170,26 @@ def _visible(text: str, kind: str) -> str:
     return shown or "∅"
 
 
-def span_html(span: TokenSpan, title: str | None = None, extra_class: str = "") -> str:
-    """One token; its colours come from the ``tok-KIND`` class of :func:`visuals.style.token_css`."""
-    title = html.escape(_hover(span) if title is None else title, quote=True)
+def span_html(span: TokenSpan, tip: str | None = None, extra_class: str = "", attrs: str = "") -> str:
+    """One token; its colours come from the ``tok-KIND`` class of :func:`visuals.style.token_css`.
+
+    ``tip``: the tooltip element (default: the span's own lines); ``""`` for none (the legend's swatches). A
+    token with a tooltip takes focus on a click or a tap (``tabindex="-1"``), which opens it and keeps it open
+    while it is read; -1 keeps hundreds of tokens out of the page's Tab order.
+    """
+    tip = tip_html(hover_lines(span)) if tip is None else tip
     classes = f"tok tok-{span.kind}" + (" tok-special" if is_special(span.text) else "") + extra_class
+    focus = ' tabindex="-1"' if tip else ""
     return (
-        f'<span class="{classes}" data-kind="{span.kind}" data-round="{span.round}" '
-        f'title="{title}">{_visible(span.text, span.kind)}</span>'
+        f'<span class="{classes}" data-kind="{span.kind}" data-round="{span.round}"{attrs}{focus}>'
+        f'<span class="tok-text">{_visible(span.text, span.kind)}</span>{tip}</span>'
     )
 
 
 def _marked(span: TokenSpan, note: str) -> str:
-    """A token where a lane parts from ``ar``: a diamond marker, and the note (the target's view) on hover."""
-    return span_html(span, title=f"{note}\n\n{_hover(span)}", extra_class=" tok-diverge").replace(
-        "<span ", '<span data-diverge="1" ', 1
-    )
+    """A token where a lane parts from ``ar``: a diamond marker, and the note (the target's view) in its tooltip."""
+    tip = tip_html(hover_lines(span), lead=note.split("\n"))
+    return span_html(span, tip, extra_class=" tok-diverge", attrs=' data-diverge="1"')
 
 
 def tokens_html(
@@ -154,11 +197,13 @@ def tokens_html(
     show_rejected: bool = False,
     placeholder: str = "",
     marks: Mapping[int, str] | None = None,
+    temperature: float | None = None,
 ) -> str:
-    """The coloured output of one lane, as an HTML fragment; ``marks``: emitted-token index → hover note."""
+    """The coloured output of one lane, as an HTML fragment; ``marks``: emitted-token index → hover note;
+    ``temperature``: the run's, so that each tooltip can say which rule decided its token."""
     marks = marks or {}
     parts, emitted = [], 0
-    for s in token_spans(events):
+    for s in token_spans(events, temperature):
         if s.emitted:
             parts.append(_marked(s, marks[emitted]) if emitted in marks else span_html(s))
             emitted += 1
@@ -173,16 +218,18 @@ def legend_html() -> str:
     """A one-line key of the token colours (each swatch is styled like the tokens it explains)."""
     items = []
     for kind, (_, label, _) in TOKEN_STYLE.items():
-        items.append(span_html(TokenSpan(kind, kind, 0, 0), title=label) + f" {html.escape(label)}")
-    diverge = span_html(TokenSpan("first divergence", "target", 0, 0), title="", extra_class=" tok-diverge")
+        items.append(span_html(TokenSpan(kind, kind, 0, 0), tip="") + f" {html.escape(label)}")
+    diverge = span_html(TokenSpan("first divergence", "target", 0, 0), tip="", extra_class=" tok-diverge")
     items.append(diverge + " where a lane first parts from ar (hover it)")
     return '<div class="spec-legend">' + " &nbsp; ".join(items) + "</div>"
 
 
 def _cell(label: str, value: str, key: str, hover: str = "") -> str:
+    """One counter; a value that is no number (a note, "…") is drawn as a quiet placeholder."""
     title = f' title="{html.escape(hover, quote=True)}"' if hover else ""
+    quiet = "" if value[:1].isdigit() else " spec-counter-quiet"
     return (
-        f'<div class="spec-counter" data-counter="{key}"{title}><div class="spec-counter-value">{html.escape(value)}'
+        f'<div class="spec-counter{quiet}" data-counter="{key}"{title}><div class="spec-counter-value">{html.escape(value)}'
         f'</div><div class="spec-counter-label">{html.escape(label)}</div></div>'
     )
 
@@ -197,6 +244,8 @@ def counters_html(stats: Stats, speed: LaneSpeed) -> str:
     The numbers also sit in ``data-*`` attributes, for tests and for anyone scraping the page.
     """
     alpha = f"{stats.acceptance_rate:.2f}" if stats.drafted_tokens else "–"
+    if speed.note == TOO_FEW and not stats.finished:  # still running: a placeholder until there is a rate
+        speed = dataclasses.replace(speed, note=RUNNING)
     rate = f"{speed.tokens_per_s:.1f}" if speed.tokens_per_s is not None else speed.note
     cells = [
         _cell("tokens/s (own clock)", rate, "tokens_per_s", "new tokens / the seconds of this lane's own rounds"),

@@ -68,23 +68,35 @@ def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round"
         "tried, rejected": ([n for n in tried if n not in path], OKABE_ITO["vermillion"]),
         "drafted, not reached": ([n for n in range(len(parents)) if n not in tried and n not in path], "#999999"),
     }
+    labelled = path | set(tried)  # only the nodes the walk reached carry a label; the rest on hover
     for label, (nodes, colour) in groups.items():
         fig.add_trace(go.Scatter(
             x=[depths[n] for n in nodes], y=[ys[n] for n in nodes], mode="markers+text", name=label,
-            marker={"size": 14, "color": colour, "line": {"width": 1, "color": "white"}},
-            text=[repr(pieces[n])[1:-1][:10] for n in nodes], textposition="middle right",
+            marker={"size": 12 if len(parents) > 16 else 14, "color": colour, "line": {"width": 1, "color": "white"}},
+            text=[node_label(pieces[n]) if n in labelled else "" for n in nodes], textposition="middle right",
+            textfont={"size": 11}, hovertext=[node_label(pieces[n], 24) for n in nodes],
             customdata=[[tree.draft_probs[n], tree.target_probs[n], tried.get(n)] for n in nodes],
-            hovertemplate="%{text}<br>q (draft, given its parent) = %{customdata[0]:.3f}<br>"
+            hovertemplate="%{hovertext}<br>q (draft, given its parent) = %{customdata[0]:.3f}<br>"
                           "p (target) = %{customdata[1]:.3f}<br>acceptance probability = %{customdata[2]}"
                           "<extra>" + label + "</extra>",
         ))  # fmt: skip
-    fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", name="verified text (pending token)",
+    fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", name="verified text so far (the root)",
                              marker={"size": 16, "color": OKABE_ITO["blue"], "symbol": "square"},
-                             text=["pending"], textposition="middle left", hoverinfo="skip"))  # fmt: skip
+                             text=["root"], textposition="bottom center", hoverinfo="skip"))  # fmt: skip
     kept = len(tree.path)
-    base_layout(fig, f"{title}: {len(parents)} nodes, {kept} kept + 1 from the target", "depth", "")
-    fig.update_yaxes(showticklabels=False, zeroline=False)
+    leaves = max(1.0, -min(ys) + 1)
+    base_layout(fig, f"{title}: {len(parents)} nodes, {kept} kept + 1 from the target", "depth", "",
+                note="labels on the nodes the target tried; hover any node for its token, p and q")  # fmt: skip
+    fig.update_layout(height=int(min(900, max(360, 110 + 22 * leaves))))  # a row per leaf, labels never stacked
+    fig.update_xaxes(range=[-0.6, max(depths) + 1.1], dtick=1)  # room for the root and the deepest labels
+    fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)
     return fig
+
+
+def node_label(piece: str, width: int = 10) -> str:
+    """A node's token as a short label (quotes dropped, whitespace shown)."""
+    text = repr(piece)[1:-1].replace(" ", "·")
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def last_tree_figure(lanes: Lanes) -> go.Figure:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from spec_core.types import RoundEvent
-from visuals import lens, plots
+from visuals import captions, lens, plots
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
 
@@ -30,10 +30,11 @@ class View:
 
     key: str  # unique id (also the element id of its slot content)
     title: str  # heading above the figure
-    caption: str  # one line: what to look for
+    caption: str  # how to read it, in plain words (never a finding: the data's own sentence is ``describe``'s)
     build: Callable[[Lanes], go.Figure]  # lanes (method → events) → figure
     prefixes: tuple[str, ...] = ()  # method-part heads it serves; () = every drafting method
     with_baselines: bool = True  # also hand it the fixed-window lanes, to draw the baseline beside the method
+    describe: Callable[[Lanes], str] | None = None  # lanes → what this run's data shows, with its counts
 
 
 VIEWS: list[View] = []
@@ -100,6 +101,12 @@ def build(view: View, lanes: Lanes) -> go.Figure:
     return view.build(lanes_for(view, lanes))
 
 
+def caption_for(view: View, lanes: Lanes) -> str:
+    """What the data shows (computed from it, with its counts), then how to read the figure."""
+    said = view.describe(lanes_for(view, lanes)) if view.describe is not None else ""
+    return f"{said} {view.caption}".strip()
+
+
 ROUND_VIEWS = {"training_lens": lens.training_lens_figure}  # views that can follow one chosen round: key → builder
 
 
@@ -107,7 +114,7 @@ def build_for_round(view: View, lanes: Lanes, method: str, round_index: int) -> 
     """The view redrawn for round ``round_index`` of ``method`` (the step-through's choice); None for a view
     that shows whole runs."""
     builder = ROUND_VIEWS.get(view.key)
-    if builder is None or method not in lanes:
+    if builder is None or method not in lanes or not _serves(view, method):  # the tree view follows tree lanes only
         return None
     return builder({method: lanes[method]}, round_index)
 
@@ -147,33 +154,38 @@ register_view(
     View(
         "draft_lengths",
         "Draft length and accepted length per round",
-        "Look for the gap between the line (drafted) and the markers (accepted): that is wasted "
-        "draft work; an adaptive policy should close it where the fixed window cannot.",
+        "The line is how many tokens each round drafted, the markers how many of them the target kept: the gap "
+        "is wasted draft work, which an adaptive policy tries to close.",
         plots.draft_lengths_figure,
+        describe=captions.draft_lengths,
     )
 )
 register_view(
     View(
         "acceptance_by_position",
         "Acceptance by position in the draft",
-        "Acceptance falls with position: the point where it drops below ~50% is roughly the window worth drafting.",
+        "Each point: of the rounds that drafted that far (n on the point), the share that kept the draft at that "
+        "position. Where it drops below about 50% is roughly how far drafting pays; a point resting on a few "
+        "rounds can swing widely.",
         plots.acceptance_by_position_figure,
+        describe=captions.acceptance_by_position,
     )
 )
 register_view(
     View(
         "accepted_histogram",
         "Accepted length histogram",
-        "A tall bar at 0 means drafting is mostly wasted; a tall bar at the window size means the window is too short.",
+        "How many drafts each round kept: mass at 0 means drafting was mostly wasted, mass at the window's size "
+        "means the window could have been longer.",
         plots.accepted_histogram_figure,
+        describe=captions.accepted_histogram,
     )
 )
 register_view(
     View(
         "training_lens",
-        "Training lens (uniform vs DFlash decay vs D-PACE)",
-        "For a real drafted block: D-PACE moves loss weight to the positions the verifier is likely "
-        "to reach (q_j high early), where decay ignores what the draft actually got right.",
+        "Training lens: how three training recipes would weight one drafted block",
+        captions.TRAINING_LENS,
         lens.training_lens_figure,
         with_baselines=False,
     )
@@ -186,17 +198,19 @@ register_view(
         plots.heuristic_window_figure,
         prefixes=("heuristic",),
         with_baselines=False,
+        describe=captions.heuristic_window,
     )
 )
 register_view(
     View(
         "confidence",
         "Confidence policy: q(x) of each drafted token",
-        "Drafting stops once the draft's own probability falls under the threshold (dashed line); "
-        "rejected drafts (×) should sit low.",
+        "q(x) is the draft model's own probability of the token it drafted. Drafting stops once it falls under the "
+        "threshold (dashed line); rejected drafts are the × marks.",
         plots.confidence_figure,
         prefixes=("confidence",),
         with_baselines=False,
+        describe=captions.confidence,
     )
 )
 

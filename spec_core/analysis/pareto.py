@@ -123,9 +123,12 @@ def read_sweep(path: str | Path) -> pd.DataFrame:
                              "(write one with `python -m spec_core pareto --out FILE.csv`)")  # fmt: skip
     for column in ("acceptance_rate", "quality"):
         df[column] = pd.to_numeric(df[column], errors="coerce")
-    df = df.dropna(subset=["acceptance_rate", "quality"])
-    if (df["method"] == "static").sum() < 2:
-        raise SpecScopeError("the sweep needs at least two static:W rows to draw the frontier")
+    numeric = df.dropna(subset=["acceptance_rate", "quality"])
+    if (numeric["method"] == "static").sum() < 2:
+        dropped = len(df) - len(numeric)
+        why = f" ({dropped} row(s) dropped: acceptance_rate and quality must be numbers)" if dropped else ""
+        raise SpecScopeError(f"the sweep needs at least two static:W rows to draw the frontier{why}")
+    df = numeric
     return with_frontier(df)
 
 

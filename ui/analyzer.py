@@ -1,0 +1,138 @@
+"""The Analyzer tab: a prompt set run with ``ar`` and one method, per-prompt records, replays, DIVERSED's panel.
+
+The tab owns its settings and shows them: temperature, top-p, seed and precision sit beside the method (they
+once came, unseen, from the Live tab's settings). Records are built by :mod:`spec_core.analysis.records`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from spec_core import guards, live, requests
+from spec_core.analysis import pareto
+from spec_core.analysis import records as rec
+from spec_core.analysis.bench import load_prompts
+from ui.shared import (
+    UI_MAX_NEW_TOKENS,
+    lane_columns,
+    named_upload,
+    pair_and_precision,
+    shown_errors,
+    view_slots,
+    view_updates,
+)
+from visuals import diversed as diversed_view
+from visuals import live_page
+from visuals.menus import live_method_choices
+
+
+def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> None:
+    files = prompt_files()
+    with gr.Row():
+        prompt_file = gr.Dropdown(files, value=files[0] if files else None, label="prompt set")
+        upload = gr.File(label="…or upload a prompt JSONL (id, category, prompt)", file_types=[".jsonl"],
+                         type="filepath")  # fmt: skip
+    with gr.Row():
+        method = gr.Dropdown(live_method_choices(), value="pacer", label="method (compared with ar)",
+                             allow_custom_value=True)  # fmt: skip
+        limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)", elem_id="an-limit")
+        max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
+        run, stop = gr.Button("Run prompt set", variant="primary", elem_id="an-run"), gr.Button("Stop", variant="stop")
+    with gr.Row(elem_id="an-settings"):  # this tab's own sampling settings, in view
+        settings = [
+            gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="an-temperature"),
+            gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p"),
+            gr.Number(value=0, precision=0, label="seed", minimum=0),
+            *pair_and_precision(pairs, "an", list(requests.PRECISIONS)),
+        ]
+    status = gr.Markdown(elem_id="an-status")
+    summary = gr.Dataframe(headers=rec.SUMMARY_COLUMNS, interactive=False, label="summary (all prompts pooled)",
+                           elem_id="an-summary")  # fmt: skip
+    table = gr.Dataframe(headers=rec.TABLE_COLUMNS, interactive=False, elem_id="an-table",
+                         label="per-prompt results (click a header to sort, a row to replay)")  # fmt: skip
+    with gr.Row():
+        csv_dl, jsonl_dl = gr.DownloadButton("Download table (CSV)"), gr.DownloadButton("Download events (JSONL)")
+        events_up = gr.UploadButton("Load a saved events file", file_types=[".jsonl"], type="filepath",
+                                    elem_id="an-events-up")  # fmt: skip
+    title = gr.Markdown()
+    lanes, slots, state = lane_columns(2, "an-lane"), view_slots("an"), gr.State(None)
+    results = [status, summary, table, state, csv_dl, jsonl_dl]
+
+    def finished(records, note: str) -> list[Any]:
+        df = rec.table_rows(records)
+        return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df)]
+
+    def on_analyze(*values):
+        req = requests.parse_analyzer_request(*values, pairs=pairs, prompt_sets=prompt_files(), root=root,
+                                              max_new=UI_MAX_NEW_TOKENS)  # fmt: skip
+        pair, spec, n, sampling = pair_loader(req.pair_name, req.precision), req.spec, req.max_new_tokens, req.sampling
+        prompts = load_prompts(req.source)[: req.n_prompts]
+        how = settings_text(sampling, req.precision, n)
+        yield [f"Running {len(prompts)} prompts × (ar, {spec.name}), {how}…", None, None, None, None, None]
+        records: dict = {}
+        for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
+            yield [f"{k}/{len(prompts)} prompts done ({how})…", rec.summary_rows(records), rec.table_rows(records),
+                   records, None, None]  # fmt: skip
+        yield finished(records, f"Done: {len(records)} prompts, {how}. Pick a row to replay it.")
+
+    event = run.click(shown_errors(on_analyze, len(results)), [prompt_file, upload, method, limit, max_new, *settings],
+                      results, api_visibility="private")  # fmt: skip
+    stop.click(None, cancels=[event])
+
+    def on_events(path):
+        records, note = load_events(path)
+        return finished(records, note)
+
+    events_up.upload(shown_errors(on_events, len(results)), events_up, results, api_visibility="private")
+
+    def on_pick(records, evt: gr.SelectData):
+        return replay_outputs(records, str(evt.row_value[0]) if getattr(evt, "row_value", None) else "")
+
+    table.select(shown_errors(on_pick, 1 + 3 * 2 + len(slots)), state, [title, *lanes, *slots],
+                 api_visibility="private")  # fmt: skip
+    pareto_panel()
+
+
+@named_upload
+def load_events(path) -> tuple[dict, str]:
+    """A saved events file (checked: size, UTF-8 text, every event's fields) → (records, the status line)."""
+    records = rec.records_from_file(guards.check_upload(path, "the events file"))
+    temps = ", ".join(f"{t:g}" for t in sorted({r.temperature for r in records.values()}))
+    return records, f"Loaded {len(records)} prompts (temperature {temps}). Pick a row to replay it."
+
+
+@named_upload
+def load_sweep(path) -> list:
+    """A pareto CSV (checked: size, UTF-8 text, columns, numbers) → [the sentence, the figure]."""
+    return diversed_view.sweep_view(pareto.read_sweep(guards.check_upload(path, "the sweep")))
+
+
+def settings_text(sampling, precision: str, max_new: int) -> str:
+    """The settings a run used, as the status line says them."""
+    return f"{live.sampling_text(sampling)}, {precision}, up to {max_new} new tokens"
+
+
+def pareto_panel() -> None:
+    """DIVERSED's acceptance-vs-quality sweep (``python -m spec_core pareto``): a shipped one, or the user's CSV."""
+    sweeps = pareto.shipped_sweeps()
+    show = lambda path: diversed_view.sweep_view(pareto.read_sweep(path))  # noqa: E731
+    first = show(next(iter(sweeps.values()))) if sweeps else ["", None]
+    with gr.Accordion("DIVERSED: acceptance vs quality (Pareto sweep)", open=False, elem_id="an-pareto"):
+        with gr.Row():  # a measured sweep (embedded pair), or the user's own
+            sweep = gr.Dropdown(list(sweeps), value=next(iter(sweeps), None), label="measured sweep")
+            upload = gr.UploadButton("Load a pareto CSV", file_types=[".csv"], type="filepath", elem_id="an-pareto-up")
+        outputs = [gr.Markdown(first[0], elem_id="an-pareto-text"), gr.Plot(first[1], show_label=False)]
+    pick = lambda key: show(sweeps[requests.parse_choice(key, "sweep", list(sweeps))])  # noqa: E731
+    sweep.change(shown_errors(pick, 2), sweep, outputs, api_visibility="private")
+    upload.upload(shown_errors(load_sweep, 2), upload, outputs, api_visibility="private")
+
+
+def replay_outputs(records, pid: str) -> list[Any]:
+    """The analyzer's replay of one prompt: title, two lanes (the method, then ar), figure slots."""
+    record = rec.record_for(records, pid)
+    frame = rec.replay_frame(record)
+    title = f"#### Prompt {pid} ({record.category})\n> {record.prompt[:400]}"
+    return [title, *live_page.lanes_parts(frame, 2), *view_updates(record.lanes)]

@@ -1,0 +1,129 @@
+"""Pieces every tab uses: figure slots filled from the view registry, lane columns, and errors shown in place.
+
+Errors in the page's own handlers (a bad upload, nothing to record, an empty prompt) are shown as one message
+inside the tab (:func:`shown_errors`): a ``gr.Error`` would also mark every output of the event with a red
+"Error" badge, four or thirty of them for one mistake. The ``/generate`` API keeps ``gr.Error``
+(:func:`ui_errors`), which is how an API client hears of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from spec_core.errors import SpecScopeError
+from visuals import views
+
+N_VIEW_SLOTS = 8  # figure slots filled from the view registry (visuals.views), generic views first
+UI_MAX_NEW_TOKENS = 512
+
+
+def ui_errors(fn: Callable) -> Callable:
+    """Turn :class:`SpecScopeError` (bad input, an unavailable model) into a ``gr.Error`` (the API's way)."""
+
+    def stream(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except SpecScopeError as err:
+            raise gr.Error(str(err)) from err
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SpecScopeError as err:
+            raise gr.Error(str(err)) from err
+
+    return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
+
+
+def alert(message: str) -> str:
+    """One visible error message, for a Markdown or HTML output."""
+    return f'<div class="spec-alert" role="alert">⚠ {html.escape(message)}</div>'
+
+
+def shown_errors(fn: Callable, outputs: int, at: int = 0) -> Callable:
+    """A handler whose :class:`SpecScopeError` becomes one message in output ``at`` (of ``outputs``), every other
+    output left as it was; a stream keeps what it already showed."""
+
+    def failed(err: SpecScopeError) -> list[Any]:
+        out: list[Any] = [gr.update()] * outputs
+        out[at] = alert(str(err))
+        return out
+
+    def stream(*args, **kwargs):
+        try:
+            yield from fn(*args, **kwargs)
+        except SpecScopeError as err:
+            yield failed(err)
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SpecScopeError as err:
+            return failed(err)
+
+    return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
+
+
+def named_upload(load: Callable) -> Callable:
+    """A loader ``path → outputs`` whose errors start with the file's name (unless they already say it), so
+    the message says which file it is about."""
+
+    def call(path, *args):
+        try:
+            return load(path, *args)
+        except SpecScopeError as err:
+            name = Path(str(path)).name if path else "the file"
+            raise SpecScopeError(str(err) if name in str(err) else f"{name}: {err}") from err
+
+    return functools.wraps(load)(call)
+
+
+def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
+    """For each figure slot: (visibility, caption, figure) from the view registry; unused slots hidden. The
+    caption says what this run's data shows (with its counts), then how to read the figure."""
+    active = views.views_for(list(lanes))[:slots]
+    out: list[Any] = []
+    for i in range(slots):
+        v = active[i] if i < len(active) else None
+        out += [gr.update(visible=v is not None), f"**{v.title}** — {views.caption_for(v, lanes)}" if v else "",
+                views.build(v, lanes) if v else None]  # fmt: skip
+    return out
+
+
+def view_slots(prefix: str) -> list[Any]:
+    """Figure slots: [column, caption, plot] × N_VIEW_SLOTS, two per row."""
+    comps: list[Any] = []
+    for row in range(0, N_VIEW_SLOTS, 2):
+        with gr.Row(equal_height=False):
+            for i in range(row, row + 2):
+                with gr.Column(visible=False, elem_classes="spec-view", elem_id=f"{prefix}-view-{i}") as col:
+                    comps += [col, gr.Markdown(), gr.Plot(show_label=False)]
+    return comps
+
+
+def lane_columns(n: int, prefix: str) -> list[Any]:
+    comps: list[Any] = []
+    with gr.Row(equal_height=False):
+        for i in range(n):
+            with gr.Column(elem_classes="spec-lane", elem_id=f"{prefix}-{i}"):
+                comps += [gr.Markdown(), gr.HTML(), gr.HTML()]
+    return comps
+
+
+def pair_and_precision(pairs: list[str], prefix: str, precisions: list[str]) -> list[Any]:
+    """A tab's own model pair (shown only when there is a choice) and precision."""
+    from visuals.live_page import PRECISION_INFO
+
+    return [
+        gr.Dropdown(pairs, value=pairs[0], label="model pair (target,draft)", visible=len(pairs) > 1,
+                    elem_id=f"{prefix}-pair"),
+        gr.Radio(precisions, value="auto", label="precision", elem_id=f"{prefix}-precision",
+                 info=PRECISION_INFO),
+    ]  # fmt: skip

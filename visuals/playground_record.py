@@ -1,0 +1,68 @@
+"""Where the Playground's text comes from: its own prompt, recorded greedily, never whatever the Live tab did last.
+
+The Playground replays draft-length policies on one greedy text (:mod:`spec_core.analysis.playground`). It used to
+record "the Live tab's last run", so a later sampled or stopped Live run made *Record this text* answer "nothing
+to record yet" after earlier greedy runs had finished. Now the tab owns its text: its prompt, its number of new
+tokens and its precision. *Record* reuses the Live tab's last **finished greedy** run when that run had the same
+prompt and precision (its text and the forward costs its rounds measured: :class:`LiveGreedyRun`, which only a
+finished temperature-0 run replaces); otherwise it decodes the prompt greedily here (``ar``) and prices rounds
+with the default forward costs, and the summary says which.
+
+No gradio here: ``ui/playground.py`` wires it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from spec_core import requests
+from spec_core.analysis.playground import record_frame, record_text
+from spec_core.live import LiveFrame
+from visuals.playground import playground_view
+
+PLAYGROUND_MAX_NEW = 256  # the recording pass grows with the text; 96 (the default) records in seconds on a CPU
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: Gradio hashes a state to see whether it changed
+class LiveGreedyRun:
+    """The Live tab's last finished greedy run: what the Playground may reuse."""
+
+    frame: LiveFrame
+    prompt: str
+    max_new_tokens: int
+
+
+def remember_greedy(
+    previous: LiveGreedyRun | None, frame: LiveFrame | None, prompt: str, max_new
+) -> LiveGreedyRun | None:
+    """After a Live run: keep it if it finished at temperature 0, else keep the previous one."""
+    if frame is None or not frame.done or frame.temperature != 0 or not any(frame.lanes.values()):
+        return previous
+    return LiveGreedyRun(frame, prompt, int(max_new))
+
+
+def source_text(live: LiveGreedyRun | None, prompt: str, precision: str) -> str:
+    """What *Record this text* will record, said before it is pressed."""
+    if live is not None and live.prompt == prompt and live.frame.precision == precision:
+        return ("Will reuse the Live tab's finished greedy run of this prompt: its text and the forward costs its "
+                "rounds measured.")  # fmt: skip
+    return ("Will decode this prompt greedily (temperature 0, the target alone) and record it; speed comes from "
+            "the default forward costs. Generate it on the Live tab at temperature 0 first to use that run's own "
+            "costs.")  # fmt: skip
+
+
+def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt, max_new, pair_name, precision, *knobs):
+    """*Record this text*: the Playground's own prompt, greedy → [record, markdown, three figures]."""
+    prompt = requests.parse_prompt(prompt)
+    max_new = requests.parse_int(max_new, "max new tokens", 1, PLAYGROUND_MAX_NEW)
+    pair_name = requests.parse_choice(pair_name, "model pair", pairs)
+    precision = requests.parse_choice(precision, "precision", requests.PRECISIONS)
+    pair_for = lambda p: pair_loader(pair_name, p)  # noqa: E731
+    if live is not None and live.prompt == prompt and live.frame.precision == precision:
+        record = record_frame(pair_for, live.frame, prompt, max(max_new, live.max_new_tokens))
+    else:
+        record = record_text(pair_for(precision), prompt, max_new)
+        here = "this prompt, decoded greedily by the target alone (ar) in the Playground"
+        record = dataclasses.replace(record, meta={**record.meta, "source": here})
+    return [record, *playground_view(record, *knobs)]
