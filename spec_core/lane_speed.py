@@ -134,11 +134,12 @@ def verdict_text(stats: Stats, speed: LaneSpeed, profile: CostProfile | None, ev
 
 
 def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: CostProfile | None = None,
-               draft_ratio: float = DEFAULT_DRAFT_RATIO, lossy_note: str = "") -> LaneSpeed:  # fmt: skip
+               draft_ratio: float = DEFAULT_DRAFT_RATIO, lossy_note: str = "", full: bool = True) -> LaneSpeed:  # fmt: skip
     """The speed a lane may honestly claim, against the ``ar`` lane of the same run when there is one.
 
     ``profile``: the run's costs (default: :func:`~spec_core.cost_model.profile_from_events` of ``lanes``).
-    ``lossy_note``: for a lossy lane, how far its text is from ``ar``'s (it leads the verdict).
+    ``lossy_note``: for a lossy lane, how far its text is from ``ar``'s (it leads the verdict). ``full=False`` (a
+    frame of a run still going) leaves out the spread, the verdict and the accelerator model: nothing shows them yet.
     """
     events = lanes.get(method, ())
     stats = Stats.from_events(events, method=method)
@@ -156,6 +157,8 @@ def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: 
         return LaneSpeed(stats.tokens_per_s, None, None, f"ar: {TOO_FEW}")
     profile = profile or profile_from_events(lanes)
     predicted = profile.events_speedup(events) if profile is not None else None
+    if not full:
+        return LaneSpeed(stats.tokens_per_s, stats.tokens_per_s / base.tokens_per_s, predicted)
     need = breakeven(events, profile)[1] if profile is not None and stats.drafted_tokens else None
     need = need if need is not None and np.isfinite(need) else None
     gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
@@ -241,8 +244,7 @@ def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy:
     differ = sum(a != b for a, b in zip(tokens, ar)) + abs(len(tokens) - len(ar))
     share = differ / max(len(tokens), len(ar), 1)
     if lossy:
-        return (f"Lossy: its text parts from ar's at token {first + 1}, and {share:.0%} of its tokens differ from "
-                "ar's at the same place.")  # fmt: skip
+        return f"Lossy: its text parts from ar's at token {first + 1} ({share:.0%} of its tokens differ from ar's there)."
     if not greedy:
         return ""
     return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."
@@ -250,8 +252,8 @@ def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy:
 
 def lane_speeds(lanes: Mapping[str, Sequence[RoundEvent]], methods: Sequence[str] | None = None,
                 lossy_notes: Mapping[str, str] | None = None, draft_ratio: float = DEFAULT_DRAFT_RATIO,
-                ) -> dict[str, LaneSpeed]:  # fmt: skip
+                full: bool = True) -> dict[str, LaneSpeed]:  # fmt: skip
     """Every lane's :class:`LaneSpeed`, priced with one profile measured in the run's own rounds."""
     profile = profile_from_events(lanes)
     notes = lossy_notes or {}
-    return {m: lane_speed(m, lanes, profile, draft_ratio, notes.get(m, "")) for m in (methods or list(lanes))}
+    return {m: lane_speed(m, lanes, profile, draft_ratio, notes.get(m, ""), full) for m in (methods or list(lanes))}

@@ -83,7 +83,8 @@ class LiveFrame:
     status: str = ""
     done: bool = False
     temperature: float = 0.0
-    precision: str = "bfloat16"
+    precision: str = "bfloat16"  # as requested ("auto" included): a run at the same setting reuses this one
+    arithmetic: str = ""  # what the pair ran ("auto" resolved): the precision the notes and the verdicts name
     divergences: Mapping[str, Divergence] = field(default_factory=dict)  # lossless lane → its first divergence
 
     def stats(self, method: str) -> Stats:
@@ -93,8 +94,9 @@ class LiveFrame:
     def speeds(self) -> dict[str, LaneSpeed]:
         """Every lane's honest speed (measured with its spread, predicted, a verdict) from this frame's events."""
         methods = [m for m in self.methods if m not in self.errors]
-        return lane_speeds(self.lanes, methods, {m: self.text_note(m) for m in methods}) if self.done else (
-            lane_speeds(self.lanes, methods))  # fmt: skip
+        if not self.done:  # a run still going: no verdict shows yet, so none is worked out
+            return lane_speeds(self.lanes, methods, full=False)
+        return lane_speeds(self.lanes, methods, {m: self.text_note(m) for m in methods})
 
     def text_note(self, method: str) -> str:
         """How this lane's text compares with ar's: "same text as ar ✓", a near-tie, or how far a lossy lane is."""
@@ -131,7 +133,8 @@ class _Run:
             status=self.status,
             done=done,
             temperature=self.request.sampling.temperature,
-            precision=self.precision or self.request.precision,
+            precision=self.request.precision,
+            arithmetic=self.precision or self.request.precision,
             divergences=dict(self.divergences),
         )
 
@@ -264,7 +267,9 @@ def divergences(pair, generations: Mapping[str, Generation], request: LiveReques
     out: dict[str, Divergence] = {}
     for method in sorted(found, key=found.get, reverse=True):  # latest first: ar's cache is only ever cropped
         same = next((d for d in out.values() if d.position == found[method]), None)  # one pass per position
-        out[method] = explain_divergence(pair, ar, generations[method], found[method], request.precision, same)
+        out[method] = explain_divergence(
+            pair, ar, generations[method], found[method], getattr(pair, "precision", "") or request.precision, same
+        )
     return {m: out[m] for m in found}
 
 

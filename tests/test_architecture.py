@@ -55,7 +55,10 @@ def _imports(name: str, import_time_only: bool = False) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if import_time_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            type_only = isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)  # never runs
+            if import_time_only and (
+                type_only or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            ):
                 continue
             if isinstance(child, ast.Import):
                 found.update(alias.name for alias in child.names)

@@ -13,6 +13,7 @@ import dataclasses
 from test_visuals import AR, LANE, ev, frame_with
 
 from spec_core.live import Divergence
+from spec_core.types import TreeRound
 from visuals import captions, intro, lens, live_page, lossy, plots, reasons, stepthrough, tokens, tree, views
 
 
@@ -83,9 +84,9 @@ def test_divergence_note_and_the_tokens_own_p_agree():
 
 
 def test_running_lanes_show_quiet_placeholders():
-    from spec_core.analysis.speed import TOO_FEW, LaneSpeed
+    from spec_core.lane_speed import TOO_FEW, LaneSpeed
 
-    from spec_core.types import Stats
+    from spec_core.types import TreeRound, Stats
 
     running = tokens.counters_html(Stats.from_events(LANE), LaneSpeed(None, None, None, TOO_FEW))
     assert TOO_FEW not in running and running.count("spec-counter-quiet") == 3 and tokens.RUNNING in running
@@ -220,7 +221,7 @@ def tree_event(nodes: int = 32):
     depths = [1 if p < 0 else 2 for p in parents]
     t = {"tokens": list(range(nodes)), "parents": parents, "depths": depths, "pieces": [f" tok{i}" for i in range(nodes)],
          "draft_probs": [0.1] * nodes, "target_probs": [0.2] * nodes, "path": [0], "tried": [[0, 1.0], [8, 0.0]]}  # fmt: skip
-    return ev(0, [" tok0", " tok8"], 1, "R", method="tree", tree=t)
+    return ev(0, [" tok0", " tok8"], 1, "R", method="tree", tree=TreeRound.from_record(t))
 
 
 def test_token_tree_labels_only_the_tried_nodes_and_keeps_the_root_in_view():

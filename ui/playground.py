@@ -43,17 +43,19 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     gr.on([prompt.change, precision.change, live_greedy.change], source_text, [live_greedy, prompt, precision], source,
           api_visibility="private", show_progress="hidden")  # fmt: skip
     bound = functools.partial(on_record, pair_loader, pairs)
-    record.click(shown_errors(bound, n_out, at=1), [live_greedy, prompt, max_new, pair, precision, *knobs],
-                 [state, *outs], api_visibility="private")  # fmt: skip
+    recorded = record.click(shown_errors(bound, n_out, at=1), [live_greedy, prompt, max_new, pair, precision, *knobs],
+                            [state, *outs], api_visibility="private")  # fmt: skip
     loaded = named_upload(lambda path, *rest: playground.on_upload(pair_loader, pairs, path, *rest))
-    upload.upload(shown_errors(loaded, n_out, at=1), [upload, pair, precision, *knobs], [state, *outs],
-                  api_visibility="private")  # fmt: skip
+    uploaded = upload.upload(shown_errors(loaded, n_out, at=1), [upload, pair, precision, *knobs], [state, *outs],
+                             api_visibility="private")  # fmt: skip
     gr.on([k.change for k in knobs], shown_errors(playground.playground_view, len(outs)), [state, *knobs], outs,
           api_visibility="private", show_progress="hidden")  # fmt: skip
     with gr.Accordion("Hardware lens: the same record on other machines", open=False, elem_id="pg-lens"):
         lens = [gr.Plot(show_label=False, elem_id="pg-lens-plot"), gr.Markdown(hardware.INTRO, elem_id="pg-lens-text")]
-    gr.on([state.change, *(k.change for k in knobs)], shown_errors(lens_view, len(lens), at=1), [state, *knobs], lens,
-          api_visibility="private", show_progress="hidden")  # fmt: skip
+    lens_fn = shown_errors(lens_view, len(lens), at=1)  # (a State's own .change would hash the record: not hashable)
+    for then in (recorded.then, uploaded.then):
+        then(lens_fn, [state, *knobs], lens, api_visibility="private", show_progress="hidden")
+    gr.on([k.change for k in knobs], lens_fn, [state, *knobs], lens, api_visibility="private", show_progress="hidden")
 
 
 def lens_view(*values):
