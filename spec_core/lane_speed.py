@@ -244,7 +244,9 @@ def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy:
     differ = sum(a != b for a, b in zip(tokens, ar)) + abs(len(tokens) - len(ar))
     share = differ / max(len(tokens), len(ar), 1)
     if lossy:
-        return f"Lossy: its text parts from ar's at token {first + 1} ({share:.0%} of its tokens differ from ar's there)."
+        return (
+            f"Lossy: its text parts from ar's at token {first + 1} ({share:.0%} of its tokens differ from ar's there)."
+        )
     if not greedy:
         return ""
     return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."

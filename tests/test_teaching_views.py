@@ -85,8 +85,7 @@ def test_divergence_note_and_the_tokens_own_p_agree():
 
 def test_running_lanes_show_quiet_placeholders():
     from spec_core.lane_speed import TOO_FEW, LaneSpeed
-
-    from spec_core.types import TreeRound, Stats
+    from spec_core.types import Stats
 
     running = tokens.counters_html(Stats.from_events(LANE), LaneSpeed(None, None, None, TOO_FEW))
     assert TOO_FEW not in running and running.count("spec-counter-quiet") == 3 and tokens.RUNNING in running
