@@ -19,6 +19,7 @@ No gradio, no plotly here (docs/STYLE.md §6): the app turns frames into compone
 from __future__ import annotations
 
 import functools
+import os
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -199,7 +200,7 @@ def live_frames(
     pair = pair_loader(request.pair_name, request.precision)
     run.precision = getattr(pair, "precision", "") or request.precision
     generations = _generations(pair, request, run.errors)
-    chosen = " chosen by auto" if request.precision == "auto" else ""
+    chosen = " chosen by auto" if request.precision == "auto" and not os.environ.get("SPECSCOPE_PRECISION") else ""
     where = f"{pair.name} ({pair.device.type} · {run.precision}{chosen}), {sampling_text(request.sampling)}"
     run.status = f"Generating on {where}…"
     yield run.frame()
