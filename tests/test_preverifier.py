@@ -8,6 +8,7 @@ import inspect
 import json
 from dataclasses import fields
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -239,3 +240,26 @@ def test_analyze_preverifier_writes_the_table(tiny_paper, tmp_path):
     assert "log_q" in table.loc[table["head"].str.startswith("pacer-feature-hybrid"), "inputs"].iloc[0]
     scored = table[table["auc"].notna()]
     assert scored["auc"].between(0, 1).all() and (table["predicted_speedup"] > 0).all()
+
+
+def test_playground_replays_the_paper_head_exactly_at_every_block_size():
+    """The Playground records the paper head's â per block size; replaying PACER on the record gives the engine's
+    rounds (float32, greedy), b = 1, 2 and 3 alike."""
+    from spec_core.analysis.playground import paper_key, record_text, replay_policy
+    from spec_core.analysis.policies import RoundCosts
+
+    pair = make_tiny_pair(vocab=8, draft="feature", draft_seed=2)
+    torch.manual_seed(0)
+    head = BlockPreVerifier(BlockPreVerifierConfig(hidden_size=32, max_len=6)).eval()
+    pair.extras[HEAD_KEY] = (head, "paper")
+    costs = RoundCosts(widths=(1, 8), target_ms=(10.0, 12.0), draft_ms=1.0)
+    record = record_text(pair, "abc def ghi", max_new_tokens=24, max_len=6, costs=costs)
+    assert {paper_key("", b) for b in (1, 2, 3)} <= set(record.predicted)
+    for b in (1, 2, 3):
+        t = float(np.median(record.predicted[paper_key("", b)][:, :b].mean(1)))
+        policy = f"pacer:b={b},t={t:.4f},rho=1.05,max=6"
+        replay = replay_policy(record, policy)
+        real = generate(pair, "abc def ghi", policy, max_new_tokens=24)
+        assert tuple(real.token_ids) == tuple(record.tokens)
+        assert list(zip(replay.lengths, replay.kept)) == [(e.draft_len, e.accepted) for e in real.events], policy
+        assert len(set(replay.lengths[:-1])) > 1, policy  # the rule really varied the length

@@ -196,14 +196,24 @@ def load_head(name: str, directory=HEADS_DIR) -> tuple[PreVerifier | BlockPreVer
 
 
 def find_head(draft_card: dict, variant: str = "", directory=HEADS_DIR) -> str:
-    """The name of the pre-verifier trained with the draft whose card is ``draft_card`` (matched by sha256)."""
+    """The name of the pre-verifier trained with the draft whose card is ``draft_card`` (matched by sha256).
+
+    ``variant="hybrid"`` also finds a draft's default head when that one is a hybrid head (a draft whose paper
+    head has not been trained yet)."""
     sha, design = draft_card.get("sha256"), draft_card.get("design", "feature")
+    fallback = None
     for name in available(directory):
         card = read_card(name, directory, "pre-verifier head")
-        if card.get("kind") == KIND and card.get("variant", "") == variant and sha and card.get("draft_sha256") == sha:
+        if card.get("kind") != KIND or not sha or card.get("draft_sha256") != sha:
+            continue
+        if card.get("variant", "") == variant:
             return name
+        if variant == "hybrid" and not card.get("variant") and card["config"].get("design", "hybrid") == "hybrid":
+            fallback = name
+    if fallback:
+        return fallback
     what = f"{KIND} head{' (variant ' + variant + ')' if variant else ''}"
-    extra = f" --variant {variant}" if variant else ""
+    extra = f" --variants {variant} --ship {variant}" if variant else ""
     raise SpecScopeError(
         f"no {what} matches this pair's draft ({design}, sha256 {str(sha)[:12]}…) in {directory}; "
         f"train one with `{TRAIN_COMMAND.format(draft=design)}{extra}`"
