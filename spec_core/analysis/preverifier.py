@@ -216,7 +216,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     assets = Path(args.assets_dir) if args.assets_dir else HEADS_DIR
     data_dir = Path(args.data or RUNS_DIR / args.draft)
     heads_dir = Path(args.heads_dir) if args.heads_dir else data_dir / "heads"
-    shipped, card = load_head(find_head(pair.draft_card, directory=assets), assets)
+    _, card = load_head(find_head(pair.draft_card, directory=assets), assets)
     heldout_every = card.get("training", {}).get("heldout_every", TrainConfig.heldout_every)
     if args.prompts:  # rounds on these prompts, all held out; t is still tuned on the training rounds if present
         from spec_core.analysis.bench import load_prompts
@@ -266,25 +266,28 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
         return Predictor(name, inputs or " + ".join(head.inputs), head_scorer(head, data),
                          head_call_ms(head, embed_dim), block, rho)  # fmt: skip
 
-    predictors = []
-    names = set(available(heads_dir)) if heads_dir.exists() else set()
-    paper_name = f"pacer-{args.draft}"
-    design = card["config"].get("design", "hybrid")
-    predictors.append(row(f"{paper_name} ({design}, shipped)", shipped))
-    hybrid_name = f"pacer-{args.draft}-hybrid"
-    if (assets / f"{hybrid_name}.json").exists():
-        predictors.append(row(f"{hybrid_name} (hybrid, shipped)", load_head(hybrid_name, assets)[0]))
+    predictors, shipped_heads = [], {}
+    for variant in ("", "paper", "hybrid"):  # the shipped heads: the default, the paper head, the hybrid
+        try:
+            name = find_head(pair.draft_card, variant, assets)
+        except SpecScopeError:
+            continue
+        if name not in shipped_heads:
+            head, hcard = load_head(name, assets)
+            shipped_heads[name] = head
+            default = " = pacer" if name == find_head(pair.draft_card, "", assets) else ""
+            predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head))
     predictors.append(Predictor("draft Π q", "draft probability: Π_{j≤i} q_j", lambda m, b: draft_cumprob(data, m, b),
                                 lambda b: 0.0, args.block, args.rho))  # fmt: skip
-    for name in sorted(names):  # ablations trained by `train pacer` on the same data
+    names = set(available(heads_dir)) if heads_dir.exists() else set()
+    for name in sorted(names):  # variants and ablations trained by `train pacer` on these shards
         head, hcard = load_head(name, heads_dir)
-        tag = name.removeprefix(f"pacer-{args.draft}").lstrip("-") or "paper"
-        predictors.append(row(f"{tag} (trained on {data_dir.name}, {hcard['config'].get('design', 'hybrid')})", head))
-    if design == "paper":  # the stop rule's ablations on the shipped paper head
-        predictors.append(row(f"{paper_name} ρ = 1", shipped, rho=1.0))
+        predictors.append(row(f"{name} (trained on {data_dir.name}, {hcard['config'].get('design', 'hybrid')})", head))
+    for name, head in shipped_heads.items():  # the stop rule's ablations: ρ = 1, b ∈ {1, 2, 4}
+        predictors.append(row(f"{name} ρ = 1", head, rho=1.0))
         for b in (1, 2, 4):
             if b != args.block:
-                predictors.append(row(f"{paper_name} b = {b}", shipped, block=b))
+                predictors.append(row(f"{name} b = {b}", head, block=b))
     rows = [evaluate(p, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) for p in predictors]
     rows += reference_rows(data, test_rounds, costs, accel)
     table = pd.DataFrame(rows)

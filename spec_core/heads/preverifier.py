@@ -111,6 +111,7 @@ class BlockPreVerifierConfig:
     use_position: bool = True  # the learned position embedding (False: the paper's ablation)
     use_token: bool = True  # the drafted token's embedding E[x_i] beside h_i
     design: str = "paper"  # the card says which class reads the weights
+    dropout: float = 0.0  # on the summed input (training only): the inputs are 2 × 576 wide, the data small
 
 
 def block_mask(segments: torch.Tensor) -> torch.Tensor:
@@ -140,6 +141,7 @@ class BlockPreVerifier(nn.Module):
         self.norm_e = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False) if cfg.use_token else None
         self.proj_e = nn.Linear(cfg.hidden_size, w, bias=False) if cfg.use_token else None
         self.position = nn.Embedding(cfg.max_len + 1, w) if cfg.use_position else None  # row 0 unused
+        self.drop = nn.Dropout(cfg.dropout)
         self.norm_attn, self.qkv, self.out = nn.LayerNorm(w), nn.Linear(w, 3 * w), nn.Linear(w, w)
         self.norm_mlp = nn.LayerNorm(w)
         self.mlp = nn.Sequential(nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, w))
@@ -155,6 +157,7 @@ class BlockPreVerifier(nn.Module):
             z = z + self.proj_e(self.norm_e(token_embeds.to(dtype)))
         if self.position is not None:
             z = z + self.position(positions.clamp(1, self.cfg.max_len))
+        z = self.drop(z)
         if segments is None:
             segments = torch.zeros(positions.shape, dtype=torch.long, device=positions.device)
         mask = block_mask(segments)  # [..., n, n]

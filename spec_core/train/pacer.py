@@ -205,6 +205,7 @@ class TrainConfig:
     block_sizes: tuple[int, ...] = (1, 2, 4)  # the paper head learns every block size (one head serves any b)
     seq_len: int = 64  # packed sequence length of the paper head's training batches
     eval_block: int = 2  # the block size the paper head's held-out numbers in the card are computed at
+    dropout: float = 0.0  # the paper head's input dropout
 
 
 VARIANTS = {  # hybrid heads (PreVerifier): name → (use_position, use_token_prob)
@@ -218,7 +219,7 @@ PAPER_VARIANTS = {  # paper heads (BlockPreVerifier): name → (use_position, us
     "paper-nopos": (False, True),  # no position anywhere in the inputs
     "paper-notoken": (True, False),  # h_i alone: cannot tell which token was drafted
 }
-SHIPPED_NAME = {"paper": "", "hybrid": "hybrid", "nopos": "nopos"}  # variant → the asset's variant suffix
+DEFAULT_HEAD = "hybrid"  # the variant shipped as `pacer-<draft>` (`pacer`); the others keep their name as suffix
 
 
 def load_data(paths: list[Path]) -> dict[str, torch.Tensor]:
@@ -405,7 +406,7 @@ def train_paper_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: s
     torch.manual_seed(cfg.seed)
     max_len = int(data["position"].max())
     head = BlockPreVerifier(BlockPreVerifierConfig(int(data["hidden"].shape[1]), max_len, cfg.width, use_position,
-                                                   use_token))  # fmt: skip
+                                                   use_token, dropout=cfg.dropout))  # fmt: skip
     heldout = (data["prompt"] % cfg.heldout_every) == 0  # [N] split by prompt, never within one
     if heldout.all() or not heldout.any():
         raise SpecScopeError("PACER data too small to split into train and held-out prompts; simulate more prompts")
@@ -514,10 +515,11 @@ def load_meta(path: Path) -> dict:
 
 
 def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEADS_DIR, progress: bool = True,
-        train_only: bool = False, work_heads: Path | None = None):  # fmt: skip
+        train_only: bool = False, work_heads: Path | None = None, default_head: str = DEFAULT_HEAD):  # fmt: skip
     """Simulate (resuming; ``train_only``: use the shards already written), train every variant, save the shipped
-    ones in ``out_dir`` and every variant in ``work_heads`` (default ``<sim.out_dir>/heads``, for
-    ``analyze preverifier``); returns {variant: metrics}."""
+    ones in ``out_dir`` (``default_head`` as ``pacer-<draft>``, the others as ``pacer-<draft>-<variant>``) and every
+    variant in ``work_heads`` (default ``<sim.out_dir>/heads``, as ``pacer-<draft>-<variant>``, for ``analyze
+    preverifier``); returns {variant: metrics}."""
     t0 = time.time()
     paths = sorted(sim.out_dir.glob("shard_*.safetensors")) if train_only else simulate(pair, sim, progress)
     data = load_data(paths)
@@ -539,7 +541,7 @@ def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEAD
     work_heads = Path(work_heads) if work_heads is not None else sim.out_dir / "heads"
     for variant, head in heads.items():
         shipped = variant in cfg.ship_variants
-        suffix = SHIPPED_NAME.get(variant, variant) if shipped else variant
+        suffix = "" if variant == default_head else variant  # in assets/heads: the default head is `pacer-<draft>`
         card = {
             "variant": suffix,
             "paper": "PACER: Blockwise Pre-verification for Speculative Decoding with Adaptive Length, arXiv 2602.01274",
@@ -554,9 +556,10 @@ def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEAD
             "heldout": results[variant],
             "ablations": ablations,
         }  # fmt: skip
-        for directory in [work_heads] + ([Path(out_dir)] if shipped else []):
-            name = head_name(draft, suffix)
-            save_head(head, name, card, directory)
+        for directory, name in [(work_heads, head_name(draft, variant))] + (
+            [(Path(out_dir), head_name(draft, suffix))] if shipped else []
+        ):
+            save_head(head, name, {**card, "variant": name.removeprefix(head_name(draft)).lstrip("-")}, directory)
             print(f"saved {Path(directory) / name}.safetensors ({head.num_parameters()} parameters)")
     return results
 
@@ -574,12 +577,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-len", type=int, default=TrainConfig.seq_len, help="packed row length (paper head)")
     ap.add_argument("--lr", type=float, default=TrainConfig.lr)
     ap.add_argument("--width", type=int, default=TrainConfig.width)
+    ap.add_argument("--weight-decay", type=float, default=TrainConfig.weight_decay)
+    ap.add_argument("--dropout", type=float, default=TrainConfig.dropout, help="the paper head's input dropout")
     ap.add_argument("--seed", type=int, default=TrainConfig.seed)
     ap.add_argument("--variants", default=",".join(TrainConfig.variants),
                     help=f"heads to train: paper {', '.join(PAPER_VARIANTS)}; hybrid {', '.join(VARIANTS)}")  # fmt: skip
     ap.add_argument("--ship", default=",".join(TrainConfig.ship_variants),
-                    help="variants saved in --out-dir (paper → pacer-<draft>, hybrid → pacer-<draft>-hybrid); every "
+                    help="variants saved in --out-dir (--default-head as pacer-<draft>, the others as pacer-<draft>-<variant>); every "
                     "variant also goes to <work-dir>/<draft>/heads; '' ships none")  # fmt: skip
+    ap.add_argument("--default-head", default=DEFAULT_HEAD, help="the shipped variant saved as pacer-<draft> (the "
+                    "head `pacer` uses); docs/PACER.md says why it is the default")  # fmt: skip
     ap.add_argument("--block-sizes", default=",".join(map(str, TrainConfig.block_sizes)),
                     help="block sizes the paper head trains on (every round once per size)")  # fmt: skip
     ap.add_argument("--eval-block", type=int, default=TrainConfig.eval_block, help="block size of the card's numbers")
@@ -611,7 +618,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.simulate_only:
         print(f"{len(simulate(pair, sim))} shards in {sim.out_dir}")
         return 0
-    cfg = TrainConfig(args.steps, args.batch_size, args.lr, width=args.width, seed=args.seed, variants=variants,
+    cfg = TrainConfig(args.steps, args.batch_size, args.lr, args.weight_decay, width=args.width, seed=args.seed,
+                      variants=variants, dropout=args.dropout,
                       ship_variants=ship, block_sizes=blocks, seq_len=args.seq_len, eval_block=args.eval_block)  # fmt: skip
-    run(pair, args.draft, sim, cfg, Path(args.out_dir), train_only=args.train_only)
+    run(pair, args.draft, sim, cfg, Path(args.out_dir), train_only=args.train_only, default_head=args.default_head)
     return 0
