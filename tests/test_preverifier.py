@@ -29,7 +29,7 @@ from spec_core.methods import parse_method
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer import HEAD_KEY, PacerLength, PacerParams
 
-FORBIDDEN = ("prob", "log_q", "logq", "entropy", "confidence", "q_")  # names of the draft's own probabilities
+FORBIDDEN = ("prob", "log_q", "logq", "logit", "entropy", "confidence", "q_")  # the draft's own confidence
 
 
 @pytest.fixture(autouse=True)
@@ -41,9 +41,11 @@ def _one_thread():
 
 
 def _names(head: BlockPreVerifier) -> list[str]:
-    """Everything that names an input: forward's and predict's parameters, the config's fields, ``inputs``."""
+    """Everything that names an input: forward's and predict's parameters, ``inputs``, and the config's switches
+    that are on."""
     params = [*inspect.signature(head.forward).parameters, *inspect.signature(head.predict).parameters]
-    return [*params, *(f.name for f in fields(head.cfg)), *head.inputs]
+    switches = [f.name for f in fields(head.cfg) if getattr(head.cfg, f.name) is True]
+    return [*params, *head.inputs, *switches]
 
 
 # -- the paper head's inputs -----------------------------------------------------------------------------------
@@ -58,6 +60,9 @@ def test_paper_head_reads_no_draft_probability():
     hybrid = PreVerifier(PreVerifierConfig(hidden_size=8))
     assert {"log_q", "sum_log_q"} <= set(hybrid.inputs)
     assert [n for n in [*inspect.signature(hybrid.forward).parameters, *hybrid.inputs] if "prob" in n or "log_q" in n]
+    # and so does the diagnostic variant that is handed the draft's logit
+    diagnostic = BlockPreVerifier(BlockPreVerifierConfig(hidden_size=8, use_draft_logit=True))
+    assert [n for n in _names(diagnostic) if any(f in n.lower() for f in FORBIDDEN)]
 
 
 class _Untouchable(list):
@@ -263,3 +268,32 @@ def test_playground_replays_the_paper_head_exactly_at_every_block_size():
         assert tuple(real.token_ids) == tuple(record.tokens)
         assert list(zip(replay.lengths, replay.kept)) == [(e.draft_len, e.accepted) for e in real.events], policy
         assert len(set(replay.lengths[:-1])) > 1, policy  # the rule really varied the length
+
+
+@pytest.mark.embedded
+def test_shipped_paper_and_hybrid_heads_on_the_embedded_pair():
+    """`pacer:head=paper` (the paper head, no probability input) and `pacer:head=hybrid` (= `pacer`'s default head)
+    load for the feature draft and stay lossless."""
+    import dataclasses
+
+    from spec_core.errors import SpecScopeError
+    from spec_core.heads.preverifier import find_head
+    from spec_core.models import embedded_target_dir, load_pair
+
+    try:
+        embedded_target_dir()
+    except SpecScopeError as err:
+        pytest.skip(f"the embedded pair is not installed: {err}")
+    pair = dataclasses.replace(load_pair("embedded", dtype="float32", draft="feature"), extras={})
+    assert find_head(pair.draft_card, "hybrid") == find_head(pair.draft_card) == "pacer-feature"
+    name = find_head(pair.draft_card, "paper")
+    head, card = load_head(name)
+    assert isinstance(head, BlockPreVerifier) and card["inputs"] == ["hidden", "token_embedding", "position"]
+    assert card["heldout"]["auc"] > 0.5 and (head.num_parameters() * 2) < 60_000  # a few tens of kB in bf16
+    prompt = "Write a Python function that returns the square of a number."
+    ar = generate(pair, prompt, "ar", max_new_tokens=16)
+    for method in ("pacer:head=paper", "pacer:head=hybrid"):
+        spec = generate(pair, prompt, method, max_new_tokens=16)
+        assert spec.token_ids == ar.token_ids, method
+        heads = {e.policy_trace["head"] for e in spec.events if e.draft_len}
+        assert heads == {name if method.endswith("paper") else "pacer-feature"}, method

@@ -17,7 +17,8 @@ better than those probabilities, on rounds no head trained on (docs/PACER.md, do
   :func:`spec_core.analysis.policies.replay` and the one cost model (:class:`spec_core.cost_model.CostProfile`:
   this machine's cached costs at the pair's precision, or ``--costs FILE``, plus each head's own measured call
   time). The threshold t of each row is the best one on the *training* rounds (never the held-out ones), at the
-  row's b and ρ; ``speedup_accelerator_model`` is the same replay under the memory-bound accelerator model.
+  row's b and ρ; ``speedup_accelerator_model`` is the same replay under the memory-bound accelerator model
+  (:func:`spec_core.cost_model.accelerator_profile`), its t tuned under that model the same way.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def replay_speed(rounds: RecordedRounds, params: PacerParams, costs: CostProfile
 
 
 def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) -> dict:
-    """One row: held-out AUC / ECE, and the stop rule's speed at the t tuned on the training rounds."""
+    """One row: held-out AUC / ECE, and the stop rule's held-out speed under each cost model at the t tuned on the
+    training rounds under that cost model."""
     from spec_core.train.pacer import calibration, roc_auc
 
     labels = data["label"][test_tok].float()
@@ -118,18 +120,22 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
     ece, _ = calibration(probs.clamp(0, 1), labels)
     first = data["position"][test_tok] == 1
     ms = pred.head_ms(pred.block)
+    # the accelerator model prices a step at 1 and the head at 0 (a few kFLOPs beside a forward of the target)
     costs, accel = dataclasses.replace(costs, head_ms=ms), dataclasses.replace(accel, head_ms=0.0)
-    best_t, best = None, -1.0
-    if train_tok.any():
-        train = rounds_of(data, train_rounds, pred.score(train_tok, pred.block).float())
-        for t in THRESHOLDS:
-            s = replay_speed(train, PacerParams(block=pred.block, threshold=t, rho=pred.rho), costs)["speedup"]
+    train = rounds_of(data, train_rounds, pred.score(train_tok, pred.block).float()) if train_tok.any() else None
+    test = rounds_of(data, test_rounds, probs)
+
+    def tuned(profile: CostProfile) -> tuple[PacerParams, dict]:
+        best_t, best = PacerParams().threshold, -1.0
+        for t in THRESHOLDS if train is not None else ():
+            s = replay_speed(train, PacerParams(block=pred.block, threshold=t, rho=pred.rho), profile)["speedup"]
             if s > best:
                 best_t, best = t, s
-    params = PacerParams(block=pred.block, threshold=best_t if best_t is not None else PacerParams().threshold,
-                         rho=pred.rho)  # fmt: skip
-    test = rounds_of(data, test_rounds, probs)
-    speed = replay_speed(test, params, costs)
+        params = PacerParams(block=pred.block, threshold=best_t, rho=pred.rho)
+        return params, replay_speed(test, params, profile)
+
+    params, speed = tuned(costs)
+    accel_params, accel_speed = tuned(accel)
     return {
         "head": pred.head,
         "inputs": pred.inputs,
@@ -143,10 +149,38 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
         "drafted_per_round": round(speed["drafted_per_round"], 3),
         "tokens_per_round": round(speed["tokens_per_round"], 3),
         "head_ms": round(ms, 4),
-        "speedup_accelerator_model": round(replay_speed(test, params, accel)["speedup"], 4),
+        "speedup_accelerator_model": round(accel_speed["speedup"], 4),
+        "threshold_accelerator_model": accel_params.threshold,
+        "drafted_per_round_accelerator_model": round(accel_speed["drafted_per_round"], 3),
         "heldout_tokens": int(test_tok.sum()),
         "heldout_rounds": int(test_rounds.sum()),
     }
+
+
+def confidence_row(data, train_rounds, test_rounds, costs: CostProfile, accel: CostProfile) -> dict:
+    """``confidence:T``, the confidence baseline (stop after the first drafted token whose q is under T; at most the
+    recorded window), T tuned on the training rounds under each cost model."""
+
+    def lengths(rounds_mask: torch.Tensor, t: float) -> torch.Tensor:
+        q = data["token_prob"][torch.repeat_interleave(rounds_mask, data["round_gamma"].long())]
+        out = []
+        for row in torch.split(q, data["round_gamma"][rounds_mask].long().tolist()):
+            low = torch.nonzero(row < t)
+            out.append(int(low[0]) + 1 if len(low) else len(row))
+        return torch.tensor(out)
+
+    train, test = rounds_of(data, train_rounds, torch.zeros(0)), rounds_of(data, test_rounds, torch.zeros(0))
+    row = {"head": "confidence:T", "inputs": "draft probability: q_i"}
+    for suffix, profile in (("", costs), ("_accelerator_model", accel)):
+        best = max(THRESHOLDS, key=lambda t: profile.step_ms / replay(train, lengths(train_rounds, t), profile)[
+            "ms_per_token"])  # fmt: skip
+        r = replay(test, lengths(test_rounds, best), profile)
+        key = "predicted_speedup" if not suffix else f"speedup{suffix}"
+        row |= {key: round(profile.step_ms / r["ms_per_token"], 4), f"threshold{suffix}": best,
+                f"drafted_per_round{suffix}": round(r["drafted_per_round"], 3)}  # fmt: skip
+        if not suffix:
+            row["tokens_per_round"] = round(r["tokens_per_round"], 3)
+    return row
 
 
 def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) -> list[dict]:
@@ -289,11 +323,13 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
             if b != args.block:
                 predictors.append(row(f"{name} b = {b}", head, block=b))
     rows = [evaluate(p, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) for p in predictors]
+    rows.append(confidence_row(data, train_rounds, test_rounds, costs, accel))
     rows += reference_rows(data, test_rounds, costs, accel)
     table = pd.DataFrame(rows)
     table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out, index=False)
+    Path(args.out).with_suffix(".costs.json").write_text(costs.to_json() + "\n")  # what the speeds rest on
     pd.set_option("display.width", 250)
     pd.set_option("display.max_colwidth", 60)
     where = f"rounds simulated on {args.prompts}" if args.prompts else f"prompts with index % {heldout_every} == 0"

@@ -112,6 +112,7 @@ class BlockPreVerifierConfig:
     use_token: bool = True  # the drafted token's embedding E[x_i] beside h_i
     design: str = "paper"  # the card says which class reads the weights
     dropout: float = 0.0  # on the summed input (training only): the inputs are 2 × 576 wide, the data small
+    use_draft_logit: bool = False  # ablation only: h_i · E[x_i], the draft's unnormalised logit of x_i (tied head)
 
 
 def block_mask(segments: torch.Tensor) -> torch.Tensor:
@@ -134,7 +135,7 @@ class BlockPreVerifier(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.inputs = ("hidden",) + (("token_embedding",) if cfg.use_token else ()) + (
-            ("position",) if cfg.use_position else ())  # fmt: skip
+            ("position",) if cfg.use_position else ()) + (("draft_logit",) if cfg.use_draft_logit else ())  # fmt: skip
         w = cfg.width
         self.norm_h = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False)
         self.proj_h = nn.Linear(cfg.hidden_size, w)
@@ -142,6 +143,7 @@ class BlockPreVerifier(nn.Module):
         self.proj_e = nn.Linear(cfg.hidden_size, w, bias=False) if cfg.use_token else None
         self.position = nn.Embedding(cfg.max_len + 1, w) if cfg.use_position else None  # row 0 unused
         self.drop = nn.Dropout(cfg.dropout)
+        self.logit = nn.Linear(1, w, bias=False) if cfg.use_draft_logit else None
         self.norm_attn, self.qkv, self.out = nn.LayerNorm(w), nn.Linear(w, 3 * w), nn.Linear(w, w)
         self.norm_mlp = nn.LayerNorm(w)
         self.mlp = nn.Sequential(nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, w))
@@ -157,6 +159,8 @@ class BlockPreVerifier(nn.Module):
             z = z + self.proj_e(self.norm_e(token_embeds.to(dtype)))
         if self.position is not None:
             z = z + self.position(positions.clamp(1, self.cfg.max_len))
+        if self.logit is not None:  # the ablation that hands the head the draft's own (unnormalised) confidence
+            z = z + self.logit((hidden.float() * token_embeds.float()).sum(-1, keepdim=True).to(dtype) / 16)
         z = self.drop(z)
         if segments is None:
             segments = torch.zeros(positions.shape, dtype=torch.long, device=positions.device)
