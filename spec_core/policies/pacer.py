@@ -35,7 +35,7 @@ class PacerParams:
     # Defaults tuned by replaying the rule on held-out training-prompt rounds (`analyze policies --tune`) under
     # two cost models, this machine busy and alone (docs/PACER.md): with a draft whose first token is kept ~45%
     # of the time, one token per block and a demanding threshold win; max = the recorded window.
-    block: int = 1  # b: tokens drafted between two pre-verifications
+    block: int = 1  # b: tokens drafted between two pre-verifications (held out, b = 1 beat 2 and 4: docs/PACER.md)
     threshold: float = 0.6  # t_0: the first block passes when its mean predicted acceptance reaches it
     rho: float = 1.1  # ρ: the threshold's growth after each block that passes
     max_len: int = 8  # the draft never exceeds this many tokens
