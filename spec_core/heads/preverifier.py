@@ -6,7 +6,7 @@ embeddings and estimates, per token, the probability that the target will keep i
 the draft's own (poorly calibrated) probabilities and entropy. Its layer is not published; two designs live here
 (docs/ALGORITHMS.md §1, docs/PACER.md):
 
-**The paper head** (:class:`BlockPreVerifier`, ``design = "paper"``, the ``pacer`` default) reads, per token of
+**The paper head** (:class:`BlockPreVerifier`, ``design = "paper"``, ``pacer:head=paper``) reads, per token of
 the block, only
 
 - ``h_i`` ``[H_d]``: the draft's hidden state that x_i was read off (``DraftSoFar.hidden``);
@@ -26,13 +26,14 @@ self-attention, causal within the block, and an MLP) and a linear read-out:
 Training packs the blocks of many decoding steps into one sequence under a block-diagonal causal mask
 (:func:`block_mask`), the paper's efficiency trick; a test checks that it equals training them one by one.
 
-**The hybrid head** (:class:`PreVerifier`, ``design = "hybrid"``, ``pacer:head=hybrid``), SpecScope's first
-design, a per-token MLP that also reads the draft's log q_i and its running sum:
+**The hybrid head** (:class:`PreVerifier`, ``design = "hybrid"``, ``pacer``'s default, also ``pacer:head=hybrid``),
+SpecScope's first design, a per-token MLP that also reads the draft's log q_i and its running sum:
 
     â_i = σ( MLP( LN(h_i) W_h + E[pos_i] + [log q_i, Σ_{j≤i} log q_j] W_q ) )
 
 It ranks about as well as the draft's own Π q (a confidence rule with a learned calibration), which is what the
-paper's layer is meant to avoid; it stays selectable for comparison.
+paper's layer is meant to avoid; it stays the default because, held out on the embedded pair, it ranks,
+calibrates and replays better than the paper head (docs/PACER.md has the numbers).
 
 Assets live in ``assets/heads`` as ``pacer-<draft>[-variant]`` (safetensors + card), matched to the draft by the
 sha256 of the draft's weights; the card's ``config.design`` says which class reads them (absent: hybrid).

@@ -4,18 +4,22 @@ PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length
 pre-verification layer M_B with a cross-entropy loss on data "built by simulating speculative decoding against
 the target", so that training sees exactly what inference sees. Here:
 
-1. **simulate** — run the engine (:class:`spec_core.engine.Generation`) with a long window (``fixed:16``) on
+1. **simulate** — run the engine (:class:`spec_core.engine.Generation`) with a long window (``fixed:8``) on
    training prompts (:mod:`spec_core.train.prompts`, never the benchmark prompts), greedy and sampled. A
-   recording policy keeps, per round, the draft's hidden state at each drafted token, its position in the
-   draft (1..16), the draft's probability of its own token and the label: 1 iff that token *and every token
-   before it in the round* was accepted by the verifier (``label_i = i < accepted``). The draft's hidden state
-   at position i depends only on the tokens before it, so a round drafted to 16 shows exactly what a shorter
-   draft would have shown at its first positions. Shards of ``shard_size`` prompts go to
+   recording policy keeps, per round, the draft's hidden state at each drafted token, the drafted token id, its
+   position in the draft (1..8), the draft's probability of its own token and the label: 1 iff that token *and
+   every token before it in the round* was accepted by the verifier (``label_i = i <= accepted``). The draft's
+   hidden state at position i depends only on the tokens before it, so a round drafted to 8 shows exactly what a
+   shorter draft would have shown at its first positions. Shards of ``shard_size`` prompts go to
    ``runs/pacer/<draft>/`` and are skipped when present (resumable).
-2. **train** — BCE on the labels (AdamW, a tqdm bar), prompts split into train / held-out; the held-out AUC,
-   expected calibration error and reliability bins go into the card, with the same numbers for the ablation
-   without the position embedding (trained on the same data, same steps).
-3. **save** — ``assets/heads/pacer-<draft>.{safetensors,json}``, matched to the draft by its sha256.
+2. **train** — BCE on the labels (AdamW, a tqdm bar), prompts split into train / held-out. The paper head
+   (:class:`~spec_core.heads.preverifier.BlockPreVerifier`) trains on the blocks of many rounds packed into rows
+   under a block-diagonal causal mask (the paper's trick; :func:`packed_loss`), every round segmented at each
+   block size of ``block_sizes``; the hybrid head on per-token batches. The held-out AUC, expected calibration
+   error and reliability bins go into the card, with the same numbers for every variant trained beside it.
+3. **save** — ``assets/heads/pacer-<draft>[-variant].{safetensors,json}`` for the shipped variants (the default
+   head as ``pacer-<draft>``), every variant in ``runs/pacer/<draft>/heads/`` for ``analyze preverifier``;
+   matched to the draft by its sha256.
 
 The per-round records (accepted count, window, greedy or sampled) also feed ``analyze policies`` (the oracle).
 """
