@@ -334,7 +334,8 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     pd.set_option("display.max_colwidth", 60)
     where = f"rounds simulated on {args.prompts}" if args.prompts else f"prompts with index % {heldout_every} == 0"
     print(f"held out: {int(test_rounds.sum())} rounds, {int(test_tok.sum())} drafted tokens ({where}; "
-          f"{'greedy' if args.greedy_only else 'greedy + sampled'}); costs: {costs.name} ({costs.about}); "
+          f"{'greedy' if args.greedy_only or args.prompts else 'greedy + sampled'}); costs: {costs.name} "
+          f"({costs.about}); "
           f"t tuned per row on {int(train_rounds.sum())} training rounds")  # fmt: skip
     return table
 
