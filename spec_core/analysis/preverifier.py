@@ -223,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=48, help="with --prompts: tokens per simulated prompt")
     ap.add_argument("--block", type=int, default=PacerParams().block, help="b of the main rows")
     ap.add_argument("--rho", type=float, default=PacerParams().rho, help="ρ of the main rows")
-    ap.add_argument("--greedy-only", action="store_true", help="only greedy rounds (default: greedy and sampled)")
+    ap.add_argument("--rounds", choices=("all", "greedy", "sampled"), default="all",
+                    help="which simulated rounds: all (default), greedy only, or sampled (T = 0.7) only")  # fmt: skip
     ap.add_argument("--costs", default=None, help="JSON of CostProfile fields instead of this machine's cached costs")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="runs/preverifier.csv", help="the table (CSV)")
@@ -284,9 +285,10 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     else:
         test_rounds = data["round_prompt"] % heldout_every == 0
         train_rounds = ~test_rounds
-    if args.greedy_only:
-        test_rounds &= round_greedy
-        train_rounds &= round_greedy
+    if args.rounds != "all":  # the same selection for tuning and for the held-out numbers
+        wanted = round_greedy if args.rounds == "greedy" else ~round_greedy
+        test_rounds &= wanted
+        train_rounds &= wanted
     to_tokens = lambda rounds: torch.repeat_interleave(rounds, data["round_gamma"].long())  # noqa: E731
     test_tok, train_tok = to_tokens(test_rounds), to_tokens(train_rounds)
     if not test_tok.any():
@@ -334,7 +336,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     pd.set_option("display.max_colwidth", 60)
     where = f"rounds simulated on {args.prompts}" if args.prompts else f"prompts with index % {heldout_every} == 0"
     print(f"held out: {int(test_rounds.sum())} rounds, {int(test_tok.sum())} drafted tokens ({where}; "
-          f"{'greedy' if args.greedy_only or args.prompts else 'greedy + sampled'}); costs: {costs.name} "
+          f"{'greedy' if args.prompts else args.rounds + ' rounds'}); costs: {costs.name} "
           f"({costs.about}); "
           f"t tuned per row on {int(train_rounds.sum())} training rounds")  # fmt: skip
     return table
