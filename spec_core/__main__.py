@@ -163,13 +163,14 @@ DELEGATED = {  # commands owned by their modules: `main(argv) -> int` there, so 
     ("train", "diversed"): "spec_core.train.diversed",
     ("analyze", "block"): "spec_core.analysis.block",
     ("analyze", "policies"): "spec_core.analysis.policies",
+    ("analyze", "preverifier"): "spec_core.analysis.preverifier",
     ("analyze", "trees"): "spec_core.analysis.trees",
     ("pareto", None): "spec_core.analysis.pareto",
     ("loadtest", None): "spec_core.analysis.loadtest",
 }
 HELP = {
     "train": "train a learned part: draft | block | data | pacer | diversed (see `train WHAT --help`)",
-    "analyze": "analyses: block (block drafters per loss) | policies (policy replay and oracle) | trees (token-tree shapes)",
+    "analyze": "analyses: block (block drafters per loss) | policies (policy replay and oracle) | preverifier (PACER's heads vs the draft's Π q, held out) | trees (token-tree shapes)",
     "pareto": "acceptance vs quality of the verifiers on the evaluation split (see `pareto --help`)",
     "loadtest": "concurrent gradio_client users against a running app: latency, errors, isolation",
 }

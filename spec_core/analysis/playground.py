@@ -231,6 +231,11 @@ def _draft_rows(pair, seq: list[int], p: int, n: int, m: int):
     return torch.stack(all_tok, 1).cpu(), torch.stack(all_prob, 1).cpu(), torch.stack(all_hidden, 1)
 
 
+def paper_key(variant: str, block: int) -> str:
+    """``predicted``'s key of a paper head's scores at block size ``block`` (its attention sees the block)."""
+    return f"{variant}|b={block}"
+
+
 def _heads(pair, variants: Sequence[str]) -> dict[str, Any]:
     """The pre-verifiers PACER would use on this pair (built the engine's way, cached in ``pair.extras``)."""
     from spec_core.policies.pacer import PacerLength
@@ -285,6 +290,14 @@ def record_text(pair, prompt: str, max_new_tokens: int = 96, max_len: int = DEFA
     predicted = {}
     for variant, head in _heads(pair, heads).items():
         positions = torch.arange(1, max_len + 1, device=hidden.device).expand(len(tokens), -1)
+        if getattr(head.cfg, "design", "") == "paper":  # scores depend on the blocks: one array per block size b
+            embeds = pair.target.get_input_embeddings()(drafts.to(hidden.device)) if head.cfg.use_token else None
+            for b in range(1, max_len + 1):
+                segments = (positions - 1) // b  # [N, M] block k of the draft from each position
+                scores = torch.sigmoid(head(hidden, embeds, positions, segments)).float().cpu().numpy()
+                predicted[paper_key(variant, b)] = scores
+            predicted[variant] = predicted[paper_key(variant, PacerParams().block)]
+            continue
         feats = (
             type(head).prob_features(probs.to(hidden.device)) if getattr(head.cfg, "use_token_prob", False) else None
         )
@@ -358,7 +371,8 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: RoundCos
             raise SpecScopeError(
                 f"{params.describe()}: max {params.max_len} is over the {m} drafts recorded per position"
             )
-        scores = torch.from_numpy(record.predicted[params.head].astype(np.float64))
+        scores = record.predicted.get(paper_key(params.head, params.block), record.predicted[params.head])
+        scores = torch.from_numpy(scores.astype(np.float64))
     elif family != ORACLE:
         live = make_policy(params)
     drafts, probs = record.draft_tokens.tolist(), record.draft_probs.tolist()

@@ -64,10 +64,13 @@ class RecordedRounds:
 RoundCosts = CostProfile  # the one cost model (spec_core.cost_model); the name the replay code grew up with
 
 
-def load_rounds(paths: list[Path], heads: dict | None = None) -> RecordedRounds:
+def load_rounds(paths: list[Path], heads: dict | None = None, pair=None, blocks=(1, 2, 3, 4)) -> RecordedRounds:
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
-    variant → pre-verifier), if given."""
-    from spec_core.train.pacer import load_data, load_meta
+    variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
+    scores each block on its own: its predictions are kept per block size in ``blocks``."""
+    from spec_core.analysis.playground import paper_key
+    from spec_core.policies.pacer import PacerParams
+    from spec_core.train.pacer import load_data, load_meta, paper_predictions, token_embeddings
 
     if not paths:
         raise SpecScopeError("no recorded rounds: run `python -m spec_core train pacer` first (it writes runs/pacer/)")
@@ -75,6 +78,16 @@ def load_rounds(paths: list[Path], heads: dict | None = None) -> RecordedRounds:
     greedy = torch.cat([torch.full((shard_rounds(p),), load_meta(p).get("sampled") != "True") for p in paths])
     predicted = {}
     for variant, head in (heads or {}).items():
+        if getattr(head.cfg, "design", "") == "paper":
+            if "token_embed" not in data and head.cfg.use_token:
+                if pair is None or "token" not in data:
+                    raise SpecScopeError("a paper head needs the pair and shards that record the drafted tokens")
+                data["token_embed"] = token_embeddings(pair, data["token"])
+            everything = torch.ones(len(data["label"]), dtype=torch.bool)
+            for b in sorted({*blocks, PacerParams().block}):
+                predicted[paper_key(variant, b)] = paper_predictions(head, data, everything, b)
+            predicted[variant] = predicted[paper_key(variant, PacerParams().block)]
+            continue
         with torch.inference_mode():
             predicted[variant] = head.predict(data["hidden"].float(), data["position"].long(), data["prob_features"])
     return RecordedRounds(data["round_gamma"].long(), data["round_accepted"].long(), data["round_prompt"].long(),
@@ -115,7 +128,11 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
         raise SpecScopeError(
             f"replaying {params.describe()} needs the predictions of its head ({params.head or 'shipped'})"
         )
-    per_round = rounds.per_round(rounds.predicted[params.head])
+    from spec_core.analysis.playground import paper_key
+
+    per_round = rounds.per_round(
+        rounds.predicted.get(paper_key(params.head, params.block), rounds.predicted[params.head])
+    )
     lengths = [replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)]
     lengths = torch.tensor(lengths)
     return lengths, (lengths + params.block - 1) // params.block
@@ -180,8 +197,12 @@ def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> R
     if head is not None:
         hidden = torch.zeros(block, head.cfg.hidden_size)
         positions = torch.arange(1, block + 1)
-        feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
-        head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
+        if getattr(head.cfg, "design", "") == "paper":
+            embeds = torch.zeros(block, head.cfg.hidden_size) if head.cfg.use_token else None
+            head_ms = median_ms(lambda: head.predict(hidden, embeds, positions), 50)
+        else:
+            feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
+            head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
     return RoundCosts(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]), draft_ms,
                       overhead_ms, head_ms, name=f"this machine · {pair.precision}")  # fmt: skip
 
@@ -255,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     heads = {variant: head for variant, (head, _) in loaded.items()}
     head, card = loaded[""]
     paths = sorted(Path(args.data or RUNS_DIR / args.draft).glob("shard_*.safetensors"))
-    rounds = load_rounds(paths, heads)
+    rounds = load_rounds(paths, heads, pair, blocks=sorted({1, 2, 3, 4, *(p.block for p in settings.values())}))
     mask = torch.ones_like(rounds.greedy) if args.sampled else rounds.greedy.clone()
     if args.heldout_only:
         mask &= rounds.prompt % card["training"].get("heldout_every", TrainConfig.heldout_every) == 0

@@ -1,26 +1,42 @@
-"""PACER's pre-verification layer M_B: a per-token acceptance estimate from the draft's own state.
+"""PACER's pre-verification layer M_B: per-token acceptance estimates for a drafted block.
 
 PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274): the draft
-drafts in blocks; after each block a small trained layer reads the block's draft hidden states plus a learned
-embedding of each token's position in the current draft and estimates, per token, the probability that the
-target will accept it. The paper's layer is not published; this one is ours (docs/ALGORITHMS.md §1):
+drafts in blocks; after each block a small trained layer reads the block's draft hidden states plus positional
+embeddings and estimates, per token, the probability that the target will keep it. The paper's point is to avoid
+the draft's own (poorly calibrated) probabilities and entropy. Its layer is not published; two designs live here
+(docs/ALGORITHMS.md §1, docs/PACER.md):
+
+**The paper head** (:class:`BlockPreVerifier`, ``design = "paper"``, ``pacer:head=paper``) reads, per token of
+the block, only
+
+- ``h_i`` ``[H_d]``: the draft's hidden state that x_i was read off (``DraftSoFar.hidden``);
+- ``E[x_i]`` ``[H_d]``: the embedding of the drafted token (the target's input embedding, which every embedded
+  draft shares): without it a head cannot tell which token was drafted from ``h_i`` (taken before x_i was
+  drawn), and at T > 0 the same ``h_i`` yields many tokens. The state that *consumed* x_i would cost one more
+  draft forward at each block's end; the embedding is a table look-up;
+- ``P[pos_i]``: a learned embedding of i's position in the current draft, 1..``max_len`` (later ones share the
+  last row);
+
+and no probability, log-probability or entropy of the draft. Then one pre-norm transformer layer (single-head
+self-attention, causal within the block, and an MLP) and a linear read-out:
+
+    z_i = LN(h_i) W_h + LN(E[x_i]) W_e + P[pos_i];   z = z + Attn_causal-in-block(LN z);   z = z + MLP(LN z)
+    â_i = σ(w · LN(z_i))
+
+Training packs the blocks of many decoding steps into one sequence under a block-diagonal causal mask
+(:func:`block_mask`), the paper's efficiency trick; a test checks that it equals training them one by one.
+
+**The hybrid head** (:class:`PreVerifier`, ``design = "hybrid"``, ``pacer``'s default, also ``pacer:head=hybrid``),
+SpecScope's first design, a per-token MLP that also reads the draft's log q_i and its running sum:
 
     â_i = σ( MLP( LN(h_i) W_h + E[pos_i] + [log q_i, Σ_{j≤i} log q_j] W_q ) )
 
-- ``h_i`` ``[H_d]``: the draft's last hidden state at drafted token i (``DraftSoFar.hidden``);
-- ``E[pos_i]``: a learned embedding of i's position in the current draft, 1..``max_len`` (later positions share
-  the last row); ``use_position=False`` drops it (the paper's ablation);
-- ``log q_i`` and its running sum over the draft so far (``DraftSoFar.token_probs``): what the draft already
-  knows about its own confidence, free at inference. The label is *cumulative* (token i counts as accepted only
-  if every token before it was), so the running sum carries the prefix that a per-token MLP cannot see; it is
-  kept because it measured better held-out AUC than the hidden state and position alone (see the card's
-  ``ablations`` and docs/PACER.md); ``use_token_prob=False`` drops both.
+It ranks about as well as the draft's own Π q (a confidence rule with a learned calibration), which is what the
+paper's layer is meant to avoid; it stays the default because, held out on the embedded pair, it ranks,
+calibrates and replays better than the paper head (docs/PACER.md has the numbers).
 
-An MLP rather than the causal self-attention layer docs/ALGORITHMS.md §1 allowed: the running sum gives it the prefix, and
-a per-token head scores a token once, whatever block it ends up in. About 10 thousand parameters (≈ 20 kB in
-bfloat16): wider heads over-fitted the few thousand simulated tokens. Assets live in ``assets/heads`` as
-``pacer-<draft>[-variant]`` (safetensors + card), matched to the
-draft by the sha256 of the draft's weights.
+Assets live in ``assets/heads`` as ``pacer-<draft>[-variant]`` (safetensors + card), matched to the draft by the
+sha256 of the draft's weights; the card's ``config.design`` says which class reads them (absent: hybrid).
 """
 
 from __future__ import annotations
@@ -52,6 +68,8 @@ class PreVerifier(nn.Module):
     def __init__(self, cfg: PreVerifierConfig):
         super().__init__()
         self.cfg = cfg
+        self.inputs = ("hidden",) + (("position",) if cfg.use_position else ()) + (
+            ("log_q", "sum_log_q") if cfg.use_token_prob else ())  # fmt: skip
         self.norm = nn.LayerNorm(cfg.hidden_size)
         self.proj = nn.Linear(cfg.hidden_size, cfg.width)
         self.position = nn.Embedding(cfg.max_len + 1, cfg.width) if cfg.use_position else None  # row 0 unused
@@ -86,32 +104,124 @@ class PreVerifier(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+@dataclass(frozen=True)
+class BlockPreVerifierConfig:
+    hidden_size: int  # H_d: the draft's hidden size (= its token embedding's)
+    max_len: int = 8  # positions 1..max_len get their own embedding (later ones share the last)
+    width: int = 16  # W: the layer's width (small: a few tens of thousands of simulated tokens)
+    use_position: bool = True  # the learned position embedding (False: the paper's ablation)
+    use_token: bool = True  # the drafted token's embedding E[x_i] beside h_i
+    design: str = "paper"  # the card says which class reads the weights
+    dropout: float = 0.0  # on the summed input (training only): the inputs are 2 × 576 wide, the data small
+    use_draft_logit: bool = False  # ablation only: h_i · E[x_i], the draft's unnormalised logit of x_i (tied head)
+
+
+def block_mask(segments: torch.Tensor) -> torch.Tensor:
+    """``[..., n]`` segment ids (one per block; −1 = padding) → ``[..., n, n]`` bool, True where token i may
+    attend to token j: same block and j ≤ i (block-diagonal, causal within a block). A padding row attends to
+    itself only, so its softmax stays finite."""
+    n = segments.shape[-1]
+    causal = torch.ones(n, n, dtype=torch.bool, device=segments.device).tril()
+    same = segments.unsqueeze(-1) == segments.unsqueeze(-2)  # [..., n, n]
+    eye = torch.eye(n, dtype=torch.bool, device=segments.device)
+    return (same & causal & (segments.unsqueeze(-1) >= 0)) | eye
+
+
+class BlockPreVerifier(nn.Module):
+    """M_B, the paper's design: ``forward(hidden [..., n, H_d], token_embeds [..., n, H_d], positions [..., n],
+    segments [..., n] | None) -> logits [..., n]``. ``segments`` packs several blocks into one sequence (None: the
+    n tokens are one block). No input carries the draft's probabilities (``inputs`` lists what it reads)."""
+
+    def __init__(self, cfg: BlockPreVerifierConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.inputs = ("hidden",) + (("token_embedding",) if cfg.use_token else ()) + (
+            ("position",) if cfg.use_position else ()) + (("draft_logit",) if cfg.use_draft_logit else ())  # fmt: skip
+        w = cfg.width
+        self.norm_h = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False)
+        self.proj_h = nn.Linear(cfg.hidden_size, w)
+        self.norm_e = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False) if cfg.use_token else None
+        self.proj_e = nn.Linear(cfg.hidden_size, w, bias=False) if cfg.use_token else None
+        self.position = nn.Embedding(cfg.max_len + 1, w) if cfg.use_position else None  # row 0 unused
+        self.drop = nn.Dropout(cfg.dropout)
+        self.logit = nn.Linear(1, w, bias=False) if cfg.use_draft_logit else None
+        self.norm_attn, self.qkv, self.out = nn.LayerNorm(w), nn.Linear(w, 3 * w), nn.Linear(w, w)
+        self.norm_mlp = nn.LayerNorm(w)
+        self.mlp = nn.Sequential(nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, w))
+        self.norm_read, self.read = nn.LayerNorm(w), nn.Linear(w, 1)
+
+    def forward(self, hidden: torch.Tensor, token_embeds: torch.Tensor | None, positions: torch.Tensor,
+                segments: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        dtype = self.proj_h.weight.dtype
+        z = self.proj_h(self.norm_h(hidden.to(dtype)))  # [..., n, W]
+        if self.proj_e is not None:
+            if token_embeds is None:
+                raise SpecScopeError("this pre-verifier reads the drafted tokens' embeddings; pass token_embeds")
+            z = z + self.proj_e(self.norm_e(token_embeds.to(dtype)))
+        if self.position is not None:
+            z = z + self.position(positions.clamp(1, self.cfg.max_len))
+        if self.logit is not None:  # the ablation that hands the head the draft's own (unnormalised) confidence
+            z = z + self.logit((hidden.float() * token_embeds.float()).sum(-1, keepdim=True).to(dtype) / 16)
+        z = self.drop(z)
+        if segments is None:
+            segments = torch.zeros(positions.shape, dtype=torch.long, device=positions.device)
+        mask = block_mask(segments)  # [..., n, n]
+        q, k, v = self.qkv(self.norm_attn(z)).chunk(3, dim=-1)  # [..., n, W] each
+        z = z + self.out(nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        z = z + self.mlp(self.norm_mlp(z))
+        return self.read(self.norm_read(z)).squeeze(-1)  # [..., n]
+
+    @torch.inference_mode()
+    def predict(self, hidden: torch.Tensor, token_embeds: torch.Tensor | None, positions: torch.Tensor):
+        """â = σ(logits) ``[n]`` for one block (inference)."""
+        return torch.sigmoid(self.forward(hidden, token_embeds, positions))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
 def head_name(draft: str, variant: str = "") -> str:
     """``pacer-feature``, ``pacer-feature-nopos``: one head per draft (and per ablation variant)."""
     return f"{KIND}-{draft}" + (f"-{variant}" if variant else "")
 
 
-def save_head(head: PreVerifier, name: str, card: dict, directory=HEADS_DIR) -> None:
-    save_asset(head.state_dict(), name, {"kind": KIND, "config": asdict(head.cfg), **card}, directory)
+def save_head(head: PreVerifier | BlockPreVerifier, name: str, card: dict, directory=HEADS_DIR) -> None:
+    config = {"design": "hybrid", **asdict(head.cfg)}
+    save_asset(head.state_dict(), name, {"kind": KIND, "config": config, "inputs": list(head.inputs), **card},
+               directory)  # fmt: skip
 
 
-def load_head(name: str, directory=HEADS_DIR) -> tuple[PreVerifier, dict]:
+def load_head(name: str, directory=HEADS_DIR) -> tuple[PreVerifier | BlockPreVerifier, dict]:
     """A saved pre-verifier (float32, eval mode) and its card."""
     tensors, card = load_asset(name, directory, "pre-verifier head")
-    head = PreVerifier(PreVerifierConfig(**card["config"]))
+    config = card["config"]
+    if config.get("design", "hybrid") == "paper":
+        head = BlockPreVerifier(BlockPreVerifierConfig(**config))
+    else:
+        head = PreVerifier(PreVerifierConfig(**{k: v for k, v in config.items() if k != "design"}))
     head.load_state_dict({k: v.float() for k, v in tensors.items()})
     return head.eval(), card
 
 
 def find_head(draft_card: dict, variant: str = "", directory=HEADS_DIR) -> str:
-    """The name of the pre-verifier trained with the draft whose card is ``draft_card`` (matched by sha256)."""
+    """The name of the pre-verifier trained with the draft whose card is ``draft_card`` (matched by sha256).
+
+    ``variant="hybrid"`` also finds a draft's default head when that one is a hybrid head (a draft whose paper
+    head has not been trained yet)."""
     sha, design = draft_card.get("sha256"), draft_card.get("design", "feature")
+    fallback = None
     for name in available(directory):
         card = read_card(name, directory, "pre-verifier head")
-        if card.get("kind") == KIND and card.get("variant", "") == variant and sha and card.get("draft_sha256") == sha:
+        if card.get("kind") != KIND or not sha or card.get("draft_sha256") != sha:
+            continue
+        if card.get("variant", "") == variant:
             return name
+        if variant == "hybrid" and not card.get("variant") and card["config"].get("design", "hybrid") == "hybrid":
+            fallback = name
+    if fallback:
+        return fallback
     what = f"{KIND} head{' (variant ' + variant + ')' if variant else ''}"
-    extra = f" --variant {variant}" if variant else ""
+    extra = f" --variants {variant} --ship {variant}" if variant else ""
     raise SpecScopeError(
         f"no {what} matches this pair's draft ({design}, sha256 {str(sha)[:12]}…) in {directory}; "
         f"train one with `{TRAIN_COMMAND.format(draft=design)}{extra}`"

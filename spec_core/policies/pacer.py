@@ -4,13 +4,14 @@ PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length
 
 1. the draft drafts in blocks of ``b`` tokens;
 2. after each block the pre-verifier M_B (:mod:`spec_core.heads.preverifier`) estimates each block token's
-   acceptance â_i from the draft's hidden state and the token's position in the draft;
+   acceptance â_i from the block's draft hidden states, drafted tokens and positions in the draft (the paper
+   head; ``head=hybrid`` also reads the draft's log q);
 3. if mean(â over the block) < t_k the draft stops and goes to the target ("threshold"); otherwise
    t_{k+1} = ρ · t_k (the test grows stricter as the draft grows) and the next block is drafted;
 4. the draft also stops at ``max`` tokens and at the round's budget.
 
-Method names: ``pacer`` and ``pacer:b=2,t=0.5,rho=1.1,max=16`` (any subset; ``head=nopos`` picks an ablation
-head). The defaults below were tuned by replaying the stop rule on rounds recorded on *training* prompts with the
+Method names: ``pacer`` and ``pacer:b=2,t=0.5,rho=1.1,max=16`` (any subset; ``head=hybrid`` picks SpecScope's
+first head, which reads the draft's probabilities, ``head=nopos`` that head without position embedding). The defaults below were tuned by replaying the stop rule on rounds recorded on *training* prompts with the
 measured forward costs (``python -m spec_core analyze policies``; docs/PACER.md), never on the benchmark.
 """
 
@@ -34,11 +35,12 @@ class PacerParams:
     # Defaults tuned by replaying the rule on held-out training-prompt rounds (`analyze policies --tune`) under
     # two cost models, this machine busy and alone (docs/PACER.md): with a draft whose first token is kept ~45%
     # of the time, one token per block and a demanding threshold win; max = the recorded window.
-    block: int = 1  # b: tokens drafted between two pre-verifications
+    block: int = 1  # b: tokens drafted between two pre-verifications (held out, b = 1 beat 2 and 4: docs/PACER.md)
     threshold: float = 0.6  # t_0: the first block passes when its mean predicted acceptance reaches it
     rho: float = 1.1  # ρ: the threshold's growth after each block that passes
     max_len: int = 8  # the draft never exceeds this many tokens
-    head: str = ""  # head variant ("" = the shipped head; "nopos" = the ablation without position embedding)
+    head: str = ""  # head variant ("" = the shipped head; "hybrid" = the head that reads log q; "nopos" = its
+    #   ablation without position embedding)
 
     def describe(self) -> str:
         text = f"pacer:b={self.block},t={self.threshold:g},rho={self.rho:g},max={self.max_len}"
@@ -107,17 +109,23 @@ class _Block:
 class PacerLength:
     """Draft in blocks of ``b``; stop when the block's mean predicted acceptance is under a growing threshold.
 
-    ``head`` is anything with ``predict(hidden [m, H_d], positions [m], prob_features [m, 2] | None) -> [m]``
-    and a ``cfg.use_token_prob`` flag (the trained :class:`~spec_core.heads.preverifier.PreVerifier`, or a stub
-    in tests).
+    ``head`` is the paper head (``cfg.design == "paper"``: ``predict(hidden [m, H_d], token_embeds [m, H_d] | None,
+    positions [m]) -> [m]``, ``embed`` maps token ids to the draft's input embeddings), or anything with
+    ``predict(hidden [m, H_d], positions [m], prob_features [m, 2] | None) -> [m]`` and a ``cfg.use_token_prob``
+    flag (the hybrid :class:`~spec_core.heads.preverifier.PreVerifier`, or a stub in tests).
     """
 
     prefix: ClassVar[str] = "pacer"
 
-    def __init__(self, params: PacerParams, head, head_name: str = ""):
-        self.params, self.head, self.head_name = params, head, head_name
+    def __init__(self, params: PacerParams, head, head_name: str = "", embed=None):
+        self.params, self.head, self.head_name, self.embed = params, head, head_name, embed
         self.name, self.stop_reason = params.describe(), ""
-        self.reads_probs = bool(getattr(getattr(head, "cfg", None), "use_token_prob", False))
+        cfg = getattr(head, "cfg", None)
+        self.paper = getattr(cfg, "design", "") == "paper"  # reads hidden states, tokens and positions only
+        self.reads_tokens = self.paper and bool(getattr(cfg, "use_token", False))
+        if self.reads_tokens and embed is None:
+            raise SpecScopeError("pacer: this pre-verifier reads the drafted tokens' embeddings; pass embed")
+        self.reads_probs = not self.paper and bool(getattr(cfg, "use_token_prob", False))
         self.blocks: list[_Block] = []
         self.threshold = params.threshold
         self.head_s = 0.0  # seconds spent in the pre-verifier this round
@@ -139,7 +147,7 @@ class PacerLength:
             head, _ = load_head(name)
             pair.extras[key] = (head.to(pair.device), name)
         head, name = pair.extras[key]
-        return cls(params, head, name)
+        return cls(params, head, name, embed=pair.target.get_input_embeddings())
 
     # -- the stop rule -------------------------------------------------------------------------------------
 
@@ -148,6 +156,15 @@ class PacerLength:
         t0 = time.perf_counter()
         hidden = torch.stack(so_far.hidden[start:end])  # [m, H_d]
         positions = torch.arange(start + 1, end + 1, device=hidden.device)  # [m] 1-based
+        if self.paper:  # the block's states, drafted tokens and positions; never the draft's probabilities
+            embeds = None
+            if self.reads_tokens:
+                ids = torch.tensor(so_far.tokens[start:end], device=hidden.device)  # [m]
+                with torch.inference_mode():
+                    embeds = self.embed(ids)  # [m, H_d]
+            predicted = self.head.predict(hidden, embeds, positions).float().tolist()
+            self.head_s += time.perf_counter() - t0
+            return predicted
         feats = None
         if self.reads_probs:  # running sum over the whole draft so far, sliced to the block
             probs = torch.tensor(so_far.token_probs[:end], device=hidden.device)  # [end]

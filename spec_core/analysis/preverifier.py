@@ -1,0 +1,348 @@
+"""``python -m spec_core analyze preverifier``: PACER's pre-verifiers against the draft's own Π q, held out.
+
+PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length*, arXiv 2602.01274) trains a
+pre-verification layer so as *not* to rely on the draft's probabilities. This command asks whether a head does
+better than those probabilities, on rounds no head trained on (docs/PACER.md, docs/ALGORITHMS.md §1):
+
+- **held-out rounds**: the simulated rounds of ``train pacer`` (``runs/pacer/<draft>/``) whose prompt index is a
+  multiple of the heads' ``heldout_every``; or, with ``--prompts FILE``, rounds simulated now on those prompts
+  (the same recording: ``fixed:<window>``, greedy; every round held out);
+- **predictors** (one row each): the paper head (hidden states, drafted tokens, positions; no probability), the
+  hybrid head (also log q and Σ log q), the draft's own Π_{j≤i} q_j, and the ablations found in
+  ``<data>/heads`` (``train pacer`` writes them there): no position anywhere, no token embedding, the hybrid
+  retrained on the same data; plus ρ = 1 and b ∈ {1, 2, 4} of the paper head;
+- **columns**: ``auc`` and ``ece`` of â against the cumulative label (the token and every one before it kept),
+  ``auc_position1`` (the first drafted token), and ``predicted_speedup`` over ``ar``: PACER's stop rule
+  (:func:`spec_core.policies.pacer.replay_length`) on the predictor's â, replayed on the held-out rounds with
+  :func:`spec_core.analysis.policies.replay` and the one cost model (:class:`spec_core.cost_model.CostProfile`:
+  this machine's cached costs at the pair's precision, or ``--costs FILE``, plus each head's own measured call
+  time). The threshold t of each row is the best one on the *training* rounds (never the held-out ones), at the
+  row's b and ρ; ``speedup_accelerator_model`` is the same replay under the memory-bound accelerator model
+  (:func:`spec_core.cost_model.accelerator_profile`), its t tuned under that model the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from spec_core.analysis.costs import median_ms
+from spec_core.analysis.policies import RecordedRounds, replay
+from spec_core.cost_model import CostProfile, accelerator_profile
+from spec_core.errors import SpecScopeError
+from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.policies.pacer import PacerParams, replay_length
+
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
+COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup"]  # the issue's columns, first
+
+
+@dataclasses.dataclass(frozen=True)
+class Predictor:
+    """One row's scorer: a name, what it reads, and â for the selected tokens at block size b."""
+
+    head: str  # the row's name
+    inputs: str  # what it reads, ' + '-joined
+    score: object  # (mask [N], block) -> â [n]
+    head_ms: object  # (block) -> ms of one call on a block (0: free)
+    block: int
+    rho: float
+
+
+def draft_cumprob(data: dict[str, torch.Tensor], mask: torch.Tensor, block: int) -> torch.Tensor:
+    """The draft's own Π_{j≤i} q_j in its round (what a confidence rule knows)."""
+    return data["prob_features"][mask][:, 1].exp()
+
+
+def head_scorer(head, data: dict[str, torch.Tensor]):
+    """â of a loaded head (paper or hybrid) on the selected tokens; the paper head scores each block alone."""
+    from spec_core.train.pacer import paper_predictions
+
+    if getattr(head.cfg, "design", "") == "paper":
+        return lambda mask, block: paper_predictions(head, data, mask, block)
+
+    def hybrid(mask, block):  # per token: the block does not matter
+        with torch.inference_mode():
+            return head.predict(
+                data["hidden"][mask].float(), data["position"][mask].long(), data["prob_features"][mask]
+            )
+
+    return hybrid
+
+
+def head_call_ms(head, embed_dim: int):
+    """Median ms of one inference call on a block of ``b`` tokens (as :class:`PacerLength` makes it)."""
+    cache: dict[int, float] = {}
+
+    def ms(block: int) -> float:
+        if block not in cache:
+            hidden = torch.zeros(block, head.cfg.hidden_size)
+            positions = torch.arange(1, block + 1)
+            if getattr(head.cfg, "design", "") == "paper":
+                embeds = torch.zeros(block, embed_dim) if head.cfg.use_token else None
+                cache[block] = median_ms(lambda: head.predict(hidden, embeds, positions), 50)
+            else:
+                feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
+                cache[block] = median_ms(lambda: head.predict(hidden, positions, feats), 50)
+        return cache[block]
+
+    return ms
+
+
+def rounds_of(data: dict[str, torch.Tensor], round_mask: torch.Tensor, predicted: torch.Tensor) -> RecordedRounds:
+    """The selected rounds with one predictor's â (``predicted`` already restricted to their tokens)."""
+    return RecordedRounds(data["round_gamma"][round_mask].long(), data["round_accepted"][round_mask].long(),
+                          data["round_prompt"][round_mask].long(), torch.ones(int(round_mask.sum()), dtype=torch.bool),
+                          {"": predicted})  # fmt: skip
+
+
+def replay_speed(rounds: RecordedRounds, params: PacerParams, costs: CostProfile) -> dict:
+    """PACER's stop rule on recorded â: speedup over ar, drafts and tokens per round."""
+    per_round = rounds.per_round(rounds.predicted[""])
+    lengths = torch.tensor([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)])
+    calls = (lengths + params.block - 1) // params.block
+    r = replay(rounds, lengths, costs, calls)
+    return {**r, "speedup": costs.step_ms / r["ms_per_token"]}
+
+
+def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) -> dict:
+    """One row: held-out AUC / ECE, and the stop rule's held-out speed under each cost model at the t tuned on the
+    training rounds under that cost model."""
+    from spec_core.train.pacer import calibration, roc_auc
+
+    labels = data["label"][test_tok].float()
+    probs = pred.score(test_tok, pred.block).float()
+    ece, _ = calibration(probs.clamp(0, 1), labels)
+    first = data["position"][test_tok] == 1
+    ms = pred.head_ms(pred.block)
+    # the accelerator model prices a step at 1 and the head at 0 (a few kFLOPs beside a forward of the target)
+    costs, accel = dataclasses.replace(costs, head_ms=ms), dataclasses.replace(accel, head_ms=0.0)
+    train = rounds_of(data, train_rounds, pred.score(train_tok, pred.block).float()) if train_tok.any() else None
+    test = rounds_of(data, test_rounds, probs)
+
+    def tuned(profile: CostProfile) -> tuple[PacerParams, dict]:
+        best_t, best = PacerParams().threshold, -1.0
+        for t in THRESHOLDS if train is not None else ():
+            s = replay_speed(train, PacerParams(block=pred.block, threshold=t, rho=pred.rho), profile)["speedup"]
+            if s > best:
+                best_t, best = t, s
+        params = PacerParams(block=pred.block, threshold=best_t, rho=pred.rho)
+        return params, replay_speed(test, params, profile)
+
+    params, speed = tuned(costs)
+    accel_params, accel_speed = tuned(accel)
+    return {
+        "head": pred.head,
+        "inputs": pred.inputs,
+        "auc": round(roc_auc(probs, labels), 4),
+        "ece": round(ece, 4),
+        "predicted_speedup": round(speed["speedup"], 4),
+        "block": pred.block,
+        "rho": pred.rho,
+        "threshold": params.threshold,
+        "auc_position1": round(roc_auc(probs[first], labels[first]), 4),
+        "drafted_per_round": round(speed["drafted_per_round"], 3),
+        "tokens_per_round": round(speed["tokens_per_round"], 3),
+        "head_ms": round(ms, 4),
+        "speedup_accelerator_model": round(accel_speed["speedup"], 4),
+        "threshold_accelerator_model": accel_params.threshold,
+        "drafted_per_round_accelerator_model": round(accel_speed["drafted_per_round"], 3),
+        "heldout_tokens": int(test_tok.sum()),
+        "heldout_rounds": int(test_rounds.sum()),
+    }
+
+
+def confidence_row(data, train_rounds, test_rounds, costs: CostProfile, accel: CostProfile) -> dict:
+    """``confidence:T``, the confidence baseline (stop after the first drafted token whose q is under T; at most the
+    recorded window), T tuned on the training rounds under each cost model."""
+
+    def lengths(rounds_mask: torch.Tensor, t: float) -> torch.Tensor:
+        q = data["token_prob"][torch.repeat_interleave(rounds_mask, data["round_gamma"].long())]
+        out = []
+        for row in torch.split(q, data["round_gamma"][rounds_mask].long().tolist()):
+            low = torch.nonzero(row < t)
+            out.append(int(low[0]) + 1 if len(low) else len(row))
+        return torch.tensor(out)
+
+    train, test = rounds_of(data, train_rounds, torch.zeros(0)), rounds_of(data, test_rounds, torch.zeros(0))
+    row = {"head": "confidence:T", "inputs": "draft probability: q_i"}
+    for suffix, profile in (("", costs), ("_accelerator_model", accel)):
+        best = max(THRESHOLDS, key=lambda t: profile.step_ms / replay(train, lengths(train_rounds, t), profile)[
+            "ms_per_token"])  # fmt: skip
+        r = replay(test, lengths(test_rounds, best), profile)
+        key = "predicted_speedup" if not suffix else f"speedup{suffix}"
+        row |= {key: round(profile.step_ms / r["ms_per_token"], 4), f"threshold{suffix}": best,
+                f"drafted_per_round{suffix}": round(r["drafted_per_round"], 3)}  # fmt: skip
+        if not suffix:
+            row["tokens_per_round"] = round(r["tokens_per_round"], 3)
+    return row
+
+
+def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) -> list[dict]:
+    """fixed:1, fixed:2 and the oracle on the same held-out rounds (no predictor: no AUC)."""
+    rounds = rounds_of(data, test_rounds, torch.zeros(0))
+    rows = []
+    for name, lengths in [("fixed:1", torch.ones_like(rounds.gamma)), ("fixed:2", torch.full_like(rounds.gamma, 2)),
+                          ("oracle", rounds.accepted.clone())]:  # fmt: skip
+        r, a = replay(rounds, lengths, costs), replay(rounds, lengths, accel)
+        rows.append({"head": name, "inputs": "none (a fixed window)" if name != "oracle" else "the verifier's outcome",
+                     "predicted_speedup": round(costs.step_ms / r["ms_per_token"], 4),
+                     "drafted_per_round": round(r["drafted_per_round"], 3),
+                     "tokens_per_round": round(r["tokens_per_round"], 3),
+                     "speedup_accelerator_model": round(accel.step_ms / a["ms_per_token"], 4)})  # fmt: skip
+    return rows
+
+
+def this_machine_costs(pair, path: str | None) -> CostProfile:
+    """``--costs FILE`` (CostProfile fields), or this machine's cached costs at the pair's precision
+    (``python -m spec_core costs --machine`` writes them), or measured now."""
+    if path:
+        return CostProfile.from_dict(json.loads(Path(path).read_text()))
+    from spec_core.precision import cached_machine_costs
+
+    cached = cached_machine_costs() or {}
+    if pair.precision in cached:
+        return cached[pair.precision]
+    from spec_core.analysis.policies import measure_round_costs
+
+    return measure_round_costs(pair)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m spec_core analyze preverifier", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--draft", default="feature", help="embedded draft: feature (default) or standalone")
+    ap.add_argument("--data", default=None, help="simulated rounds (default runs/pacer/<draft>)")
+    ap.add_argument("--heads-dir", default=None, help="ablation heads (default <data>/heads, written by train pacer)")
+    ap.add_argument("--prompts", default=None, help="JSON lines: simulate held-out rounds on these prompts instead")
+    ap.add_argument("--limit", type=int, default=0, help="with --prompts: only the first N (0 = all)")
+    ap.add_argument("--max-new-tokens", type=int, default=48, help="with --prompts: tokens per simulated prompt")
+    ap.add_argument("--block", type=int, default=PacerParams().block, help="b of the main rows")
+    ap.add_argument("--rho", type=float, default=PacerParams().rho, help="ρ of the main rows")
+    ap.add_argument("--rounds", choices=("all", "greedy", "sampled"), default="all",
+                    help="which simulated rounds: all (default), greedy only, or sampled (T = 0.7) only")  # fmt: skip
+    ap.add_argument("--costs", default=None, help="JSON of CostProfile fields instead of this machine's cached costs")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="runs/preverifier.csv", help="the table (CSV)")
+    ap.add_argument("--assets-dir", default=None, help="where the shipped heads are (default assets/heads)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from spec_core.models import load_pair
+
+    table = analyze(load_pair("embedded", draft=args.draft), args)
+    print(table.to_string(index=False))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
+    """The table of :func:`main` for a loaded pair (written to ``args.out``)."""
+    from spec_core.heads.preverifier import HEADS_DIR, available, find_head, load_head
+    from spec_core.train.pacer import RUNS_DIR, SimConfig, TrainConfig, load_data, simulate, token_embeddings
+
+    assets = Path(args.assets_dir) if args.assets_dir else HEADS_DIR
+    data_dir = Path(args.data or RUNS_DIR / args.draft)
+    heads_dir = Path(args.heads_dir) if args.heads_dir else data_dir / "heads"
+    _, card = load_head(find_head(pair.draft_card, directory=assets), assets)
+    heldout_every = card.get("training", {}).get("heldout_every", TrainConfig.heldout_every)
+    if args.prompts:  # rounds on these prompts, all held out; t is still tuned on the training rounds if present
+        from spec_core.analysis.bench import load_prompts
+
+        texts = [p["prompt"] for p in load_prompts(args.prompts)][: args.limit or None]
+        sim_dir = data_dir.parent / f"{args.draft}-heldout-{Path(args.prompts).stem}"
+        sim = SimConfig(sim_dir, len(texts), window=int(card["config"]["max_len"]), max_new_tokens=args.max_new_tokens,
+                        sampled_fraction=0.0, prompts=tuple(texts))  # fmt: skip
+        test_paths = simulate(pair, sim)
+        train_paths = sorted(data_dir.glob("shard_*.safetensors"))
+        paths = train_paths + test_paths
+    else:
+        paths = sorted(data_dir.glob("shard_*.safetensors"))
+        test_paths = []
+    if not paths:
+        raise SpecScopeError(f"no simulated rounds in {data_dir}: run `python -m spec_core train pacer` first")
+    from spec_core.train.pacer import load_meta
+
+    data = load_data(paths)
+    if "token" not in data:
+        raise SpecScopeError(f"the shards in {data_dir} predate the drafted token ids: simulate them again")
+    data["token_embed"] = token_embeddings(pair, data["token"])
+    # which rounds / tokens are held out, which are training; greedy or not
+    shard_of_round = torch.cat([torch.full((int(load_file_rounds(p)),), i) for i, p in enumerate(paths)])
+    greedy_shard = torch.tensor([load_meta(p).get("sampled") != "True" for p in paths])
+    is_test_shard = torch.tensor([p in test_paths for p in paths])
+    round_greedy = greedy_shard[shard_of_round]
+    if test_paths:
+        test_rounds = is_test_shard[shard_of_round]
+        train_rounds = ~test_rounds & (data["round_prompt"] % heldout_every != 0)
+    else:
+        test_rounds = data["round_prompt"] % heldout_every == 0
+        train_rounds = ~test_rounds
+    if args.rounds != "all":  # the same selection for tuning and for the held-out numbers
+        wanted = round_greedy if args.rounds == "greedy" else ~round_greedy
+        test_rounds &= wanted
+        train_rounds &= wanted
+    to_tokens = lambda rounds: torch.repeat_interleave(rounds, data["round_gamma"].long())  # noqa: E731
+    test_tok, train_tok = to_tokens(test_rounds), to_tokens(train_rounds)
+    if not test_tok.any():
+        raise SpecScopeError("no held-out rounds left after the selection")
+
+    costs = this_machine_costs(pair, args.costs)
+    accel = accelerator_profile(DEFAULT_DRAFT_RATIO)  # the embedded pair: draft/target parameters ≈ 0.046
+    embed_dim = int(data["token_embed"].shape[1])
+
+    def row(name: str, head, inputs: str | None = None, block: int = args.block, rho: float = args.rho) -> Predictor:
+        return Predictor(name, inputs or " + ".join(head.inputs), head_scorer(head, data),
+                         head_call_ms(head, embed_dim), block, rho)  # fmt: skip
+
+    predictors, shipped_heads = [], {}
+    for variant in ("", "paper", "hybrid"):  # the shipped heads: the default, the paper head, the hybrid
+        try:
+            name = find_head(pair.draft_card, variant, assets)
+        except SpecScopeError:
+            continue
+        if name not in shipped_heads:
+            head, hcard = load_head(name, assets)
+            shipped_heads[name] = head
+            default = " = pacer" if name == find_head(pair.draft_card, "", assets) else ""
+            predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head))
+    predictors.append(Predictor("draft Π q", "draft probability: Π_{j≤i} q_j", lambda m, b: draft_cumprob(data, m, b),
+                                lambda b: 0.0, args.block, args.rho))  # fmt: skip
+    names = set(available(heads_dir)) if heads_dir.exists() else set()
+    for name in sorted(names):  # variants and ablations trained by `train pacer` on these shards
+        head, hcard = load_head(name, heads_dir)
+        predictors.append(row(f"{name} (trained on {data_dir.name}, {hcard['config'].get('design', 'hybrid')})", head))
+    for name, head in shipped_heads.items():  # the stop rule's ablations: ρ = 1, b ∈ {1, 2, 4}
+        predictors.append(row(f"{name} ρ = 1", head, rho=1.0))
+        for b in (1, 2, 4):
+            if b != args.block:
+                predictors.append(row(f"{name} b = {b}", head, block=b))
+    rows = [evaluate(p, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) for p in predictors]
+    rows.append(confidence_row(data, train_rounds, test_rounds, costs, accel))
+    rows += reference_rows(data, test_rounds, costs, accel)
+    table = pd.DataFrame(rows)
+    table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out, index=False)
+    Path(args.out).with_suffix(".costs.json").write_text(costs.to_json() + "\n")  # what the speeds rest on
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_colwidth", 60)
+    where = f"rounds simulated on {args.prompts}" if args.prompts else f"prompts with index % {heldout_every} == 0"
+    print(f"held out: {int(test_rounds.sum())} rounds, {int(test_tok.sum())} drafted tokens ({where}; "
+          f"{'greedy' if args.prompts else args.rounds + ' rounds'}); costs: {costs.name} "
+          f"({costs.about}); "
+          f"t tuned per row on {int(train_rounds.sum())} training rounds")  # fmt: skip
+    return table
+
+
+def load_file_rounds(path: Path) -> int:
+    from spec_core.analysis.policies import shard_rounds
+
+    return shard_rounds(path)
