@@ -22,12 +22,12 @@ from spec_core import guards, live, requests
 from spec_core.analysis.bench import prompt_sets
 from ui.analyzer import analyzer_tab, replay_outputs  # noqa: F401  (replay_outputs: tests drive it through app)
 from ui.playground import playground_tab
+from ui.playground_record import remember_greedy
 from ui.shared import N_VIEW_SLOTS, UI_MAX_NEW_TOKENS, lane_columns, shown_errors, ui_errors, view_slots, view_updates
 from visuals import lens, live_page, menus, stepthrough, tokens, views
 from visuals.glossary import glossary_html
 from visuals.intro import intro_html
 from visuals.menus import EXAMPLES, live_method_choices
-from visuals.playground_record import remember_greedy
 
 ROOT = Path(__file__).resolve().parent
 CSS_PATH = ROOT / "assets" / "app.css"
@@ -59,7 +59,7 @@ class LiveTab:
     st_step: gr.Radio
     st_play: gr.Button
     st_html: gr.HTML
-    greedy: gr.State  # the last finished greedy run (visuals.playground_record.LiveGreedyRun), for the Playground
+    greedy: gr.State  # the last finished greedy run (ui.playground_record.LiveGreedyRun), for the Playground
 
 
 def live_tab(pairs: list[str]) -> LiveTab:

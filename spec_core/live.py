@@ -19,8 +19,8 @@ No gradio, no plotly here (docs/STYLE.md §6): the app turns frames into compone
 from __future__ import annotations
 
 import functools
-import os
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field

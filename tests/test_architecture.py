@@ -102,6 +102,21 @@ def test_train_imports_nothing_from_analysis():
     assert not {m: i for m, i in bad.items() if i}
 
 
+def test_visuals_draw_and_run_nothing():
+    """Views draw events and tables: no tool that runs the engine (spec_core.analysis), no Gradio (ui/ wires it)."""
+    views = [m for m in MODULES if _within(m, "visuals")]
+    assert views
+    bad = {m: sorted(i for i in _imports(m) if _within(i, "spec_core.analysis") or _within(i, "gradio")) for m in views}
+    assert not {m: i for m, i in bad.items() if i}
+
+
+def test_one_cost_model():
+    """Every speed prediction prices rounds with spec_core.cost_model: no second copy of the formula elsewhere."""
+    users = [m for m in MODULES if "spec_core.cost_model" in _imports(m)]
+    for module in ("spec_core.lane_speed", "spec_core.replay", "spec_core.analysis.costs", "spec_core.precision"):
+        assert module in users, module
+
+
 def test_live_takes_nothing_from_the_benchmark():
     assert not {i for i in _imports("spec_core.live") if _within(i, "spec_core.analysis.bench")}
 

@@ -15,8 +15,7 @@ from malformed_uploads import CASES, write_case
 import app
 from spec_core import guards, live, requests
 from spec_core.errors import SpecScopeError
-from ui import analyzer, shared
-from visuals import playground, playground_record
+from ui import analyzer, playground_record, shared
 
 PROMPT = "Why is the sky blue?"
 KNOBS = ("pacer", 4, 0.4, 1, 0.6, 1.1, 8)  # policy drawn, K, T, b, t, ρ, max
@@ -96,7 +95,7 @@ def test_errors_show_in_place_once():
 LOADERS = {
     "events": lambda path: analyzer.load_events(path),
     "sweep": lambda path: analyzer.load_sweep(path),
-    "record": lambda path: playground.on_upload(tiny_loader, ["embedded"], path, "embedded", "bfloat16", *KNOBS),
+    "record": lambda path: playground_record.on_upload(tiny_loader, ["embedded"], path, "embedded", "bfloat16", *KNOBS),
 }
 
 

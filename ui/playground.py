@@ -1,6 +1,6 @@
 """The Playground tab: its own text to record (prompt, new tokens, precision), then every knob replays it.
 
-The text is the tab's own (:mod:`visuals.playground_record`): nothing the Live tab does later (a sampled run, a
+The text is the tab's own (:mod:`ui.playground_record`): nothing the Live tab does later (a sampled run, a
 stopped one) can take it away; the Live tab's last finished greedy run of the same prompt is reused when there
 is one. Errors (an empty prompt, a bad file) show as one message in the tab's text, not as badges on every
 figure.
@@ -14,14 +14,14 @@ import gradio as gr
 
 from spec_core import requests
 from spec_core.precision import cached_machine_costs
+from ui.playground_record import PLAYGROUND_MAX_NEW, on_record, on_upload, source_text
 from ui.shared import named_upload, pair_and_precision, shown_errors
 from visuals import hardware, playground
 from visuals.menus import EXAMPLES
-from visuals.playground_record import PLAYGROUND_MAX_NEW, on_record, source_text
 
 
 def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None:
-    """``live_greedy``: the Live tab's last finished greedy run (:class:`visuals.playground_record.LiveGreedyRun`)."""
+    """``live_greedy``: the Live tab's last finished greedy run (:class:`ui.playground_record.LiveGreedyRun`)."""
     gr.Markdown(playground.INTRO)
     with gr.Row(equal_height=True):  # the text this tab records, and its settings
         prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt to record (answered greedily)", lines=2, scale=3,
@@ -45,7 +45,7 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     bound = functools.partial(on_record, pair_loader, pairs)
     recorded = record.click(shown_errors(bound, n_out, at=1), [live_greedy, prompt, max_new, pair, precision, *knobs],
                             [state, *outs], api_visibility="private")  # fmt: skip
-    loaded = named_upload(lambda path, *rest: playground.on_upload(pair_loader, pairs, path, *rest))
+    loaded = named_upload(lambda path, *rest: on_upload(pair_loader, pairs, path, *rest))
     uploaded = upload.upload(shown_errors(loaded, n_out, at=1), [upload, pair, precision, *knobs], [state, *outs],
                              api_visibility="private")  # fmt: skip
     gr.on([k.change for k in knobs], shown_errors(playground.playground_view, len(outs)), [state, *knobs], outs,

@@ -13,9 +13,9 @@ import dataclasses
 
 import plotly.graph_objects as go
 
-from spec_core.analysis.playground import ORACLE, TextRecord, best_fixed, policy_name, replay_all
 from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.replay import ORACLE, TextRecord, best_fixed, policy_name, replay_all
 from visuals.plots import base_layout
 from visuals.style import OKABE_ITO
 

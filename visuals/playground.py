@@ -13,7 +13,8 @@ import dataclasses
 import numpy as np
 import plotly.graph_objects as go
 
-from spec_core.analysis.playground import (
+from spec_core.policies.pacer import PacerParams
+from spec_core.replay import (
     DEFAULT_COSTS,
     FIXED_WINDOWS,
     ORACLE,
@@ -21,11 +22,8 @@ from spec_core.analysis.playground import (
     TextRecord,
     best_fixed,
     pacer_grid,
-    record_frame,
-    record_upload,
     replay_all,
 )
-from spec_core.policies.pacer import PacerParams
 from visuals.plots import base_layout
 from visuals.style import OKABE_ITO
 
@@ -48,7 +46,7 @@ INTRO = (
     "position: what the draft would propose, how sure it is, what PACER's pre-verifier predicts, and how much the "
     "target keeps); then every slider replays the policies from that record at once, with no model call."
 )
-__all__ = ["EMPTY", "FAMILIES", "INTRO", "SLIDERS", "on_record", "on_upload", "playground_view"]
+__all__ = ["EMPTY", "FAMILIES", "INTRO", "SLIDERS", "playground_view"]
 EMPTY = "Press **Record this text** to record the prompt above (or load a saved record)."
 
 
@@ -198,26 +196,3 @@ def playground_view(record: TextRecord | None, family: str, k, conf, b, t, rho, 
         empty_figure("no pre-verifier scores in this record"))  # fmt: skip
     return (summary_text(record, chosen, oracle, best) + note, rounds_figure(record, chosen, oracle, best),
             speed_figure(replays, name), grid)  # fmt: skip
-
-
-def _pair_for(pair_loader, pairs: list[str], name: str):
-    """``precision → pair`` for the pair chosen on the Live tab (validated as every request is)."""
-    from spec_core import requests
-
-    pair = requests.parse_choice(name, "model pair", pairs)
-    return lambda precision: pair_loader(pair, requests.parse_choice(precision, "precision", requests.PRECISIONS))
-
-
-def on_record(pair_loader, pairs: list[str], frame, prompt: str, max_new, pair_name: str, precision: str, *knobs):
-    """The app's "Record this text": record the Live tab's last run, then draw it → [record, *view]."""
-    record = record_frame(_pair_for(pair_loader, pairs, pair_name), frame, prompt, max_new)
-    return [record, *playground_view(record, *knobs)]
-
-
-def on_upload(pair_loader, pairs: list[str], path, pair_name: str, precision: str, *knobs):
-    """A saved record (no model call) or an events file (recorded on the Live tab's pair) → [record, *view]."""
-    from spec_core.guards import check_upload
-
-    pair_for = _pair_for(pair_loader, pairs, pair_name)
-    record = record_upload(check_upload(path, "the record"), lambda: pair_for(precision))
-    return [record, *playground_view(record, *knobs)]

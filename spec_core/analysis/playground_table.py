@@ -17,18 +17,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from spec_core.analysis.playground import (
+from spec_core.analysis.playground import _heads, record_text
+from spec_core.analysis.policies import RoundCosts
+from spec_core.replay import (
     ORACLE,
     PolicyReplay,
     TextRecord,
-    _heads,
     _parse,
-    record_text,
     replay_all,
     save_record,
     standard_policies,
 )
-from spec_core.analysis.policies import RoundCosts
 
 # -- the prompt-set table (`python -m spec_core analyze policies --prompts FILE`) ------------------------------------
 

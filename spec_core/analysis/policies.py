@@ -68,8 +68,8 @@ def load_rounds(paths: list[Path], heads: dict | None = None, pair=None, blocks=
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
     variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
     scores each block on its own: its predictions are kept per block size in ``blocks``."""
-    from spec_core.analysis.playground import paper_key
     from spec_core.policies.pacer import PacerParams
+    from spec_core.replay import paper_key
     from spec_core.train.pacer import load_data, load_meta, paper_predictions, token_embeddings
 
     if not paths:
@@ -128,7 +128,7 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
         raise SpecScopeError(
             f"replaying {params.describe()} needs the predictions of its head ({params.head or 'shipped'})"
         )
-    from spec_core.analysis.playground import paper_key
+    from spec_core.replay import paper_key
 
     per_round = rounds.per_round(
         rounds.predicted.get(paper_key(params.head, params.block), rounds.predicted[params.head])

@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from spec_core import requests
-from spec_core.analysis.playground import record_frame, record_text
+from spec_core.analysis.playground import record_frame, record_text, record_upload
 from spec_core.live import LiveFrame
 from visuals.playground import playground_view
 
@@ -65,4 +65,21 @@ def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt,
         record = record_text(pair_for(precision), prompt, max_new)
         here = "this prompt, decoded greedily by the target alone (ar) in the Playground"
         record = dataclasses.replace(record, meta={**record.meta, "source": here})
+    return [record, *playground_view(record, *knobs)]
+
+
+def _pair_for(pair_loader, pairs: list[str], name: str):
+    """``precision → pair`` for the pair chosen on the Live tab (validated as every request is)."""
+    from spec_core import requests
+
+    pair = requests.parse_choice(name, "model pair", pairs)
+    return lambda precision: pair_loader(pair, requests.parse_choice(precision, "precision", requests.PRECISIONS))
+
+
+def on_upload(pair_loader, pairs: list[str], path, pair_name: str, precision: str, *knobs):
+    """A saved record (no model call) or an events file (recorded on the Live tab's pair) → [record, *view]."""
+    from spec_core.guards import check_upload
+
+    pair_for = _pair_for(pair_loader, pairs, pair_name)
+    record = record_upload(check_upload(path, "the record"), lambda: pair_for(precision))
     return [record, *playground_view(record, *knobs)]
