@@ -69,10 +69,17 @@ def live_tab(pairs: list[str]) -> LiveTab:
         with gr.Column(scale=1, min_width=160):
             run, stop = gr.Button("Generate", variant="primary", elem_id="run"), gr.Button("Stop", elem_id="stop")
     with gr.Row():
-        boxes = [gr.Dropdown([*methods, requests.NONE_METHOD], value=DEFAULT_METHODS[i], label=f"Method {'ABC'[i]}",
-                             allow_custom_value=True, elem_id=f"method-{i}",
-                             info="e.g. pacer, fixed:K, heuristic, fixed:4+diversed, static:W, tree, block:dpace, ar")
-                 for i in range(N_LANES)]  # fmt: skip
+        boxes = [
+            gr.Dropdown(
+                [*methods, requests.NONE_METHOD],
+                value=DEFAULT_METHODS[i],
+                label=f"Method {'ABC'[i]}",
+                allow_custom_value=True,
+                elem_id=f"method-{i}",
+                info="e.g. pacer, fixed:K, heuristic, fixed:4+diversed, static:W, tree, block:dpace, ar",
+            )
+            for i in range(N_LANES)
+        ]
     with gr.Accordion("Settings", open=False), gr.Row():
         settings = [
             gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="temperature"),
@@ -80,9 +87,14 @@ def live_tab(pairs: list[str]) -> LiveTab:
             gr.Number(value=0, precision=0, label="seed", minimum=0),
             gr.Slider(1, UI_MAX_NEW_TOKENS, value=96, step=1, label="max new tokens", elem_id="max-new"),
             gr.Dropdown(pairs, value=pairs[0], label="model pair (target,draft)"),
-            gr.Radio(list(requests.PRECISIONS), value="auto", label="precision", elem_id="precision",
-                     info=live_page.PRECISION_INFO),
-        ]  # fmt: skip
+            gr.Radio(
+                list(requests.PRECISIONS),
+                value="auto",
+                label="precision",
+                elem_id="precision",
+                info=live_page.PRECISION_INFO,
+            ),
+        ]
     gr.Examples(EXAMPLES, inputs=[prompt, *boxes], label="Examples")
     status = gr.Markdown(elem_id="status")
     with gr.Row():
@@ -102,8 +114,22 @@ def live_tab(pairs: list[str]) -> LiveTab:
             st_step = gr.Radio(list(stepthrough.STEPS), value="draft", label="step")
             st_play = gr.Button("Replay this round slowly")
         st_html = gr.HTML(elem_id="stepthrough")
-    return LiveTab([prompt, *boxes, *settings], run, stop, status, show_rej, lanes, slots, gr.State(None),
-                   st_lane, st_round, st_step, st_play, st_html, gr.State(None))  # fmt: skip
+    return LiveTab(
+        [prompt, *boxes, *settings],
+        run,
+        stop,
+        status,
+        show_rej,
+        lanes,
+        slots,
+        gr.State(None),
+        st_lane,
+        st_round,
+        st_step,
+        st_play,
+        st_html,
+        gr.State(None),
+    )
 
 
 def figure_updates(frame: live.LiveFrame, first: bool) -> list[Any]:
@@ -123,13 +149,22 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
             yield [frame.status, *lanes, *figure_updates(frame, k == 0), frame]
 
     plots, outputs = tab.slots[2::3], [tab.status, *tab.lanes, *tab.slots, tab.state]
-    event = tab.run.click(shown_errors(on_live, len(outputs)), [*tab.inputs, tab.show_rejected], outputs,
-                          api_name="live", api_visibility="undocumented", show_progress="hidden")  # fmt: skip
+    event = tab.run.click(
+        shown_errors(on_live, len(outputs)),
+        [*tab.inputs, tab.show_rejected],
+        outputs,
+        api_name="live",
+        api_visibility="undocumented",
+        show_progress="hidden",
+    )
     tab.stop.click(live.stopped, tab.state, tab.status, cancels=[event], api_visibility="private")
     tab.show_rejected.change(
         lambda frame, show: live_page.lanes_parts(frame, N_LANES, show) if frame else [gr.update()] * (3 * N_LANES),
-        [tab.state, tab.show_rejected], tab.lanes, api_visibility="private", show_progress="hidden",
-    )  # fmt: skip
+        [tab.state, tab.show_rejected],
+        tab.lanes,
+        api_visibility="private",
+        show_progress="hidden",
+    )
 
     card = stepthrough.frame_card  # (frame, lane, round, step) → HTML
 
@@ -146,23 +181,40 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
         exactly its rounds, the card and the lens follow."""
         events = frame.lanes.get(lane, ()) if frame is not None and lane else ()
         last, first = live_page.last_round(events), next(iter(lens.block_rounds(events)), 0)
-        return [gr.update(maximum=max(last, 1), value=first), card(frame, lane, first, step),
-                *lens_slots(frame, lane, first)]  # fmt: skip
+        return [
+            gr.update(maximum=max(last, 1), value=first),
+            card(frame, lane, first, step),
+            *lens_slots(frame, lane, first),
+        ]
 
     def after_run(frame, step, greedy, prompt, max_new) -> list[Any]:
         lanes = live_page.step_lanes(frame)
         lane = lanes[0] if lanes else None
-        return [gr.update(choices=lanes, value=lane), *focus(frame, lane, step),
-                remember_greedy(greedy, frame, prompt, max_new)]  # fmt: skip
+        return [
+            gr.update(choices=lanes, value=lane),
+            *focus(frame, lane, step),
+            remember_greedy(greedy, frame, prompt, max_new),
+        ]
 
     step_in = [tab.state, tab.st_lane, tab.st_round, tab.st_step]
-    event.then(after_run, [tab.state, tab.st_step, tab.greedy, tab.inputs[0], tab.inputs[7]],
-               [tab.st_lane, tab.st_round, tab.st_html, *plots, tab.greedy], api_visibility="private")  # fmt: skip
-    tab.st_lane.input(focus, [tab.state, tab.st_lane, tab.st_step], [tab.st_round, tab.st_html, *plots],
-                      api_visibility="private")  # fmt: skip
-    gr.on([tab.st_round.input, tab.st_round.release],  # typing a round number (Enter or not), or dragging
-          lambda f, lane, r, s: [card(f, lane, r, s), *lens_slots(f, lane, r)], step_in, [tab.st_html, *plots],
-          api_visibility="private", trigger_mode="always_last", show_progress="hidden")  # fmt: skip
+    event.then(
+        after_run,
+        [tab.state, tab.st_step, tab.greedy, tab.inputs[0], tab.inputs[7]],
+        [tab.st_lane, tab.st_round, tab.st_html, *plots, tab.greedy],
+        api_visibility="private",
+    )
+    tab.st_lane.input(
+        focus, [tab.state, tab.st_lane, tab.st_step], [tab.st_round, tab.st_html, *plots], api_visibility="private"
+    )
+    gr.on(
+        [tab.st_round.input, tab.st_round.release],  # typing a round number (Enter or not), or dragging
+        lambda f, lane, r, s: [card(f, lane, r, s), *lens_slots(f, lane, r)],
+        step_in,
+        [tab.st_html, *plots],
+        api_visibility="private",
+        trigger_mode="always_last",
+        show_progress="hidden",
+    )
     tab.st_step.input(card, step_in, tab.st_html, api_visibility="private")
 
     def on_play(frame, lane, rnd):
@@ -187,8 +239,9 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
         wire_live(tab, pair_loader, pairs)
 
         @ui_errors
-        def generate(prompt: str, method: str = "heuristic", max_new_tokens: int = 64, temperature: float = 0.0,
-                     seed: int = 0) -> Iterator[dict]:  # fmt: skip
+        def generate(
+            prompt: str, method: str = "heuristic", max_new_tokens: int = 64, temperature: float = 0.0, seed: int = 0
+        ) -> Iterator[dict]:
             """Generate with one method, streaming stats dicts; the last one has new_tokens, tau, tokens_per_s, text."""
             request = requests.parse_generate_request(prompt, method, max_new_tokens, temperature, seed)
             yield from live.stats_stream(pair_loader("embedded", request.spec.precision or "auto"), request)

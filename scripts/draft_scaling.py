@@ -23,15 +23,17 @@ def scaling_table(cards: list[dict]) -> pd.DataFrame:
     rows = []
     for card in cards:
         held = card["heldout"]
-        rows.append({
-            "draft": card["name"],
-            "fraction": float(card["training"].get("train_fraction", 1.0)),
-            "train_answer_tokens": card["data"]["train_answer_tokens"],
-            "agree_1st": held["heldout_agree0"],
-            "agree_2nd": held.get("heldout_agree1", float("nan")),
-            "agree_3rd": held.get("heldout_agree2", float("nan")),
-            "best_step": held["step"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "draft": card["name"],
+                "fraction": float(card["training"].get("train_fraction", 1.0)),
+                "train_answer_tokens": card["data"]["train_answer_tokens"],
+                "agree_1st": held["heldout_agree0"],
+                "agree_2nd": held.get("heldout_agree1", float("nan")),
+                "agree_3rd": held.get("heldout_agree2", float("nan")),
+                "best_step": held["step"],
+            }
+        )
     return pd.DataFrame(rows).sort_values("train_answer_tokens").reset_index(drop=True)
 
 
@@ -42,8 +44,14 @@ def extrapolate(table: pd.DataFrame, alphas: list[float], tok_per_s: float) -> t
     rows = []
     for alpha in alphas:
         tokens = 2 ** ((alpha - a) / b) if b > 0 else float("inf")
-        rows.append({"alpha": alpha, "answer_tokens": tokens, "times_the_data": tokens / have,
-                     "generation_hours": tokens / tok_per_s / 3600})  # fmt: skip
+        rows.append(
+            {
+                "alpha": alpha,
+                "answer_tokens": tokens,
+                "times_the_data": tokens / have,
+                "generation_hours": tokens / tok_per_s / 3600,
+            }
+        )
     return float(a), float(b), pd.DataFrame(rows)
 
 
@@ -59,8 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     intercept, slope, rows = extrapolate(table, [float(x) for x in a.alpha.split(",")], a.tok_per_s)
     print(f"\nfit: agree_1st = {intercept:.4f} + {slope:.4f} * log2(answer tokens)  (+{slope:.4f} per doubling)")
-    print(rows.to_string(index=False, formatters={"alpha": "{:.2f}".format} | {
-        c: "{:,.1f}".format for c in ("answer_tokens", "times_the_data", "generation_hours")}))  # fmt: skip
+    print(
+        rows.to_string(
+            index=False,
+            formatters={"alpha": "{:.2f}".format}
+            | {c: "{:,.1f}".format for c in ("answer_tokens", "times_the_data", "generation_hours")},
+        )
+    )
     return 0
 
 

@@ -50,9 +50,17 @@ def live_run(request) -> dict[str, float]:
     speeds = {m: s.measured for m, s in frame.speeds.items()}
     predicted = {m: s.predicted for m, s in frame.speeds.items()}
     models = sum(frame.stats(m).busy_s for m in frame.methods)
-    return {"total": time.perf_counter() - t0, "models": models, "html": html_s, "figures": figures_s,
-            "frames": frames, "pauses": (frames - 3) * live.SETTLE_S, "speeds": speeds, "predicted": predicted,
-            "divergences": {m: d.position for m, d in frame.divergences.items()}}  # fmt: skip
+    return {
+        "total": time.perf_counter() - t0,
+        "models": models,
+        "html": html_s,
+        "figures": figures_s,
+        "frames": frames,
+        "pauses": (frames - 3) * live.SETTLE_S,
+        "speeds": speeds,
+        "predicted": predicted,
+        "divergences": {m: d.position for m, d in frame.divergences.items()},
+    }
 
 
 def main() -> None:
@@ -62,15 +70,18 @@ def main() -> None:
     args = parser.parse_args()
     prompt, methods = app.EXAMPLES[0][0], list(app.DEFAULT_METHODS)
     pair = app.get_pair()
-    request = requests.parse_live_request(prompt, methods, 0.0, 1.0, 0, args.max_new_tokens, "embedded",
-                                          "bfloat16", ["embedded"])  # fmt: skip
+    request = requests.parse_live_request(
+        prompt, methods, 0.0, 1.0, 0, args.max_new_tokens, "embedded", "bfloat16", ["embedded"]
+    )
     for r in range(args.repeats):
         solo_s, stats = solo(pair, prompt, methods, args.max_new_tokens)
         ratios = {m: round(stats[m].tokens_per_s / stats["ar"].tokens_per_s, 3) for m in methods}
         got = live_run(request)
-        print(f"repeat {r}: solo {solo_s:.2f} s · live {got['total']:.2f} s ({got['total'] / solo_s:.2f}× solo): "
-              f"models {got['models']:.2f} s, HTML {got['html']:.3f} s, figures {got['figures']:.3f} s, "
-              f"pauses {got['pauses']:.2f} s, {got['frames']} frames")  # fmt: skip
+        print(
+            f"repeat {r}: solo {solo_s:.2f} s · live {got['total']:.2f} s ({got['total'] / solo_s:.2f}× solo): "
+            f"models {got['models']:.2f} s, HTML {got['html']:.3f} s, figures {got['figures']:.3f} s, "
+            f"pauses {got['pauses']:.2f} s, {got['frames']} frames"
+        )
         print(
             f"   speedup vs ar solo {ratios} · live measured "
             f"{ {m: round(v, 3) for m, v in got['speeds'].items() if v} } · live predicted "

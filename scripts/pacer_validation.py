@@ -37,9 +37,12 @@ def main(argv: list[str]) -> None:
         t0 = time.time()
         trainer = P.train_paper_head if variant in P.PAPER_VARIANTS else P.train_head
         _, m = trainer(data, cfg, variant, progress=False)
-        print(f"{variant} {kw}: validation AUC {m['auc']}, ECE {m['ece']}, BCE {m['bce']}, first position AUC "
-              f"{m['auc_position1']} (draft's Π q AUC {m['auc_draft_cumprob']}, q at position 1 "
-              f"{m['auc_position1_draft_q']}) {m.get('by_block', '')} [{time.time() - t0:.0f} s]", flush=True)  # fmt: skip
+        print(
+            f"{variant} {kw}: validation AUC {m['auc']}, ECE {m['ece']}, BCE {m['bce']}, first position AUC "
+            f"{m['auc_position1']} (draft's Π q AUC {m['auc_draft_cumprob']}, q at position 1 "
+            f"{m['auc_position1_draft_q']}) {m.get('by_block', '')} [{time.time() - t0:.0f} s]",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -25,9 +25,12 @@ def _positive_int(text: str) -> int:
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair", default="embedded", help="'embedded' (offline default) or 'TARGET_ID,DRAFT_ID'")
     p.add_argument("--draft", default=None, help="embedded pair: draft asset name (feature, standalone, truncated)")
-    p.add_argument("--dtype", default=None,
-                   help="precision: auto (default: what this machine's cost table predicts fastest), bfloat16, "
-                   "float32, float16 or int8 (weight-only int8 target)")  # fmt: skip
+    p.add_argument(
+        "--dtype",
+        default=None,
+        help="precision: auto (default: what this machine's cost table predicts fastest), bfloat16, "
+        "float32, float16 or int8 (weight-only int8 target)",
+    )
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
 
@@ -65,9 +68,11 @@ def cmd_generate(args) -> int:
     r = run.result()
     print(r.text)
     s = r.stats
-    print(f"--- {args.method}: {s.new_tokens} tokens in {s.wall_s:.2f} s wall ({s.tokens_per_s:.1f} tok/s decoding), "
-          f"{s.target_forwards} target forwards, tau {s.tau:.2f}, acceptance {s.acceptance_rate:.2f}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"--- {args.method}: {s.new_tokens} tokens in {s.wall_s:.2f} s wall ({s.tokens_per_s:.1f} tok/s decoding), "
+        f"{s.target_forwards} target forwards, tau {s.tau:.2f}, acceptance {s.acceptance_rate:.2f}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -91,14 +96,17 @@ def cmd_bench(args) -> int:
     def pair_for(precision):
         return load_pair(args.pair, device=args.device, dtype=precision, draft=args.draft, operator=True)
 
-    df = run_bench(pair, prompts, methods, args.max_new_tokens, args.temperature, args.repeats, args.seed,
-                   pair_for=pair_for)  # fmt: skip
+    df = run_bench(
+        pair, prompts, methods, args.max_new_tokens, args.temperature, args.repeats, args.seed, pair_for=pair_for
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     print(summarize(df).to_string())
-    print(f"wrote {out} ({len(df)} rows; default precision {pair.precision}, device {pair.device}, "
-          f"draft {pair.draft_design})")  # fmt: skip
+    print(
+        f"wrote {out} ({len(df)} rows; default precision {pair.precision}, device {pair.device}, "
+        f"draft {pair.draft_design})"
+    )
     return 0
 
 
@@ -130,14 +138,18 @@ def cmd_costs(args) -> int:
         drafts[own] = pair.draft
     df = measure_costs(pair, drafts, args.repeats)
     print(df.to_string(index=False))
-    print(f"(precision {pair.precision}, device {pair.device}, {torch.get_num_threads()} thread(s), {args.repeats} "
-          "repeats, context 200 tokens)")  # fmt: skip
+    print(
+        f"(precision {pair.precision}, device {pair.device}, {torch.get_num_threads()} thread(s), {args.repeats} "
+        "repeats, context 200 tokens)"
+    )
     for name in drafts:
         if name == "truncated":
             continue
         need = acceptance_needed(df, name, args.speedup, args.tau, overhead_ms=args.overhead_ms)
-        print(f"\nper-token acceptance fixed:k needs with the {name} draft (i.i.d. model, Leviathan et al. 2023; "
-              f"engine overhead {args.overhead_ms:g} ms per round)")  # fmt: skip
+        print(
+            f"\nper-token acceptance fixed:k needs with the {name} draft (i.i.d. model, Leviathan et al. 2023; "
+            f"engine overhead {args.overhead_ms:g} ms per round)"
+        )
         print(need.to_string(index=False))
     methods = split_methods(args.methods)
     if methods and pair.draft is not None:
@@ -146,11 +158,13 @@ def cmd_costs(args) -> int:
         context = round(statistics.mean(len(prompt_ids(pair, p)) for p in prompts) + args.max_new_tokens / 2)
         at_context = measure_costs(pair, {own: pair.draft}, args.repeats, context=context)
         rounds = round_breakdown(pair, at_context, own, prompts, methods, args.max_new_tokens, args.round_repeats)
-        print(f"\nwhere a round's time goes ({own} draft; ms per round; {len(prompts)} prompts × "
-              f"{args.round_repeats} repeats, {args.max_new_tokens} new tokens, greedy) and the decode speedup "
-              f"over ar, measured vs predicted by the cost model for the same rounds (costs measured at the "
-              f"rounds' mean context, {context} tokens; draft_ms includes the drafter's commit, e.g. the feature "
-              "draft's fusion of the target's features, which its measured draft step includes too)")  # fmt: skip
+        print(
+            f"\nwhere a round's time goes ({own} draft; ms per round; {len(prompts)} prompts × "
+            f"{args.round_repeats} repeats, {args.max_new_tokens} new tokens, greedy) and the decode speedup "
+            f"over ar, measured vs predicted by the cost model for the same rounds (costs measured at the "
+            f"rounds' mean context, {context} tokens; draft_ms includes the drafter's commit, e.g. the feature "
+            "draft's fusion of the target's features, which its measured draft step includes too)"
+        )
         print(rounds.to_string(index=False))
     return 0
 
@@ -224,8 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=_positive_int, default=4, help="prompts for the round breakdown")
     c.add_argument("--max-new-tokens", type=_positive_int, default=96)
     c.add_argument("--round-repeats", type=_positive_int, default=3)
-    c.add_argument("--machine", action="store_true",
-                   help="measure every precision (the table `auto` picks from), cache it and say what auto picks")  # fmt: skip
+    c.add_argument(
+        "--machine",
+        action="store_true",
+        help="measure every precision (the table `auto` picks from), cache it and say what auto picks",
+    )
     _add_model_args(c)
 
     for command in ("train", "analyze", "pareto", "loadtest"):

@@ -101,8 +101,12 @@ class CostProfile:
         return float(self.target_ms[0]) + self.engine_ms
 
     def round_ms(self, width, draft_forwards, head_calls=0) -> np.ndarray:
-        return (self.target(width) + np.asarray(draft_forwards) * self.draft_ms + self.engine_ms
-                + np.asarray(head_calls) * self.head_ms)  # fmt: skip
+        return (
+            self.target(width)
+            + np.asarray(draft_forwards) * self.draft_ms
+            + self.engine_ms
+            + np.asarray(head_calls) * self.head_ms
+        )
 
     def verify_ratio(self, width: int) -> float:
         """A pass over ``width`` tokens over a one-token pass: the price of verifying on this machine."""
@@ -114,8 +118,9 @@ class CostProfile:
         if not rounds:
             return None
         tokens = sum(r.tokens for r in rounds)
-        ms = self.round_ms([r.width for r in rounds], [r.draft_forwards for r in rounds],
-                           [r.head_calls for r in rounds]).sum()  # fmt: skip
+        ms = self.round_ms(
+            [r.width for r in rounds], [r.draft_forwards for r in rounds], [r.head_calls for r in rounds]
+        ).sum()
         return float(tokens * self.step_ms / ms) if ms > 0 and tokens else None
 
     def events_speedup(self, events: Sequence) -> float | None:
@@ -152,8 +157,9 @@ class CostProfile:
     @classmethod
     def from_dict(cls, raw: Mapping) -> CostProfile:
         """From :meth:`to_json`'s fields (a record saved before the one cost model wrote ``overhead_ms``)."""
-        fields = {("engine_ms" if k == "overhead_ms" else k): tuple(v) if isinstance(v, list) else v
-                  for k, v in raw.items()}  # fmt: skip
+        fields = {
+            ("engine_ms" if k == "overhead_ms" else k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()
+        }
         return cls(**fields)
 
 

@@ -128,8 +128,11 @@ class Generation:
         pair, sampling = self.pair, self.sampling
         t_start = time.perf_counter()
         drafter, policy, verifier = self._parts()
-        target = CachedLM(pair.target, layers=drafter.target_layers,
-                          hidden=drafter.needs_target_hidden or verifier.needs_target_hidden)  # fmt: skip
+        target = CachedLM(
+            pair.target,
+            layers=drafter.target_layers,
+            hidden=drafter.needs_target_hidden or verifier.needs_target_hidden,
+        )
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
         recorder = RoundRecorder(self.spec.name, pair.pieces, sampling.greedy, self.display)
@@ -177,8 +180,19 @@ class Generation:
             stop_reason, policy_trace = policy.stop_reason, policy.trace()
             if inputs is not None:
                 policy.end_round(inputs, len(path))
-            event = recorder.event(len(self.events), len(ids) - len(path) - 1, draft, inputs, verdict, next_token,
-                                   next_prob, emitted, finished, stop_reason, policy_trace)  # fmt: skip
+            event = recorder.event(
+                len(self.events),
+                len(ids) - len(path) - 1,
+                draft,
+                inputs,
+                verdict,
+                next_token,
+                next_prob,
+                emitted,
+                finished,
+                stop_reason,
+                policy_trace,
+            )
             event = clock.stamp(event)
             self.events.append(event)
             self.wall_s = time.perf_counter() - t_start
@@ -236,8 +250,9 @@ def _round_inputs(draft: RoundDraft, out: LMOutput, target_hidden: bool) -> Roun
     )
 
 
-def _next_prob(next_token: int, row: torch.Tensor, dist: torch.Tensor | None, inputs: RoundInputs | None,
-               at: int) -> torch.Tensor:  # fmt: skip
+def _next_prob(
+    next_token: int, row: torch.Tensor, dist: torch.Tensor | None, inputs: RoundInputs | None, at: int
+) -> torch.Tensor:
     """``[1]`` the target's probability of ``next_token`` at row ``at`` (``row`` ``[1, V]``): from the warped ``dist``
     when sampling, else its temperature-1 softmax (from the round's one normaliser pass when there were drafts)."""
     next_id = torch.tensor([next_token], device=row.device)
@@ -261,8 +276,11 @@ def _split_prefill(prefill: LMOutput) -> tuple[LMOutput, LMOutput]:
 
 def _concat(a: LMOutput, b: LMOutput) -> LMOutput:
     cat = lambda x, y: torch.cat([x, y]) if x is not None and y is not None else None  # noqa: E731
-    return LMOutput(logits=torch.cat([a.logits, b.logits]), hidden=cat(a.hidden, b.hidden),
-                    layer_hidden=cat(a.layer_hidden, b.layer_hidden))  # fmt: skip
+    return LMOutput(
+        logits=torch.cat([a.logits, b.logits]),
+        hidden=cat(a.hidden, b.hidden),
+        layer_hidden=cat(a.layer_hidden, b.layer_hidden),
+    )
 
 
 def _path_rows(out: LMOutput, path: Sequence[int]) -> LMOutput:

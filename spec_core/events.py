@@ -89,9 +89,20 @@ class RoundRecorder:
     def __init__(self, method: str, pieces: Callable[[Sequence[int]], tuple[str, ...]], greedy: bool, display: bool):
         self.method, self.pieces, self.greedy, self.display = method, pieces, greedy, display
 
-    def event(self, index: int, context_len: int, draft: RoundDraft, inputs: RoundInputs | None,
-              verdict: Verdict | None, next_token: int, next_prob: torch.Tensor | None, emitted: tuple[int, ...],
-              finished: bool, stop_reason: str, policy_trace: dict[str, Any]) -> RoundEvent:  # fmt: skip
+    def event(
+        self,
+        index: int,
+        context_len: int,
+        draft: RoundDraft,
+        inputs: RoundInputs | None,
+        verdict: Verdict | None,
+        next_token: int,
+        next_prob: torch.Tensor | None,
+        emitted: tuple[int, ...],
+        finished: bool,
+        stop_reason: str,
+        policy_trace: dict[str, Any],
+    ) -> RoundEvent:
         """The round's event (timings left at 0 for :meth:`RoundClock.stamp`). ``next_prob`` ``[1]`` is the target's
         probability of ``next_token`` (None without display)."""
         gamma = len(draft)
@@ -110,10 +121,19 @@ class RoundRecorder:
         if draft.parents is not None and verdict is not None:
             shown: dict[str, Any] = {}
             if self.display:
-                shown = {"pieces": self.pieces(draft.tokens), "draft_probs": tuple(draft.token_probs),
-                         "target_probs": tuple(p_all)}  # fmt: skip
-            tree = TreeRound(tuple(draft.tokens), tuple(draft.parents), tuple(draft.depths()), tuple(path),
-                             tuple((n, accept_all[n]) for n in verdict.tried), **shown)  # fmt: skip
+                shown = {
+                    "pieces": self.pieces(draft.tokens),
+                    "draft_probs": tuple(draft.token_probs),
+                    "target_probs": tuple(p_all),
+                }
+            tree = TreeRound(
+                tuple(draft.tokens),
+                tuple(draft.parents),
+                tuple(draft.depths()),
+                tuple(path),
+                tuple((n, accept_all[n]) for n in verdict.tried),
+                **shown,
+            )
         tokens = [draft.tokens[i] for i in line]
         return RoundEvent(
             index=index,
@@ -141,8 +161,14 @@ class RoundRecorder:
             draft_forwards=draft.forwards,
         )
 
-    def _numbers(self, draft: RoundDraft, inputs: RoundInputs, verdict: Verdict, line: Sequence[int],
-                 next_prob: torch.Tensor | None) -> tuple[list[float], tuple[float, ...], float | None]:  # fmt: skip
+    def _numbers(
+        self,
+        draft: RoundDraft,
+        inputs: RoundInputs,
+        verdict: Verdict,
+        line: Sequence[int],
+        next_prob: torch.Tensor | None,
+    ) -> tuple[list[float], tuple[float, ...], float | None]:
         """One host copy: per draft [acceptance probability (γ), p(x) (γ, when known)], then q(gold) of the line's
         drafts and p(next token) (display only)."""
         gamma = inputs.gamma

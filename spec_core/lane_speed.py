@@ -60,9 +60,14 @@ class LaneSpeed:
 
     def as_stats(self) -> dict:
         """The fields ``/generate``'s final stats carry."""
-        return {"verdict": self.verdict, "predicted_speedup": self.predicted, "measured_speedup": self.measured,
-                "speedup_spread": list(self.spread) if self.spread else None,
-                "breakeven_acceptance": self.breakeven_acceptance, "gpu_like_speedup": self.gpu_like}  # fmt: skip
+        return {
+            "verdict": self.verdict,
+            "predicted_speedup": self.predicted,
+            "measured_speedup": self.measured,
+            "speedup_spread": list(self.spread) if self.spread else None,
+            "breakeven_acceptance": self.breakeven_acceptance,
+            "gpu_like_speedup": self.gpu_like,
+        }
 
 
 def _busy_s(events: Sequence[RoundEvent]) -> np.ndarray:
@@ -89,8 +94,13 @@ def breakeven(events: Sequence[RoundEvent], profile: CostProfile) -> tuple[float
     acceptance α = accepted / drafted that gives it. No i.i.d. assumption: the lane's own rounds are priced.
     """
     rounds = [round_shape(e) for e in (events[1:] or events)]
-    mean_ms = float(np.mean(profile.round_ms([r.width for r in rounds], [r.draft_forwards for r in rounds],
-                                             [r.head_calls for r in rounds])))  # fmt: skip
+    mean_ms = float(
+        np.mean(
+            profile.round_ms(
+                [r.width for r in rounds], [r.draft_forwards for r in rounds], [r.head_calls for r in rounds]
+            )
+        )
+    )
     tau = mean_ms / profile.step_ms
     drafted = float(np.mean([r.width - 1 for r in rounds]))
     return tau, ((tau - 1) / drafted if drafted else float("nan"))
@@ -101,8 +111,9 @@ def mean_draft_len(events: Sequence[RoundEvent]) -> float:
     return float(np.mean([s.width - 1 for s in shapes])) if shapes else 0.0
 
 
-def verdict_text(stats: Stats, speed: LaneSpeed, profile: CostProfile | None, events: Sequence[RoundEvent],
-                 lossy_note: str = "") -> str:  # fmt: skip
+def verdict_text(
+    stats: Stats, speed: LaneSpeed, profile: CostProfile | None, events: Sequence[RoundEvent], lossy_note: str = ""
+) -> str:
     """One plain sentence (two for a lossy lane) from this run's own numbers."""
     if speed.measured is None and speed.predicted is None:
         return ""
@@ -121,20 +132,32 @@ def verdict_text(stats: Stats, speed: LaneSpeed, profile: CostProfile | None, ev
         price = profile.verify_ratio(width)
         alpha = stats.acceptance_rate
         need = speed.breakeven_acceptance
-        need_text = f"it needs ≥ {need:.0%} accepted to break even" if need is not None and need <= 1 else (
-            "even accepting every draft would not break even at this length")  # fmt: skip
+        need_text = (
+            f"it needs ≥ {need:.0%} accepted to break even"
+            if need is not None and need <= 1
+            else ("even accepting every draft would not break even at this length")
+        )
         verb = "but" if m < 1 else "and"
-        why = (f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
-               f"{price:.1f}× a plain step on this machine, so {need_text}")  # fmt: skip
+        why = (
+            f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
+            f"{price:.1f}× a plain step on this machine, so {need_text}"
+        )
     busy = " The machine was busy: measured and predicted disagree (" + (
-        f"predicted {speed.predicted:.2f}×)." if speed.predicted is not None else "no prediction).")  # fmt: skip
+        f"predicted {speed.predicted:.2f}×)." if speed.predicted is not None else "no prediction)."
+    )
     gpu = f" On a GPU-like machine (a model) these rounds would give ≈ {speed.gpu_like:.1f}×." if speed.gpu_like else ""
     text = head[0].upper() + head[1:] + why + "." + (busy if speed.busy else "") + gpu
     return f"{lossy_note} {text}".strip() if lossy_note else text
 
 
-def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: CostProfile | None = None,
-               draft_ratio: float = DEFAULT_DRAFT_RATIO, lossy_note: str = "", full: bool = True) -> LaneSpeed:  # fmt: skip
+def lane_speed(
+    method: str,
+    lanes: Mapping[str, Sequence[RoundEvent]],
+    profile: CostProfile | None = None,
+    draft_ratio: float = DEFAULT_DRAFT_RATIO,
+    lossy_note: str = "",
+    full: bool = True,
+) -> LaneSpeed:
     """The speed a lane may honestly claim, against the ``ar`` lane of the same run when there is one.
 
     ``profile``: the run's costs (default: :func:`~spec_core.cost_model.profile_from_events` of ``lanes``).
@@ -162,8 +185,14 @@ def lane_speed(method: str, lanes: Mapping[str, Sequence[RoundEvent]], profile: 
     need = breakeven(events, profile)[1] if profile is not None and stats.drafted_tokens else None
     need = need if need is not None and np.isfinite(need) else None
     gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
-    speed = LaneSpeed(stats.tokens_per_s, stats.tokens_per_s / base.tokens_per_s, predicted,
-                      spread=speedup_spread(events, ar), breakeven_acceptance=need, gpu_like=gpu)  # fmt: skip
+    speed = LaneSpeed(
+        stats.tokens_per_s,
+        stats.tokens_per_s / base.tokens_per_s,
+        predicted,
+        spread=speedup_spread(events, ar),
+        breakeven_acceptance=need,
+        gpu_like=gpu,
+    )
     return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events, lossy_note)})
 
 
@@ -199,20 +228,35 @@ def probe_profile(
     ms = {w: timed[w] for w in probe}
     if own is not None:
         ms |= {w: max(m, ms[1]) for w, m in zip(own.widths, own.target_ms) if w != 1}
-    return CostProfile(tuple(ms), tuple(ms.values()), own.draft_ms if own else 0.0, own.engine_ms if own else 0.0,
-                       own.head_ms if own else 0.0, name=f"this machine · {pair.precision}",
-                       about="this run's rounds, plus a one-token step timed beside them")  # fmt: skip
+    return CostProfile(
+        tuple(ms),
+        tuple(ms.values()),
+        own.draft_ms if own else 0.0,
+        own.engine_ms if own else 0.0,
+        own.head_ms if own else 0.0,
+        name=f"this machine · {pair.precision}",
+        about="this run's rounds, plus a one-token step timed beside them",
+    )
 
 
-def run_verdict(pair, events: Sequence[RoundEvent], context_ids: Sequence[int], draft_ratio: float | None = None,
-                ) -> LaneSpeed:  # fmt: skip
+def run_verdict(
+    pair,
+    events: Sequence[RoundEvent],
+    context_ids: Sequence[int],
+    draft_ratio: float | None = None,
+) -> LaneSpeed:
     """The verdict of a lane run alone (``/generate``): predicted, from its own rounds and a plain step timed
     beside them; no measured ratio (no ``ar`` ran)."""
     stats = Stats.from_events(events)
     if not events or not stats.drafted_tokens:
-        return LaneSpeed(stats.tokens_per_s, None, 1.0 if events else None, "plain decoding",
-                         verdict="Plain decoding: one target step per token (the baseline).",
-                         breakeven_acceptance=None)  # fmt: skip
+        return LaneSpeed(
+            stats.tokens_per_s,
+            None,
+            1.0 if events else None,
+            "plain decoding",
+            verdict="Plain decoding: one target step per token (the baseline).",
+            breakeven_acceptance=None,
+        )
     profile = probe_profile(pair, events, context_ids)
     predicted = profile.events_speedup(events) if profile is not None else None
     need = breakeven(events, profile)[1] if profile is not None else None
@@ -252,9 +296,13 @@ def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy:
     return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."
 
 
-def lane_speeds(lanes: Mapping[str, Sequence[RoundEvent]], methods: Sequence[str] | None = None,
-                lossy_notes: Mapping[str, str] | None = None, draft_ratio: float = DEFAULT_DRAFT_RATIO,
-                full: bool = True) -> dict[str, LaneSpeed]:  # fmt: skip
+def lane_speeds(
+    lanes: Mapping[str, Sequence[RoundEvent]],
+    methods: Sequence[str] | None = None,
+    lossy_notes: Mapping[str, str] | None = None,
+    draft_ratio: float = DEFAULT_DRAFT_RATIO,
+    full: bool = True,
+) -> dict[str, LaneSpeed]:
     """Every lane's :class:`LaneSpeed`, priced with one profile measured in the run's own rounds."""
     profile = profile_from_events(lanes)
     notes = lossy_notes or {}

@@ -220,8 +220,9 @@ def live_frames(
             period = max(every_s, (resumed - paused) * (1 - PAGE_SHARE) / PAGE_SHARE)
     t_explain = time.perf_counter()
     run.divergences = divergences(pair, generations, request)
-    run.status = done_status(where, run, time.perf_counter() - t_start, page_s, updates,
-                             time.perf_counter() - t_explain)  # fmt: skip
+    run.status = done_status(
+        where, run, time.perf_counter() - t_start, page_s, updates, time.perf_counter() - t_explain
+    )
     yield run.frame(done=True)
 
 
@@ -349,5 +350,4 @@ def stats_stream(pair, request: GenerateRequest, every_s: float = STREAM_EVERY_S
     result = run.result()
     final = Stats.from_events(run.events, wall_s=run.wall_s, method=request.spec.name)
     verdict = run_verdict(pair, run.events, [*run.prompt_ids, *run.new_tokens], draft_ratio(pair))
-    yield {**final.as_dict(), **verdict.as_stats(), "precision": pair.precision, "text": result.text,
-           "finished": True}  # fmt: skip
+    yield {**final.as_dict(), **verdict.as_stats(), "precision": pair.precision, "text": result.text, "finished": True}

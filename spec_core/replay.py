@@ -37,9 +37,15 @@ FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
 ORACLE = "oracle"
 # the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (docs/RESULTS.md, "This
 # machine": `python -m spec_core costs --threads 1`): the default when a record carries no costs of its own
-DEFAULT_COSTS = RoundCosts(widths=(1, 2, 4, 8, 16), target_ms=(93.8, 125.0, 166.1, 346.4, 614.4),
-                           draft_ms=7.6, engine_ms=2.2, head_ms=0.43, name="a reference machine",
-                           about="an earlier session's measurement on this project's AVX2 machine (bfloat16)")  # fmt: skip
+DEFAULT_COSTS = RoundCosts(
+    widths=(1, 2, 4, 8, 16),
+    target_ms=(93.8, 125.0, 166.1, 346.4, 614.4),
+    draft_ms=7.6,
+    engine_ms=2.2,
+    head_ms=0.43,
+    name="a reference machine",
+    about="an earlier session's measurement on this project's AVX2 machine (bfloat16)",
+)
 
 
 @dataclass(frozen=True)
@@ -62,11 +68,18 @@ class TextRecord:
         return int(self.draft_tokens.shape[1])
 
     def to_json(self) -> str:
-        d = {"prompt": self.prompt, "prompt_ids": list(self.prompt_ids), "tokens": list(self.tokens),
-             "max_new_tokens": self.max_new_tokens, "draft_tokens": self.draft_tokens.tolist(),
-             "draft_probs": self.draft_probs.tolist(), "match": self.match.tolist(),
-             "predicted": {k: v.tolist() for k, v in self.predicted.items()},
-             "costs": dataclasses.asdict(self.costs) if self.costs else None, "meta": self.meta}  # fmt: skip
+        d = {
+            "prompt": self.prompt,
+            "prompt_ids": list(self.prompt_ids),
+            "tokens": list(self.tokens),
+            "max_new_tokens": self.max_new_tokens,
+            "draft_tokens": self.draft_tokens.tolist(),
+            "draft_probs": self.draft_probs.tolist(),
+            "match": self.match.tolist(),
+            "predicted": {k: v.tolist() for k, v in self.predicted.items()},
+            "costs": dataclasses.asdict(self.costs) if self.costs else None,
+            "meta": self.meta,
+        }
         return json.dumps({"kind": "specscope-playground-record", **d})
 
     @classmethod
@@ -82,8 +95,18 @@ class TextRecord:
             pred = {k: np.asarray(v, dtype=np.float32).reshape(drafts.shape) for k, v in d["predicted"].items()}
             costs = d.get("costs")
             costs = RoundCosts.from_dict(costs) if costs else None
-            return cls(str(d["prompt"]), tuple(d["prompt_ids"]), tuple(d["tokens"]), int(d["max_new_tokens"]), drafts,
-                       probs, np.asarray(d["match"], dtype=np.int64).reshape(n), pred, costs, dict(d.get("meta", {})))  # fmt: skip
+            return cls(
+                str(d["prompt"]),
+                tuple(d["prompt_ids"]),
+                tuple(d["tokens"]),
+                int(d["max_new_tokens"]),
+                drafts,
+                probs,
+                np.asarray(d["match"], dtype=np.int64).reshape(n),
+                pred,
+                costs,
+                dict(d.get("meta", {})),
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise SpecScopeError(
                 f"not a playground record (save one with `analyze policies --save-records`): {err}"
@@ -133,10 +156,19 @@ class PolicyReplay:
         return self.ar_ms / self.ms if self.ms and self.ar_ms is not None else None
 
     def row(self) -> dict[str, Any]:
-        return {"policy": self.policy, "rounds": self.rounds, "new_tokens": self.tokens, "tau": self.tau,
-                "drafted_tokens": self.drafted, "accepted_tokens": self.accepted, "wasted_tokens": self.wasted,
-                "predicted_ms": self.ms, "predicted_speedup": self.predicted_speedup,
-                "head_calls": self.head_calls, "truncated_rounds": self.truncated}  # fmt: skip
+        return {
+            "policy": self.policy,
+            "rounds": self.rounds,
+            "new_tokens": self.tokens,
+            "tau": self.tau,
+            "drafted_tokens": self.drafted,
+            "accepted_tokens": self.accepted,
+            "wasted_tokens": self.wasted,
+            "predicted_ms": self.ms,
+            "predicted_speedup": self.predicted_speedup,
+            "head_calls": self.head_calls,
+            "truncated_rounds": self.truncated,
+        }
 
 
 def paper_key(variant: str, block: int) -> str:
@@ -203,8 +235,10 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: RoundCos
     if family == "pacer":
         params = params if isinstance(params, PacerParams) else params.params
         if params.head not in record.predicted:
-            raise SpecScopeError(f"this record has no pre-verifier scores for {params.describe()} (no "
-                                 f"{params.head or 'shipped'} head matches the draft it was recorded with)")  # fmt: skip
+            raise SpecScopeError(
+                f"this record has no pre-verifier scores for {params.describe()} (no "
+                f"{params.head or 'shipped'} head matches the draft it was recorded with)"
+            )
         if params.max_len > m:
             raise SpecScopeError(
                 f"{params.describe()}: max {params.max_len} is over the {m} drafts recorded per position"
@@ -291,8 +325,15 @@ def best_fixed(replays: Sequence[PolicyReplay]) -> PolicyReplay:
     return min(fixed, key=lambda r: (r.ms if r.ms is not None else r.rounds, r.rounds))
 
 
-def pacer_grid(record: TextRecord, thresholds: Sequence[float], rhos: Sequence[float], block: int = 1,
-               max_len: int = 8, costs: RoundCosts | None = None, head: str = "") -> np.ndarray:  # fmt: skip
+def pacer_grid(
+    record: TextRecord,
+    thresholds: Sequence[float],
+    rhos: Sequence[float],
+    block: int = 1,
+    max_len: int = 8,
+    costs: RoundCosts | None = None,
+    head: str = "",
+) -> np.ndarray:
     """Predicted speedup (τ without costs) of PACER over ``rhos`` (rows) × ``thresholds`` (columns)."""
     grid = np.zeros((len(rhos), len(thresholds)))
     for r, rho in enumerate(rhos):

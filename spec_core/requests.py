@@ -155,9 +155,22 @@ class AnalyzerRequest:
 
 
 def parse_analyzer_request(
-    prompt_set: Any, upload: Any, method: Any, n_prompts: Any, max_new_tokens: Any, temperature: Any, top_p: Any,
-    seed: Any, pair_name: Any, precision: Any, *, pairs: Sequence[str], prompt_sets: Sequence[str], root, max_new: int,
-) -> AnalyzerRequest:  # fmt: skip
+    prompt_set: Any,
+    upload: Any,
+    method: Any,
+    n_prompts: Any,
+    max_new_tokens: Any,
+    temperature: Any,
+    top_p: Any,
+    seed: Any,
+    pair_name: Any,
+    precision: Any,
+    *,
+    pairs: Sequence[str],
+    prompt_sets: Sequence[str],
+    root,
+    max_new: int,
+) -> AnalyzerRequest:
     from spec_core.guards import check_upload
 
     if upload:

@@ -146,8 +146,14 @@ def run_item(pair, method: str, item: EvalItem, temperature: float, seed: int) -
     events = list(run.rounds())
     result = run.result()
     return {
-        "id": item.id, "task": item.task, "method": method, "text": result.text,
-        "reward": reward(item.task, result.text, item.reference), "new_tokens": result.stats.new_tokens,
-        "forwards": result.stats.target_forwards, "wall_s": result.stats.wall_s,
-        "verify_s": sum(e.verify_s for e in events if e.draft_len), "rounds": round_numbers(events),
-    }  # fmt: skip
+        "id": item.id,
+        "task": item.task,
+        "method": method,
+        "text": result.text,
+        "reward": reward(item.task, result.text, item.reference),
+        "new_tokens": result.stats.new_tokens,
+        "forwards": result.stats.target_forwards,
+        "wall_s": result.stats.wall_s,
+        "verify_s": sum(e.verify_s for e in events if e.draft_len),
+        "rounds": round_numbers(events),
+    }

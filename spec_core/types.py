@@ -170,8 +170,10 @@ class TreeRound:
         """Rebuild from a JSON line's object (``dataclasses.asdict`` of one); None for an empty or missing one."""
         if not record:
             return None
-        values = {f: tuple(record.get(f) or ()) for f in ("tokens", "parents", "depths", "path", "pieces",
-                                                          "draft_probs", "target_probs")}  # fmt: skip
+        values = {
+            f: tuple(record.get(f) or ())
+            for f in ("tokens", "parents", "depths", "path", "pieces", "draft_probs", "target_probs")
+        }
         return cls(**values, tried=tuple((int(n), float(a)) for n, a in record.get("tried") or ()))
 
 

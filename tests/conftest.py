@@ -41,11 +41,19 @@ class TinyTokenizer:
 def tiny_llama(vocab: int, seed: int, layers: int = 2, hidden: int = 32) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
         initializer_range=0.5,  # large random weights: varied, non-repeating greedy outputs
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
-    )  # fmt: skip
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     model = LlamaForCausalLM(cfg).eval()
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = None

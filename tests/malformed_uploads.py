@@ -11,11 +11,27 @@ from __future__ import annotations
 import json
 
 EVENT = {  # one valid round of an events file, to break in the cases below
-    "prompt_id": "p1", "prompt": "hi", "category": "chat", "temperature": 0.0, "index": 0, "method": "ar",
-    "context_len": 3, "draft_tokens": [], "draft_pieces": [], "draft_probs": [], "target_probs": [],
-    "accept_probs": [], "gold_draft_probs": [], "accepted": 0, "next_token": 5, "next_piece": "x",
-    "next_kind": "target", "emitted": [5], "draft_s": 0.0, "verify_s": 0.01,
-}  # fmt: skip
+    "prompt_id": "p1",
+    "prompt": "hi",
+    "category": "chat",
+    "temperature": 0.0,
+    "index": 0,
+    "method": "ar",
+    "context_len": 3,
+    "draft_tokens": [],
+    "draft_pieces": [],
+    "draft_probs": [],
+    "target_probs": [],
+    "accept_probs": [],
+    "gold_draft_probs": [],
+    "accepted": 0,
+    "next_token": 5,
+    "next_piece": "x",
+    "next_kind": "target",
+    "emitted": [5],
+    "draft_s": 0.0,
+    "verify_s": 0.01,
+}
 GOOD_EVENTS = json.dumps(EVENT) + "\n"
 SWEEP_HEADER = "method,param,acceptance_rate,quality,tau\n"
 
@@ -49,7 +65,7 @@ CASES: list[tuple[str, str, bytes]] = [
                 "predicted": {},
             }
         ).encode(),
-    ),  # fmt: skip
+    ),
     ("record", "binary.json", bytes(range(256)) * 4),
     ("record", "latin1.json", '{"kind": "specscope-playground-record", "prompt": "café"}'.encode("latin-1")),
     ("record", "empty_events.jsonl", b"\n"),

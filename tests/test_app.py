@@ -115,8 +115,9 @@ def client():
 
     demo = app.build_demo(tiny_loader)
     port = free_port()
-    demo.queue().launch(prevent_thread_lock=True, server_port=port, server_name="127.0.0.1", quiet=True,
-                        **app.launch_kwargs())  # fmt: skip
+    demo.queue().launch(
+        prevent_thread_lock=True, server_port=port, server_name="127.0.0.1", quiet=True, **app.launch_kwargs()
+    )
     try:
         yield Client(f"http://127.0.0.1:{port}/", verbose=False)
     finally:
@@ -172,8 +173,9 @@ def test_embedded_pair_end_to_end():
     # lossless at temperature 0: the speculative lane emits exactly plain decoding's tokens in float32 (the
     # precision setting's "exact"); in bf16 a multi-token verification pass and a one-token step round
     # differently (docs/RESULTS.md, Benchmark)
-    exact = requests.parse_live_request("Name a colour.", ["heuristic", "ar"], 0.0, 1.0, 0, 12, "embedded",
-                                        "float32", ["embedded"])  # fmt: skip
+    exact = requests.parse_live_request(
+        "Name a colour.", ["heuristic", "ar"], 0.0, 1.0, 0, 12, "embedded", "float32", ["embedded"]
+    )
     frames = list(live.live_frames(app.get_pair, exact))
     lanes = frames[-1].lanes
     assert frames[-1].done and not frames[-1].errors and not frames[-1].divergences
@@ -183,8 +185,9 @@ def test_embedded_pair_end_to_end():
 
 
 def test_client_live_tab_streams_lanes_and_figures(client):
-    job = client.submit(PROMPT, "heuristic", "warp:9", "ar", 1.0, 1.0, 1, 20, "embedded", "bfloat16", True,
-                        api_name="/live")  # fmt: skip
+    job = client.submit(
+        PROMPT, "heuristic", "warp:9", "ar", 1.0, 1.0, 1, 20, "embedded", "bfloat16", True, api_name="/live"
+    )
     final = job.result(timeout=120)
     status, lanes = final[0], final[1 : 1 + 3 * app.N_LANES]
     assert "Done" in status and "warp:9" in status
@@ -208,8 +211,20 @@ def test_stop_really_stops(client):
 
     hook = pair.target.register_forward_hook(slow)
     try:
-        job = client.submit(PROMPT, "fixed:4", requests.NONE_METHOD, "ar", 1.0, 1.0, 1, 400, "embedded", "bfloat16",
-                            True, api_name="/live")  # fmt: skip
+        job = client.submit(
+            PROMPT,
+            "fixed:4",
+            requests.NONE_METHOD,
+            "ar",
+            1.0,
+            1.0,
+            1,
+            400,
+            "embedded",
+            "bfloat16",
+            True,
+            api_name="/live",
+        )
         deadline = time.time() + 60
         while len(calls) < 10 and time.time() < deadline:
             time.sleep(0.05)

@@ -18,14 +18,25 @@ from spec_core.methods import parse_method
 from spec_core.verifiers import VERIFIERS
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME = ["spec_core.engine", "spec_core.models", "spec_core.policies", "spec_core.verifiers",
-           "spec_core.drafters", "spec_core.heads", "spec_core.methods", "spec_core.analysis.bench", "visuals.views"]  # fmt: skip
+RUNTIME = [
+    "spec_core.engine",
+    "spec_core.models",
+    "spec_core.policies",
+    "spec_core.verifiers",
+    "spec_core.drafters",
+    "spec_core.heads",
+    "spec_core.methods",
+    "spec_core.analysis.bench",
+    "visuals.views",
+]
 
 
 def test_the_runtime_imports_nothing_from_train():
-    code = (f"import sys, importlib; [importlib.import_module(m) for m in {RUNTIME!r}]; "
-            "import spec_core.drafters.block.runtime, spec_core.drafters.feature, spec_core.drafters.standalone; "
-            "bad = sorted(m for m in sys.modules if m.startswith('spec_core.train')); print(bad); sys.exit(bool(bad))")  # fmt: skip
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {RUNTIME!r}]; "
+        "import spec_core.drafters.block.runtime, spec_core.drafters.feature, spec_core.drafters.standalone; "
+        "bad = sorted(m for m in sys.modules if m.startswith('spec_core.train')); print(bad); sys.exit(bool(bad))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -81,8 +92,11 @@ def _within(module: str, package: str) -> bool:
 
 def test_the_runtime_imports_nothing_from_train_in_any_function():
     """Not even lazily: every module but the tools (analysis), the training package and the command line."""
-    runtime = [m for m in MODULES if not any(_within(m, p) for p in ("spec_core.analysis", "spec_core.train"))
-               and m != "spec_core.__main__"]  # fmt: skip
+    runtime = [
+        m
+        for m in MODULES
+        if not any(_within(m, p) for p in ("spec_core.analysis", "spec_core.train")) and m != "spec_core.__main__"
+    ]
     assert "spec_core.engine" in runtime and "visuals.views" in runtime and "app" in runtime
     bad = {m: sorted(i for i in _imports(m) if _within(i, "spec_core.train")) for m in runtime}
     assert not {m: i for m, i in bad.items() if i}

@@ -44,10 +44,19 @@ class ByteTokenizer:
 def tiny_target(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=512, tie_word_embeddings=True,
-        eos_token_id=2, bos_token_id=1, pad_token_id=0,
-    )  # fmt: skip
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        eos_token_id=2,
+        bos_token_id=1,
+        pad_token_id=0,
+    )
     return LlamaForCausalLM(cfg).float().eval()
 
 
@@ -157,8 +166,9 @@ def write_tiny_shards(target: LlamaForCausalLM, directory, n_shards: int = 3, pe
         for _ in range(per_shard):
             prompt = torch.randint(3, VOCAB, (6,), generator=g).tolist()
             with torch.no_grad():  # the target's own greedy answer, as the data generator does
-                full = target.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None,
-                                       pad_token_id=0)[0].tolist()  # fmt: skip
+                full = target.generate(
+                    torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0
+                )[0].tolist()
             seqs.append(full)
             answer_starts.append(len(prompt))
         hidden, layer_hidden = [], []
@@ -185,9 +195,29 @@ def test_training_runs_end_to_end(tmp_path, monkeypatch) -> None:
     write_tiny_shards(target, tmp_path / "data")
     monkeypatch.setattr(train_block, "load_training_target", lambda dtype: target)
     out_dir, work = tmp_path / "assets", tmp_path / "work"
-    common = ["--data", str(tmp_path / "data"), "--out-dir", str(out_dir), "--work-dir", str(work), "--steps", "6",
-              "--batch-seqs", "2", "--anchors", "3", "--block-size", "5", "--eval-every", "3", "--target-layers",
-              "1,2,3", "--heldout-shards", "1", "--no-progress"]  # fmt: skip
+    common = [
+        "--data",
+        str(tmp_path / "data"),
+        "--out-dir",
+        str(out_dir),
+        "--work-dir",
+        str(work),
+        "--steps",
+        "6",
+        "--batch-seqs",
+        "2",
+        "--anchors",
+        "3",
+        "--block-size",
+        "5",
+        "--eval-every",
+        "3",
+        "--target-layers",
+        "1,2,3",
+        "--heldout-shards",
+        "1",
+        "--no-progress",
+    ]
     for loss in ("decay", "dpace"):
         assert train_block.main(["--loss", loss, *common]) == 0
         card = json.loads((out_dir / f"{loss}.json").read_text())

@@ -21,8 +21,16 @@ from conftest_app import tiny_loader
 import app
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = Path(__file__).resolve().parent.parent / "assets" / "screenshots"
 SPEEDUP_TOLERANCE = 0.25  # |speedup in the tab − speedup of the same methods alone|
 TIME_BUDGET = 1.5  # a Generate takes at most this many times the three methods run alone
@@ -42,8 +50,9 @@ def free_port() -> int:
 def serve(loader):
     demo = app.build_demo(loader)
     port = free_port()
-    demo.queue().launch(prevent_thread_lock=True, server_port=port, server_name="127.0.0.1", quiet=True,
-                        **app.launch_kwargs())  # fmt: skip
+    demo.queue().launch(
+        prevent_thread_lock=True, server_port=port, server_name="127.0.0.1", quiet=True, **app.launch_kwargs()
+    )
     return demo, f"http://127.0.0.1:{port}/"
 
 
@@ -134,16 +143,19 @@ def test_live_tab_in_a_browser(tmp_path):
                 box = page.locator("#st-round input[type=number]")
                 box.fill("2")
                 box.press("Enter")
-                page.wait_for_function("document.querySelector('#stepthrough .spec-step')?.dataset.round === '2'",
-                                       timeout=30_000)  # fmt: skip
+                page.wait_for_function(
+                    "document.querySelector('#stepthrough .spec-step')?.dataset.round === '2'", timeout=30_000
+                )
                 # Stop: the status says so (it used to stay "Generating…")
                 set_number(page, "max-new", "512")
                 page.locator("#run").click()
-                page.wait_for_function("document.querySelector('#status')?.innerText.includes('Generating')",
-                                       timeout=90_000)  # fmt: skip
+                page.wait_for_function(
+                    "document.querySelector('#status')?.innerText.includes('Generating')", timeout=90_000
+                )
                 page.locator("#stop").click()
-                page.wait_for_function("document.querySelector('#status')?.innerText.includes('Stopped')",
-                                       timeout=30_000)  # fmt: skip
+                page.wait_for_function(
+                    "document.querySelector('#status')?.innerText.includes('Stopped')", timeout=30_000
+                )
             finally:
                 browser.close()
     finally:
@@ -264,8 +276,7 @@ def test_default_generate_is_honest():
             try:
                 t0 = time.perf_counter()
                 page.locator("#run").click()
-                page.wait_for_function("document.querySelector('#status')?.innerText.includes('Done')",
-                                       timeout=600_000)  # fmt: skip
+                page.wait_for_function("document.querySelector('#status')?.innerText.includes('Done')", timeout=600_000)
                 tab_s = time.perf_counter() - t0
                 page.locator("#live-view-0 .js-plotly-plot").first.wait_for(timeout=300_000)
                 plots_s = time.perf_counter() - t0
@@ -273,16 +284,20 @@ def test_default_generate_is_honest():
                 solo_s = (before_s + after_s) / 2
                 alone = mean_speedups([before, after])
                 status = page.locator("#status").inner_text()
-                report = [f"Generate {tab_s:.1f} s to Done, {plots_s:.1f} s to the plots; solo {before_s:.1f} / "
-                          f"{after_s:.1f} s; load {os.getloadavg()}",
-                          status]  # fmt: skip
+                report = [
+                    f"Generate {tab_s:.1f} s to Done, {plots_s:.1f} s to the plots; solo {before_s:.1f} / "
+                    f"{after_s:.1f} s; load {os.getloadavg()}",
+                    status,
+                ]
                 for i, m in enumerate(methods):
                     counters = page.locator(f"#lane-{i} .spec-counters")
                     assert counters.get_attribute("data-method") == m
                     tab = float(counters.get_attribute("data-speedup"))
                     one = [s[m]["tokens_per_s"] / s["ar"]["tokens_per_s"] for s in (before, after)]
-                    report.append(f"{m}: tab {tab:.3f} (predicted {counters.get_attribute('data-predicted')}), "
-                                  f"alone {alone[m]:.3f} ({one[0]:.3f} before, {one[1]:.3f} after)")  # fmt: skip
+                    report.append(
+                        f"{m}: tab {tab:.3f} (predicted {counters.get_attribute('data-predicted')}), "
+                        f"alone {alone[m]:.3f} ({one[0]:.3f} before, {one[1]:.3f} after)"
+                    )
                 print("\n".join(report))
                 check_tooltip(page, "#lane-0 .tok-accepted", "Accepted by the greedy rule")  # says why it was kept
                 page.mouse.move(0, 0)

@@ -24,8 +24,11 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (run `make browser`)"),
 ]
-UPLOADS = {"events": ("Analyzer", "#an-events-up", "#an-status"), "record": ("Playground", "#pg-upload", "#pg-text"),
-           "sweep": ("Analyzer", "#an-pareto-up", "#an-pareto-text")}  # fmt: skip
+UPLOADS = {
+    "events": ("Analyzer", "#an-events-up", "#an-status"),
+    "record": ("Playground", "#pg-upload", "#pg-text"),
+    "sweep": ("Analyzer", "#an-pareto-up", "#an-pareto-text"),
+}
 TOGETHER = 3.0  # two visitors at once finish within this many times one alone
 
 
@@ -77,17 +80,20 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
                 set_number(page, "temperature", "1")  # then a sampled run, stopped before its end
                 set_number(page, "max-new", "512")
                 page.locator("#run").click()
-                page.wait_for_function("document.querySelector('#status')?.innerText.includes('tokens)')",
-                                       timeout=90_000)  # fmt: skip  # a few rounds in (Stop before the first
+                page.wait_for_function(
+                    "document.querySelector('#status')?.innerText.includes('tokens)')", timeout=90_000
+                )  # a few rounds in (Stop before the first
                 page.locator("#stop").click()  # round marks the outputs with Gradio's "Error": a known limit)
-                page.wait_for_function("document.querySelector('#status')?.innerText.includes('Stopped')",
-                                       timeout=30_000)  # fmt: skip
+                page.wait_for_function(
+                    "document.querySelector('#status')?.innerText.includes('Stopped')", timeout=30_000
+                )
                 # the Playground still records (it answered "nothing to record yet" and drew four Error badges)
                 page.get_by_role("tab", name="Playground").click()
                 assert "reuse the Live tab's finished greedy run" in page.locator("#pg-source").inner_text()
                 page.locator("#pg-record").click()
-                page.wait_for_function("document.querySelector('#pg-text')?.innerText.includes('rounds')",
-                                       timeout=120_000)  # fmt: skip
+                page.wait_for_function(
+                    "document.querySelector('#pg-text')?.innerText.includes('rounds')", timeout=120_000
+                )
                 assert "live run" in page.locator("#pg-text").inner_text(), page.locator("#pg-text").inner_text()
                 assert error_badges(page) == 0, badge_places(page)
                 # the Analyzer runs at its own temperature (the Live tab's is 1), and says so
@@ -95,8 +101,9 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
                 set_number(page, "an-temperature", "0.5")
                 set_number(page, "an-limit", "1")
                 page.locator("#an-run").click()
-                page.wait_for_function("document.querySelector('#an-status')?.innerText.includes('Done')",
-                                       timeout=120_000)  # fmt: skip
+                page.wait_for_function(
+                    "document.querySelector('#an-status')?.innerText.includes('Done')", timeout=120_000
+                )
                 assert "temperature 0.5" in page.locator("#an-status").inner_text()
                 page.locator('#an-table [data-testid="cell-0-0"]').click()  # a row replays its lanes and tooltips
                 page.locator("#an-lane-0 .spec-tokens .tok .tip").first.wait_for(state="attached", timeout=30_000)
@@ -161,8 +168,9 @@ def check_two_visitors(loader, n: int, timeout_ms: int) -> str:
     try:
         alone, took, texts = generate_together(url, n, timeout_ms)
         client = Client(url, verbose=False)
-        solo = [client.predict(app.EXAMPLES[0][0], m, n, 0.0, 0, api_name="/generate")["text"]
-                for m in app.DEFAULT_METHODS]  # fmt: skip
+        solo = [
+            client.predict(app.EXAMPLES[0][0], m, n, 0.0, 0, api_name="/generate")["text"] for m in app.DEFAULT_METHODS
+        ]
     finally:
         demo.close()
     report = f"alone {alone:.1f} s, together {took[0]:.1f} / {took[1]:.1f} s; load {os.getloadavg()}"

@@ -49,9 +49,20 @@ def test_the_accelerator_model_says_it_is_a_model():
 
 def _round(i, gamma, accepted, target_s, draft_step=0.002, engine_s=0.001, method="fixed:2"):
     emitted = tuple(range(accepted + 1))
-    return SimpleNamespace(index=i, method=method, draft_len=gamma, accepted=accepted, emitted=emitted,
-                           draft_s=gamma * draft_step + engine_s / 2, verify_s=target_s + engine_s / 2,
-                           target_s=target_s, engine_s=engine_s, policy_trace={}, tree={}, finished=False)  # fmt: skip
+    return SimpleNamespace(
+        index=i,
+        method=method,
+        draft_len=gamma,
+        accepted=accepted,
+        emitted=emitted,
+        draft_s=gamma * draft_step + engine_s / 2,
+        verify_s=target_s + engine_s / 2,
+        target_s=target_s,
+        engine_s=engine_s,
+        policy_trace={},
+        tree={},
+        finished=False,
+    )
 
 
 def test_a_slow_verification_gives_a_verdict_that_says_why():
@@ -90,8 +101,9 @@ def test_a_busy_machine_is_named_when_measured_and_predicted_disagree():
 
 def test_profile_from_events_prices_the_head_once():
     trace = {"blocks": [1, 2], "head_ms": 3.0}
-    rounds = [SimpleNamespace(**{**_round(i, 4, 2, 0.05, engine_s=0.004).__dict__, "policy_trace": trace})
-              for i in range(5)]  # fmt: skip
+    rounds = [
+        SimpleNamespace(**{**_round(i, 4, 2, 0.05, engine_s=0.004).__dict__, "policy_trace": trace}) for i in range(5)
+    ]
     p = profile_from_events({"ar": [_round(i, 0, 0, 0.04, method="ar") for i in range(5)], "pacer": rounds})
     assert p.head_ms == pytest.approx(1.5)
     assert p.engine_ms <= 4.0

@@ -27,7 +27,7 @@ from spec_core.rewards import (
     reward,
     rouge2,
     round_numbers,
-)  # fmt: skip
+)
 from spec_core.train.diversed import TrainConfig, loss_terms, rollout, train
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,8 +143,16 @@ def test_freeze_bias_centres_the_inputs_and_keeps_the_mean_w(tmp_path):
     """--freeze-bias: the inputs are centred on the first batch and only the weights train, so the bias (the mean
     logit) stays at logit(init_w) while λ moves w_t token by token; the centre travels with the asset."""
     pair = make_tiny_pair()
-    cfg = TrainConfig(epochs=1, batch_size=3, lam=1.0, lr=0.05, init_w=0.7, freeze_bias=True,
-                      work_dir=str(tmp_path / "work"), progress=False)  # fmt: skip
+    cfg = TrainConfig(
+        epochs=1,
+        batch_size=3,
+        lam=1.0,
+        lr=0.05,
+        init_w=0.7,
+        freeze_bias=True,
+        work_dir=str(tmp_path / "work"),
+        progress=False,
+    )
     head, card = train(pair, cfg, tiny_items(6), [])
     assert float(head.linear.bias.detach()) == pytest.approx(float(torch.logit(torch.tensor(0.7))), abs=1e-6)
     assert head.center.abs().sum() > 0 and head.linear.weight.abs().sum() > 0
@@ -208,8 +216,9 @@ def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch, no
 
     monkeypatch.setattr(td, "rollout", fake_rollout)
     monkeypatch.setattr(td, "clipped_surrogate", spy_surrogate)
-    cfg = TrainConfig(epochs=1, batch_size=2, group=3, lam=0.0, advantage_norm=norm, work_dir=str(tmp_path / "w"),
-                      progress=False)  # fmt: skip
+    cfg = TrainConfig(
+        epochs=1, batch_size=2, group=3, lam=0.0, advantage_norm=norm, work_dir=str(tmp_path / "w"), progress=False
+    )
     head, card = td.train(make_tiny_pair(), cfg, tiny_items(2), [])
     assert len(seeds) == 6 and len(set(seeds)) == 6 and card["steps"] == 1
     # rollouts come item by item: (1, 0, .5) → A = 1 − .25, 0 − .75, .5 − .5; (.2, .2, .2) → A = 0
@@ -258,10 +267,16 @@ def test_update_head_steps_clips_and_reuses_the_rollout_ratio(monkeypatch):
 
     g = torch.Generator().manual_seed(0)
     n = 6
-    rec = {"draft_hidden": torch.randn(n, 8, generator=g), "target_hidden": torch.randn(n, 8, generator=g),
-           "accepted": torch.tensor([True, True, False, True, False, True]), "p_x": torch.tensor([.5, .3, .1, .6, .2, .4]),
-           "q_x": torch.tensor([.2, .3, .6, .1, .5, .3]), "p_y": torch.tensor([.5, .3, .7, .6, .6, .4]),
-           "q_y": torch.tensor([.2, .3, .1, .1, .2, .3]), "tv": torch.tensor([.4, .2, .6, .5, .4, .3])}  # fmt: skip
+    rec = {
+        "draft_hidden": torch.randn(n, 8, generator=g),
+        "target_hidden": torch.randn(n, 8, generator=g),
+        "accepted": torch.tensor([True, True, False, True, False, True]),
+        "p_x": torch.tensor([0.5, 0.3, 0.1, 0.6, 0.2, 0.4]),
+        "q_x": torch.tensor([0.2, 0.3, 0.6, 0.1, 0.5, 0.3]),
+        "p_y": torch.tensor([0.5, 0.3, 0.7, 0.6, 0.6, 0.4]),
+        "q_y": torch.tensor([0.2, 0.3, 0.1, 0.1, 0.2, 0.3]),
+        "tv": torch.tensor([0.4, 0.2, 0.6, 0.5, 0.4, 0.3]),
+    }
 
     def run(updates, max_norm, advantage=2.0):
         head = EnsembleHead(8, 8)
@@ -363,8 +378,14 @@ def test_task_mix_envelope_picks_a_weight_per_task(tmp_path):
     acceptance (8 + 1) / (10 + 10) at quality 1, which no single W does."""
 
     def rec(task, w, accepted, reward, n):
-        return {"id": f"{task}{n}", "task": task, "method": f"fixed:4+static:{w}", "reward": reward,
-                "drafted": 5, "accepted": accepted}  # fmt: skip
+        return {
+            "id": f"{task}{n}",
+            "task": task,
+            "method": f"fixed:4+static:{w}",
+            "reward": reward,
+            "drafted": 5,
+            "accepted": accepted,
+        }
 
     rows = [rec("arithmetic", 0, 4, 1.0, n) for n in range(2)] + [rec("arithmetic", 1, 1, 1.0, n) for n in range(2)]
     rows += [rec("summary", 0, 4, 0.0, n) for n in range(2)] + [
@@ -396,8 +417,15 @@ def test_round_numbers_and_summary_on_a_tiny_run():
         assert exp == pytest.approx(want) and 0 <= rb <= e.draft_len
     assert nums["w"] and all(w == pytest.approx(0.6) for w in nums["w"])
     config = pareto.Config("static", "0.6", "static:0.6")
-    rec = {"task": "summary", "reward": 0.5, "new_tokens": 30, "forwards": out.stats.target_forwards,
-           "wall_s": 1.0, "verify_s": 0.5, "rounds": nums}  # fmt: skip
+    rec = {
+        "task": "summary",
+        "reward": 0.5,
+        "new_tokens": 30,
+        "forwards": out.stats.target_forwards,
+        "wall_s": 1.0,
+        "verify_s": 0.5,
+        "rounds": nums,
+    }
     row = pareto.summarise(config, "fixed:4", 1.0, [rec])
     assert row["acceptance_rate"] == pytest.approx(out.stats.acceptance_rate)
     assert row["tau"] == pytest.approx(out.stats.tau) and row["quality"] == 0.5
@@ -411,12 +439,18 @@ def test_pareto_workers_give_the_table_of_one_process(tmp_path):
 
     from spec_core.rewards import EvalItem
 
-    items = [EvalItem(f"x{n}", task, "eval", f"tiny prompt {n}", "1" if task == "arithmetic" else "b", 12)
-             for n, task in enumerate(["arithmetic", "summary", "extraction", "arithmetic"])]  # fmt: skip
+    items = [
+        EvalItem(f"x{n}", task, "eval", f"tiny prompt {n}", "1" if task == "arithmetic" else "b", 12)
+        for n, task in enumerate(["arithmetic", "summary", "extraction", "arithmetic"])
+    ]
     configs = [pareto.Config("lossless", "", "lossless"), pareto.Config("static", "0.5", "static:0.5")]
     load = functools.partial(make_tiny_pair, draft="feature")
-    tables = {w: pareto.run_pareto(load, configs, items, "fixed:3", 1.0, 7, tmp_path / f"w{w}.jsonl", progress=False,
-                                   workers=w) for w in (1, 2)}  # fmt: skip
+    tables = {
+        w: pareto.run_pareto(
+            load, configs, items, "fixed:3", 1.0, 7, tmp_path / f"w{w}.jsonl", progress=False, workers=w
+        )
+        for w in (1, 2)
+    }
     cols = ["method", "param", "acceptance_rate", "quality", "tau", "measured_accepted", "expected_accepted"]
     assert tables[1][cols].equals(tables[2][cols])
     assert (tables[1]["items"] == 4).all() and len((tmp_path / "w2.jsonl").read_text().splitlines()) == 8
@@ -448,8 +482,10 @@ def test_weights_view_and_rules_are_registered_and_drawn_from_events():
     with torch.no_grad():
         head.linear.weight.normal_(0, 0.5)
     pair.extras["diversed-head:diversed"] = (head, {})
-    lanes = {m: list(generate(pair, "lanes", m, 16, temperature=1.0, seed=1, chat=False).events)
-             for m in ("fixed:4+diversed", "fixed:4+static:0.7", "fixed:4")}  # fmt: skip
+    lanes = {
+        m: list(generate(pair, "lanes", m, 16, temperature=1.0, seed=1, chat=False).events)
+        for m in ("fixed:4+diversed", "fixed:4+static:0.7", "fixed:4")
+    }
     view = next(v for v in views.views_for(["fixed:4+diversed"]) if v.key == "ensemble_weights")
     fig = views.build(view, lanes)
     by_name = {t.name: t for t in fig.data}
@@ -461,16 +497,28 @@ def test_weights_view_and_rules_are_registered_and_drawn_from_events():
     assert "ν(x)" in by_name["fixed:4+diversed"].hovertemplate
     assert "Static ensemble" in views.explain("fixed:4+static:0.7", 1.0)
     assert "DIVERSED" in views.explain("heuristic+diversed", 0.0) and "Lenient" in views.explain("lenient:0.5", 0.0)
-    df = pd.DataFrame({"method": ["lossless", "static", "static", "lenient", "diversed"], "param": ["", "1", "0", "0.5", "diversed"],
-                       "acceptance_rate": [0.2, 0.2, 1.0, 0.5, 0.6], "quality": [0.4, 0.4, 0.0, 0.2, 0.35]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "method": ["lossless", "static", "static", "lenient", "diversed"],
+            "param": ["", "1", "0", "0.5", "diversed"],
+            "acceptance_rate": [0.2, 0.2, 1.0, 0.5, 0.6],
+            "quality": [0.4, 0.4, 0.0, 0.2, 0.35],
+        }
+    )
     fig = pareto_figure(df)
     static = next(t for t in fig.data if t.name.startswith("static"))
     assert list(static.x) == [0.2, 1.0] and {t.name for t in fig.data} >= {"lossless", "lenient", "diversed"}
 
 
 def test_with_frontier_and_interleave():
-    df = pd.DataFrame({"method": ["lossless", "static", "static", "diversed"], "param": ["", "1", "0", "d"],
-                       "acceptance_rate": [0.2, 0.2, 1.0, 0.3], "quality": [0.4, 0.4, 0.0, 0.42]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "method": ["lossless", "static", "static", "diversed"],
+            "param": ["", "1", "0", "d"],
+            "acceptance_rate": [0.2, 0.2, 1.0, 0.3],
+            "quality": [0.4, 0.4, 0.0, 0.42],
+        }
+    )
     out = pareto.with_frontier(df)
     row = out[out["method"] == "diversed"].iloc[0]
     assert row["frontier_quality"] == pytest.approx(0.35) and row["above_frontier"] == pytest.approx(0.07)

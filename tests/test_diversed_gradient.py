@@ -122,8 +122,9 @@ def head_toy(seed: int = 1):
     """p and q depend on the previous token, w_t = head(one-hot position t, one-hot previous token) with random
     weights (so w differs by position and context), γ = 2, a random reward table over the first 3 tokens."""
     g = torch.Generator().manual_seed(seed)
-    tables = {name: torch.softmax(2 * torch.randn(V + 1, V, generator=g, dtype=torch.float64), -1)
-              for name in ("p", "q")}  # fmt: skip
+    tables = {
+        name: torch.softmax(2 * torch.randn(V + 1, V, generator=g, dtype=torch.float64), -1) for name in ("p", "q")
+    }
     r_table = torch.rand((V,) * LENGTH, generator=g, dtype=torch.float64)
     head = EnsembleHead(LENGTH, V + 1).double()
     with torch.no_grad():

@@ -75,8 +75,14 @@ def test_feature_rows_and_cache_after_partial_accept():
 
 def test_block_context_after_partial_accept():
     pair = tiny_block_pair(init="random")
-    run = Generation(pair, "a longer prompt about speculative decoding", "block:dpace", 200,
-                     SamplingConfig(temperature=1.0, seed=1), chat=False)  # fmt: skip
+    run = Generation(
+        pair,
+        "a longer prompt about speculative decoding",
+        "block:dpace",
+        200,
+        SamplingConfig(temperature=1.0, seed=1),
+        chat=False,
+    )
     torch.set_num_threads(1)
     for ids in _partial_rounds(run, wanted=1):
         d = run.drafter

@@ -42,12 +42,37 @@ def test_cli_generate_and_bench(tmp_path, capsys):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"id": "a", "category": "chat", "prompt": "Say hello."}\n')
     csv = tmp_path / "bench.csv"
-    rc = main(["bench", "--prompts", str(prompts), "--methods", "fixed:2,hf-ar,hf-assisted:2", "--repeats", "1",
-               "--max-new-tokens", "8", "--out", str(csv)])  # fmt: skip
+    rc = main(
+        [
+            "bench",
+            "--prompts",
+            str(prompts),
+            "--methods",
+            "fixed:2,hf-ar,hf-assisted:2",
+            "--repeats",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--out",
+            str(csv),
+        ]
+    )
     assert rc == 0
     df = pd.read_csv(csv)
-    needed = {"method", "prompt_id", "category", "new_tokens", "wall_s", "tokens_per_s", "target_forwards",
-              "drafted_tokens", "accepted_tokens", "tau", "speedup_vs_ar", "output_sha"}  # fmt: skip
+    needed = {
+        "method",
+        "prompt_id",
+        "category",
+        "new_tokens",
+        "wall_s",
+        "tokens_per_s",
+        "target_forwards",
+        "drafted_tokens",
+        "accepted_tokens",
+        "tau",
+        "speedup_vs_ar",
+        "output_sha",
+    }
     assert needed <= set(df.columns)
     assert list(df["method"]) == ["ar", "fixed:2", "hf-ar", "hf-assisted:2"]  # ar always runs first
     assert df.loc[df.method == "ar", "speedup_vs_ar"].item() == 1.0
@@ -93,8 +118,14 @@ def test_pair_with_different_tokenizers_is_refused(tmp_path):
     from spec_core.models import embedded_target_dir, load_pair
 
     tok = AutoTokenizer.from_pretrained(embedded_target_dir())
-    cfg = LlamaConfig(vocab_size=len(tok) + 1, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    cfg = LlamaConfig(
+        vocab_size=len(tok) + 1,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
     for name, extra in [("a", None), ("b", "<|extra|>")]:
         LlamaForCausalLM(cfg).save_pretrained(tmp_path / name)
         t = AutoTokenizer.from_pretrained(embedded_target_dir())

@@ -24,8 +24,9 @@ PAIRS = ["embedded"]
 
 
 def request(methods=("heuristic", "fixed:4", "ar"), n=24, temperature=MIXED["temperature"], precision="bfloat16"):
-    return requests.parse_live_request(PROMPT, list(methods), temperature, 1.0, MIXED["seed"], n, "embedded",
-                                       precision, PAIRS)  # fmt: skip
+    return requests.parse_live_request(
+        PROMPT, list(methods), temperature, 1.0, MIXED["seed"], n, "embedded", precision, PAIRS
+    )
 
 
 @pytest.fixture(scope="module")
@@ -144,13 +145,25 @@ def rnd(index, drafted, accepted, target_s, engine_s=0.001, draft_step=0.002, me
     """A scripted round whose timings are known: draft_s + verify_s = drafting + target forward + engine work."""
     n_emit = accepted + 1
     return RoundEvent(
-        index=index, method=method, context_len=10, draft_tokens=tuple(range(drafted)),
-        draft_pieces=("x",) * drafted, draft_probs=(0.5,) * drafted, target_probs=(0.5,) * drafted,
-        accept_probs=(0.5,) * drafted, gold_draft_probs=(0.5,) * drafted, accepted=accepted, next_token=1,
-        next_piece="y", next_kind="target" if not drafted else "recovered", emitted=tuple(range(n_emit)),
-        draft_s=drafted * draft_step + engine_s / 2, verify_s=target_s + engine_s / 2, target_s=target_s,
+        index=index,
+        method=method,
+        context_len=10,
+        draft_tokens=tuple(range(drafted)),
+        draft_pieces=("x",) * drafted,
+        draft_probs=(0.5,) * drafted,
+        target_probs=(0.5,) * drafted,
+        accept_probs=(0.5,) * drafted,
+        gold_draft_probs=(0.5,) * drafted,
+        accepted=accepted,
+        next_token=1,
+        next_piece="y",
+        next_kind="target" if not drafted else "recovered",
+        emitted=tuple(range(n_emit)),
+        draft_s=drafted * draft_step + engine_s / 2,
+        verify_s=target_s + engine_s / 2,
+        target_s=target_s,
         engine_s=engine_s,
-    )  # fmt: skip
+    )
 
 
 AR_LANE = [rnd(i, 0, 0, 0.040, method="ar") for i in range(40)]

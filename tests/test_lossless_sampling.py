@@ -116,8 +116,9 @@ def test_lossless_with_warping_and_every_policy(setting, sampling, method):
     exact = exact_first_two_warped(pair, Generation(pair, PROMPT, "ar", 2).prompt_ids, sampling)
     counts = torch.zeros(VOCAB, VOCAB)
     for seed in range(DRAWS):
-        run = Generation(pair, PROMPT, method, 3, SamplingConfig(sampling.temperature, sampling.top_p,
-                                                                 sampling.top_k, seed))  # fmt: skip
+        run = Generation(
+            pair, PROMPT, method, 3, SamplingConfig(sampling.temperature, sampling.top_p, sampling.top_k, seed)
+        )
         for _ in run.rounds():
             pass
         t1, t2 = run.result().token_ids[:2]

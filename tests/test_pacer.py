@@ -98,8 +98,12 @@ def test_budget_caps_the_draft_and_a_new_round_resets_the_threshold():
 def test_replay_agrees_with_the_policy(seed):
     g = torch.Generator().manual_seed(seed)
     script = torch.rand(12, generator=g)
-    params = PacerParams(block=int(torch.randint(1, 5, (1,), generator=g)), threshold=float(torch.rand(1, generator=g)),
-                         rho=1.0 + float(torch.rand(1, generator=g)) / 2, max_len=int(torch.randint(1, 13, (1,), generator=g)))  # fmt: skip
+    params = PacerParams(
+        block=int(torch.randint(1, 5, (1,), generator=g)),
+        threshold=float(torch.rand(1, generator=g)),
+        rho=1.0 + float(torch.rand(1, generator=g)) / 2,
+        max_len=int(torch.randint(1, 13, (1,), generator=g)),
+    )
     budget = int(torch.randint(0, 14, (1,), generator=g))
     policy = PacerLength(params, ScriptedHead(script.tolist()))
     assert replay_length(script, params, budget=budget) == drive(policy, budget)[0]
@@ -122,9 +126,22 @@ def test_parse_defaults_subsets_and_composition():
 
 @pytest.mark.parametrize(
     "text",
-    ["pacer:b=0", "pacer:b=x", "pacer:t=1.5", "pacer:t=-0.1", "pacer:rho=0", "pacer:rho=9", "pacer:max=0",
-     "pacer:max=65", "pacer:b=8,max=4", "pacer:foo=1", "pacer:b", "pacer:b=2,b=3", "pacer:head=../x"],
-)  # fmt: skip
+    [
+        "pacer:b=0",
+        "pacer:b=x",
+        "pacer:t=1.5",
+        "pacer:t=-0.1",
+        "pacer:rho=0",
+        "pacer:rho=9",
+        "pacer:max=0",
+        "pacer:max=65",
+        "pacer:b=8,max=4",
+        "pacer:foo=1",
+        "pacer:b",
+        "pacer:b=2,b=3",
+        "pacer:head=../x",
+    ],
+)
 def test_parse_errors_name_pacer(text):
     with pytest.raises(SpecScopeError, match="pacer"):
         parse_method(text)
@@ -304,12 +321,24 @@ def test_tiny_head_is_small():
 
 def _event(index: int, method: str, draft_len: int, accepted: int, trace: dict) -> RoundEvent:
     return RoundEvent(
-        index=index, method=method, context_len=10, draft_tokens=(1,) * draft_len, draft_pieces=("a",) * draft_len,
-        draft_probs=(0.5,) * draft_len, target_probs=(0.5,) * draft_len, accept_probs=(1.0,) * draft_len,
-        gold_draft_probs=(0.5,) * draft_len, accepted=accepted, next_token=2, next_piece="b",
-        next_kind="bonus" if accepted == draft_len else "recovered", emitted=(1,) * accepted + (2,), draft_s=0.0,
-        verify_s=0.0, policy_trace=trace,
-    )  # fmt: skip
+        index=index,
+        method=method,
+        context_len=10,
+        draft_tokens=(1,) * draft_len,
+        draft_pieces=("a",) * draft_len,
+        draft_probs=(0.5,) * draft_len,
+        target_probs=(0.5,) * draft_len,
+        accept_probs=(1.0,) * draft_len,
+        gold_draft_probs=(0.5,) * draft_len,
+        accepted=accepted,
+        next_token=2,
+        next_piece="b",
+        next_kind="bonus" if accepted == draft_len else "recovered",
+        emitted=(1,) * accepted + (2,),
+        draft_s=0.0,
+        verify_s=0.0,
+        policy_trace=trace,
+    )
 
 
 def _pacer_events() -> list[RoundEvent]:
@@ -337,8 +366,10 @@ def test_view_figures_are_built_from_policy_traces():
 
     points = pacer_view.block_points(events)
     assert [(p["round"], p["block"], p["decision"], p["kept"]) for p in points] == [
-        (0, 1, "pass", 2), (0, 2, "stop", 1), (1, 1, "stop", 0)
-    ]  # fmt: skip
+        (0, 1, "pass", 2),
+        (0, 2, "stop", 1),
+        (1, 1, "stop", 0),
+    ]
     fig = pacer_view.threshold_figure(lanes)
     line = next(t for t in fig.data if t.name == "pacer · threshold")
     assert list(line.x) == [1, 2] and list(line.y) == pytest.approx([0.5, 0.6])  # grows by rho
@@ -370,10 +401,12 @@ def test_policy_replay_and_oracle_on_recorded_rounds():
 
     # three rounds drafted to 4: kept 0, 2 and 4 drafts; PACER's head predicts per token
     rounds = RecordedRounds(
-        gamma=torch.tensor([4, 4, 4]), accepted=torch.tensor([0, 2, 4]), prompt=torch.tensor([0, 0, 1]),
+        gamma=torch.tensor([4, 4, 4]),
+        accepted=torch.tensor([0, 2, 4]),
+        prompt=torch.tensor([0, 0, 1]),
         greedy=torch.tensor([True, True, True]),
         predicted={"": torch.tensor([0.2, 0.1, 0.1, 0.1, 0.9, 0.8, 0.2, 0.1, 0.9, 0.9, 0.9, 0.9])},
-    )  # fmt: skip
+    )
     costs = RoundCosts(widths=(1, 5), target_ms=(10.0, 14.0), draft_ms=1.0, engine_ms=0.0, head_ms=0.0)
     fixed2 = replay(rounds, torch.full((3,), 2), costs)
     # tokens: min(a, 2) + 1 = 1, 3, 3; time: 2 steps + target over 3 tokens (12 ms) per round

@@ -28,8 +28,7 @@ from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
 from spec_core.models import ModelPair
 from spec_core.policies.pacer import HEAD_KEY, PacerParams
 
-COSTS = RoundCosts(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, engine_ms=0.5,
-                   head_ms=0.1)  # fmt: skip
+COSTS = RoundCosts(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, engine_ms=0.5, head_ms=0.1)
 PROMPTS = ("hello world prompt", "another one here", "abc def ghi")
 N = 40
 
@@ -80,8 +79,15 @@ def pacer_settings(record: TextRecord) -> list[str]:
 @pytest.mark.parametrize("case", range(4))
 def test_replay_equals_engine_runs_for_every_family(records, case):
     pair, prompt, record = records[case]
-    policies = ["fixed:1", "fixed:3", "fixed:6", "heuristic", "confidence:0.3", "confidence:0.7",
-                *pacer_settings(record)]  # fmt: skip
+    policies = [
+        "fixed:1",
+        "fixed:3",
+        "fixed:6",
+        "heuristic",
+        "confidence:0.3",
+        "confidence:0.7",
+        *pacer_settings(record),
+    ]
     for policy in policies:
         replay = replay_policy(record, policy)
         real = generate(pair, prompt, policy, max_new_tokens=N)
@@ -127,8 +133,15 @@ def test_bad_policies_fail_clearly(records):
     for bad in ["nonsense", "fixed:0", "fixed:4+static:0.7", "", "pacer:max=32"]:
         with pytest.raises(SpecScopeError):
             replay_policy(record, bad)
-    bare = TextRecord(record.prompt, record.prompt_ids, record.tokens, record.max_new_tokens, record.draft_tokens,
-                      record.draft_probs, record.match)  # fmt: skip
+    bare = TextRecord(
+        record.prompt,
+        record.prompt_ids,
+        record.tokens,
+        record.max_new_tokens,
+        record.draft_tokens,
+        record.draft_probs,
+        record.match,
+    )
     with pytest.raises(SpecScopeError, match="pre-verifier"):
         replay_policy(bare, "pacer")
     assert replay_policy(bare, "fixed:2").ms is None  # no costs: rounds and τ only

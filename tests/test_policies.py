@@ -16,8 +16,13 @@ def drafted(n: int, probs=None, budget: int = 100) -> DraftSoFar:
 
 def round_of(gamma: int, vocab: int = 8, hidden: int = 4) -> RoundInputs:
     """A round's inputs with ``gamma`` drafted tokens (policies that only count read the shape)."""
-    return RoundInputs(torch.zeros(gamma, dtype=torch.long), torch.zeros(gamma, vocab), None,
-                       torch.zeros(gamma, hidden), torch.zeros(gamma + 1, vocab))  # fmt: skip
+    return RoundInputs(
+        torch.zeros(gamma, dtype=torch.long),
+        torch.zeros(gamma, vocab),
+        None,
+        torch.zeros(gamma, hidden),
+        torch.zeros(gamma + 1, vocab),
+    )
 
 
 def test_fixed_window_and_budget():
@@ -55,8 +60,9 @@ def test_bad_policy_specs(spec):
         make_policy(spec)
 
 
-@pytest.mark.parametrize(("spec", "name"), [("heuristic:0", "heuristic:START"), ("fixed:99", "fixed:K"),
-                                            ("confidence:-1", "confidence:T")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("spec", "name"), [("heuristic:0", "heuristic:START"), ("fixed:99", "fixed:K"), ("confidence:-1", "confidence:T")]
+)
 def test_out_of_range_messages_name_the_policy(spec, name):
     with pytest.raises(SpecScopeError, match=name):
         make_policy(spec)

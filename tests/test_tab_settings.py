@@ -49,8 +49,9 @@ def test_analyzer_status_names_the_settings_it_ran_with():
 
 
 def live_frame(temperature: float, n: int = 12):
-    request = requests.parse_live_request(PROMPT, ["fixed:4", "ar"], temperature, 1.0, 1, n, "embedded", "bfloat16",
-                                          ["embedded"])  # fmt: skip
+    request = requests.parse_live_request(
+        PROMPT, ["fixed:4", "ar"], temperature, 1.0, 1, n, "embedded", "bfloat16", ["embedded"]
+    )
     return list(live.live_frames(tiny_loader, request, 0.0, 0.0))
 
 
@@ -64,14 +65,16 @@ def test_a_sampled_or_stopped_live_run_keeps_the_last_greedy_one():
     assert playground_record.remember_greedy(kept, stopped, PROMPT, 12) is kept
     assert "reuse the Live tab's finished greedy run" in playground_record.source_text(kept, PROMPT, "bfloat16")
     assert "decode this prompt greedily" in playground_record.source_text(kept, "Another prompt", "bfloat16")
-    record, text, *figures = playground_record.on_record(tiny_loader, ["embedded"], kept, PROMPT, 12, "embedded",
-                                                         "bfloat16", *KNOBS)  # fmt: skip
+    record, text, *figures = playground_record.on_record(
+        tiny_loader, ["embedded"], kept, PROMPT, 12, "embedded", "bfloat16", *KNOBS
+    )
     assert record.meta["source"].startswith("the live run's") and "rounds" in text and len(figures) == 3
 
 
 def test_the_playground_records_its_own_prompt_without_a_live_run(one_thread):
-    record, text, *_ = playground_record.on_record(tiny_loader, ["embedded"], None, "Name a colour.", 8, "embedded",
-                                                   "bfloat16", *KNOBS)  # fmt: skip
+    record, text, *_ = playground_record.on_record(
+        tiny_loader, ["embedded"], None, "Name a colour.", 8, "embedded", "bfloat16", *KNOBS
+    )
     assert "in the Playground" in record.meta["source"] and 1 <= len(record.tokens) <= 8 and "rounds" in text
     with pytest.raises(SpecScopeError, match="prompt is empty"):
         playground_record.on_record(tiny_loader, ["embedded"], None, "  ", 8, "embedded", "bfloat16", *KNOBS)

@@ -203,9 +203,18 @@ def test_pareto_summary_reads_as_an_acceptance_ratio_not_a_speedup():
     from spec_core.analysis.pareto import with_frontier
     from visuals.diversed import pareto_figure, sweep_summary
 
-    df = with_frontier(pd.DataFrame({"method": ["static", "static", "lossless", "diversed"], "param": ["0", "1", "", ""],
-                                     "acceptance_rate": [0.9, 0.3, 0.3, 0.6], "quality": [0.1, 0.4, 0.4, 0.35],
-                                     "tau": [3, 1.5, 1.5, 2], "items": [57, 57, 57, 57]}))  # fmt: skip
+    df = with_frontier(
+        pd.DataFrame(
+            {
+                "method": ["static", "static", "lossless", "diversed"],
+                "param": ["0", "1", "", ""],
+                "acceptance_rate": [0.9, 0.3, 0.3, 0.6],
+                "quality": [0.1, 0.4, 0.4, 0.35],
+                "tau": [3, 1.5, 1.5, 2],
+                "items": [57, 57, 57, 57],
+            }
+        )
+    )
     said = sweep_summary(df)
     assert "2.00 times as many drafts as the lossless rule" in said and "not a speedup" in said
     assert "× lossless" not in said
@@ -218,8 +227,16 @@ def test_pareto_summary_reads_as_an_acceptance_ratio_not_a_speedup():
 def tree_event(nodes: int = 32):
     parents = [-1 if i < 8 else (i - 8) // 3 for i in range(nodes)]
     depths = [1 if p < 0 else 2 for p in parents]
-    t = {"tokens": list(range(nodes)), "parents": parents, "depths": depths, "pieces": [f" tok{i}" for i in range(nodes)],
-         "draft_probs": [0.1] * nodes, "target_probs": [0.2] * nodes, "path": [0], "tried": [[0, 1.0], [8, 0.0]]}  # fmt: skip
+    t = {
+        "tokens": list(range(nodes)),
+        "parents": parents,
+        "depths": depths,
+        "pieces": [f" tok{i}" for i in range(nodes)],
+        "draft_probs": [0.1] * nodes,
+        "target_probs": [0.2] * nodes,
+        "path": [0],
+        "tried": [[0, 1.0], [8, 0.0]],
+    }
     return ev(0, [" tok0", " tok8"], 1, "R", method="tree", tree=TreeRound.from_record(t))
 
 

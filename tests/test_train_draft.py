@@ -38,9 +38,19 @@ def tiny_shards(target, directory, n_shards=3, seqs_per_shard=6, vocab=16):
 def test_training_runs_end_to_end_and_ships_a_loadable_draft(tmp_path, design):
     pair = make_tiny_pair()
     tiny_shards(pair.target, tmp_path / "data")
-    cfg = DraftTrainConfig(data_dir=tmp_path / "data", design=design, steps=6, batch_size=4, eval_every=3,
-                           heldout_shards=1, head_size=12, threads=1, warmup=2,
-                           work_dir=tmp_path / "work", out_dir=tmp_path / "assets")  # fmt: skip
+    cfg = DraftTrainConfig(
+        data_dir=tmp_path / "data",
+        design=design,
+        steps=6,
+        batch_size=4,
+        eval_every=3,
+        heldout_shards=1,
+        head_size=12,
+        threads=1,
+        warmup=2,
+        work_dir=tmp_path / "work",
+        out_dir=tmp_path / "assets",
+    )
     weights = train(cfg, target=pair.target)
     card = json.loads(weights.with_suffix(".json").read_text())
     assert card["design"] == design and card["sha256"] == file_sha256(weights)
@@ -59,9 +69,21 @@ def test_fused_feature_draft_trains_with_unrolled_passes_and_stays_lossless(tmp_
     the card records the layers, the loaded draft reads them in the engine, and greedy output equals ar."""
     pair = make_tiny_pair()
     tiny_shards(pair.target, tmp_path / "data")
-    cfg = DraftTrainConfig(data_dir=tmp_path / "data", design="feature", steps=4, batch_size=4, eval_every=2,
-                           heldout_shards=1, head_size=0, threads=1, warmup=1, unroll_steps=2,
-                           feature_layers=(2, 1), work_dir=tmp_path / "work", out_dir=tmp_path / "assets")  # fmt: skip
+    cfg = DraftTrainConfig(
+        data_dir=tmp_path / "data",
+        design="feature",
+        steps=4,
+        batch_size=4,
+        eval_every=2,
+        heldout_shards=1,
+        head_size=0,
+        threads=1,
+        warmup=1,
+        unroll_steps=2,
+        feature_layers=(2, 1),
+        work_dir=tmp_path / "work",
+        out_dir=tmp_path / "assets",
+    )
     weights = train(cfg, target=pair.target)
     card = json.loads(weights.with_suffix(".json").read_text())
     assert card["feature_layers"] == [2, 1]
@@ -81,8 +103,17 @@ def test_fused_feature_draft_trains_with_unrolled_passes_and_stays_lossless(tmp_
 def test_feature_layers_missing_from_the_data_are_refused(tmp_path):
     pair = make_tiny_pair()
     tiny_shards(pair.target, tmp_path / "data", n_shards=2, seqs_per_shard=2)
-    cfg = DraftTrainConfig(data_dir=tmp_path / "data", steps=1, batch_size=2, heldout_shards=1, head_size=8,
-                           feature_layers=(3,), threads=1, work_dir=tmp_path / "w", out_dir=tmp_path / "a")  # fmt: skip
+    cfg = DraftTrainConfig(
+        data_dir=tmp_path / "data",
+        steps=1,
+        batch_size=2,
+        heldout_shards=1,
+        head_size=8,
+        feature_layers=(3,),
+        threads=1,
+        work_dir=tmp_path / "w",
+        out_dir=tmp_path / "a",
+    )
     with pytest.raises(SystemExit, match="not in the data"):
         train(cfg, target=pair.target)
 
@@ -90,8 +121,17 @@ def test_feature_layers_missing_from_the_data_are_refused(tmp_path):
 def test_tampered_weights_are_refused(tmp_path):
     pair = make_tiny_pair()
     tiny_shards(pair.target, tmp_path / "data", n_shards=2, seqs_per_shard=2)
-    cfg = DraftTrainConfig(data_dir=tmp_path / "data", steps=1, batch_size=2, eval_every=1, heldout_shards=1,
-                           head_size=8, threads=1, work_dir=tmp_path / "w", out_dir=tmp_path / "a")  # fmt: skip
+    cfg = DraftTrainConfig(
+        data_dir=tmp_path / "data",
+        steps=1,
+        batch_size=2,
+        eval_every=1,
+        heldout_shards=1,
+        head_size=8,
+        threads=1,
+        work_dir=tmp_path / "w",
+        out_dir=tmp_path / "a",
+    )
     weights = train(cfg, target=pair.target)
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     from spec_core.errors import SpecScopeError
@@ -113,8 +153,11 @@ def test_shipped_drafts_load_and_reach_minimum_acceptance(embedded_f32, name):
     card = json.loads((DRAFTS_DIR / f"{name}.json").read_text())
     assert file_sha256(DRAFTS_DIR / card["weights"]) == card["sha256"]
     pair = load_pair("embedded", device="cpu", dtype="bfloat16", draft=name)
-    prompts = ["Write a Python function that returns the square of a number.", "List three colors.",
-               "What is 12 times 3?"]  # fmt: skip
+    prompts = [
+        "Write a Python function that returns the square of a number.",
+        "List three colors.",
+        "What is 12 times 3?",
+    ]
     drafted = accepted = 0
     for prompt in prompts:
         stats = generate(pair, prompt, "fixed:2", max_new_tokens=32).stats
@@ -127,9 +170,17 @@ def test_training_reads_several_data_folders_and_holds_out_the_last_shards_of_ea
     pair = make_tiny_pair()
     tiny_shards(pair.target, tmp_path / "templates", n_shards=2, seqs_per_shard=3)
     tiny_shards(pair.target, tmp_path / "written", n_shards=3, seqs_per_shard=3)
-    cfg = DraftTrainConfig(data_dir=(tmp_path / "templates", tmp_path / "written"), steps=2, batch_size=2,
-                           eval_every=2, heldout_shards=1, head_size=8, threads=1, work_dir=tmp_path / "w",
-                           out_dir=tmp_path / "a")  # fmt: skip
+    cfg = DraftTrainConfig(
+        data_dir=(tmp_path / "templates", tmp_path / "written"),
+        steps=2,
+        batch_size=2,
+        eval_every=2,
+        heldout_shards=1,
+        head_size=8,
+        threads=1,
+        work_dir=tmp_path / "w",
+        out_dir=tmp_path / "a",
+    )
     card = json.loads(train(cfg, target=pair.target).with_suffix(".json").read_text())
     assert card["data"]["train_sequences"] == (1 + 2) * 3 and card["data"]["heldout_sequences"] == 2 * 3
     assert card["data"]["dir"] == f"{tmp_path / 'templates'}, {tmp_path / 'written'}"
@@ -140,9 +191,19 @@ def test_train_fraction_shrinks_the_training_set_and_keeps_the_heldout_set(tmp_p
     tiny_shards(pair.target, tmp_path / "data", n_shards=5, seqs_per_shard=2)
     cards = {}
     for fraction in (1.0, 0.5):
-        cfg = DraftTrainConfig(data_dir=tmp_path / "data", steps=1, batch_size=2, eval_every=1, heldout_shards=1,
-                               head_size=8, threads=1, train_fraction=fraction, name=f"f{fraction}",
-                               work_dir=tmp_path / "w", out_dir=tmp_path / "a")  # fmt: skip
+        cfg = DraftTrainConfig(
+            data_dir=tmp_path / "data",
+            steps=1,
+            batch_size=2,
+            eval_every=1,
+            heldout_shards=1,
+            head_size=8,
+            threads=1,
+            train_fraction=fraction,
+            name=f"f{fraction}",
+            work_dir=tmp_path / "w",
+            out_dir=tmp_path / "a",
+        )
         cards[fraction] = json.loads(train(cfg, target=pair.target).with_suffix(".json").read_text())["data"]
     assert cards[1.0]["train_sequences"] == 4 * 2 and cards[0.5]["train_sequences"] == 2 * 2
     assert cards[1.0]["heldout_sequences"] == cards[0.5]["heldout_sequences"] == 2

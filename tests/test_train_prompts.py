@@ -15,8 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def benchmark_prompts() -> set[str]:
-    return {o["prompt"].strip().lower() for f in ("specscope", "examples")
-            for _, o in read_objects(ROOT / "prompts" / f"{f}.jsonl", "prompts")}  # fmt: skip
+    return {
+        o["prompt"].strip().lower()
+        for f in ("specscope", "examples")
+        for _, o in read_objects(ROOT / "prompts" / f"{f}.jsonl", "prompts")
+    }
 
 
 @pytest.mark.parametrize("source", ["templates", "written"])
@@ -30,8 +33,12 @@ def test_prompts_are_deterministic_distinct_of_every_kind_and_not_the_benchmark(
 
 
 def test_the_written_bank_is_well_formed_and_large():
-    rows = [json.loads(line) for f in sorted(PROMPT_BANK.glob("*.jsonl")) for line in f.read_text().splitlines()
-            if line.strip()]  # fmt: skip
+    rows = [
+        json.loads(line)
+        for f in sorted(PROMPT_BANK.glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
     assert all(set(r) == {"category", "prompt"} and r["category"] in KINDS and r["prompt"].strip() for r in rows)
     assert len(written_prompts()) >= 1000
 

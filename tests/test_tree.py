@@ -82,7 +82,11 @@ def test_shape_parsing():
             parse_method(bad)
     assert parse_method("tree:depth=3").drafter.params == TreeShape(depth=3)  # parsed once, where the name enters
     assert split_methods("ar, pacer:b=2,t=0.5,tree:nodes=16,depth=5,fixed:2") == [
-        "ar", "pacer:b=2,t=0.5", "tree:nodes=16,depth=5", "fixed:2"]  # fmt: skip
+        "ar",
+        "pacer:b=2,t=0.5",
+        "tree:nodes=16,depth=5",
+        "fixed:2",
+    ]
 
 
 def _branches_deep(events) -> bool:
@@ -107,8 +111,10 @@ def test_greedy_tree_equals_ar(method, design):
         path = e.tree.path if e.tree is not None else ()
         assert e.accepted == len(path) and e.emitted[: e.accepted] == e.draft_tokens[: e.accepted]
         if e.tree is not None:
-            assert e.verify_width == e.tree.size + 1 and e.tree.depth <= e.draft_forwards <= TreeShape.parse(
-                method.partition(":")[2] or None).depth  # fmt: skip
+            assert (
+                e.verify_width == e.tree.size + 1
+                and e.tree.depth <= e.draft_forwards <= TreeShape.parse(method.partition(":")[2] or None).depth
+            )
             assert e.tree.size >= e.draft_len  # the line shows the path and at most one rejected child
 
 
@@ -223,8 +229,10 @@ def test_tree_events_survive_a_jsonl_round_trip(tmp_path):
 
 def test_tree_rounds_without_display_keep_the_walk_and_skip_the_numbers():
     pair = make_tiny_pair(vocab=16, draft="feature")
-    runs = {d: Generation(pair, PROMPT, "tree:nodes=6,depth=3,topk=3", 20, SamplingConfig(), display=d)
-            for d in (True, False)}  # fmt: skip
+    runs = {
+        d: Generation(pair, PROMPT, "tree:nodes=6,depth=3,topk=3", 20, SamplingConfig(), display=d)
+        for d in (True, False)
+    }
     events = {d: list(r.rounds()) for d, r in runs.items()}
     assert runs[True].new_tokens == runs[False].new_tokens
     for shown, bare in zip(events[True], events[False]):

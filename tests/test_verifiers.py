@@ -40,9 +40,12 @@ def one_round(p: torch.Tensor, q: torch.Tensor, x: int, bonus: torch.Tensor | No
     """A γ = 1 round whose target logits give p (then ``bonus``) and whose draft sampled x from q."""
     bonus = p if bonus is None else bonus
     return RoundInputs(
-        draft_tokens=torch.tensor([x]), draft_logit_rows=q.log()[None], sampled_probs=q[None],
-        draft_hidden=torch.zeros(1, 4), target_logits=torch.stack([p.log(), bonus.log()]),
-    )  # fmt: skip
+        draft_tokens=torch.tensor([x]),
+        draft_logit_rows=q.log()[None],
+        sampled_probs=q[None],
+        draft_hidden=torch.zeros(1, 4),
+        target_logits=torch.stack([p.log(), bonus.log()]),
+    )
 
 
 # -- parsing -------------------------------------------------------------------------------------------------
@@ -65,12 +68,21 @@ def test_parse_values_and_options():
 @pytest.mark.parametrize(
     "text, words",
     [
-        ("static", "needs its weight"), ("static:1.5", "[0, 1]"), ("static:-0.1", "[0, 1]"), ("static:abc", "number"),
-        ("static:0.5,t0=maybe", "t0 must be"), ("static:0.5,w=1", "bad option"), ("static:0.5,t0=onehot,t0=argmax", "bad option"),
-        ("lenient", "needs its leniency"), ("lenient:0", "(0, 1]"), ("lenient:1.2", "(0, 1]"),
-        ("diversed:head=", "bad option"), ("diversed:0.5", "bad option"), ("diversed:t0=x", "t0 must be"),
+        ("static", "needs its weight"),
+        ("static:1.5", "[0, 1]"),
+        ("static:-0.1", "[0, 1]"),
+        ("static:abc", "number"),
+        ("static:0.5,t0=maybe", "t0 must be"),
+        ("static:0.5,w=1", "bad option"),
+        ("static:0.5,t0=onehot,t0=argmax", "bad option"),
+        ("lenient", "needs its leniency"),
+        ("lenient:0", "(0, 1]"),
+        ("lenient:1.2", "(0, 1]"),
+        ("diversed:head=", "bad option"),
+        ("diversed:0.5", "bad option"),
+        ("diversed:t0=x", "t0 must be"),
     ],
-)  # fmt: skip
+)
 def test_parse_errors(text, words):
     with pytest.raises(SpecScopeError, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         parse_verifier(text)
@@ -136,8 +148,9 @@ def test_static_acceptance_probs_are_min_one_nu_over_q():
 def test_lenient_acceptance_probs():
     p, q = hand_distributions()
     for leniency in (0.3, 0.5, 1.0):
-        verdict = make_verifier(f"lenient:{leniency}").verify(one_round(p, q, 3), SamplingConfig(temperature=1.0),
-                                                              torch.Generator())  # fmt: skip
+        verdict = make_verifier(f"lenient:{leniency}").verify(
+            one_round(p, q, 3), SamplingConfig(temperature=1.0), torch.Generator()
+        )
         assert float(verdict.accept_probs[0]) == pytest.approx(min(1.0, 0.10 / (leniency * 0.15)), abs=1e-6)
 
 
@@ -195,8 +208,10 @@ def test_static_one_equals_lossless_exactly(sampling):
             assert [e.accepted for e in a.events] == [e.accepted for e in b.events]
             flat = lambda r: [x for e in r.events for x in e.accept_probs]  # noqa: E731
             assert flat(a) == pytest.approx(flat(b))
-            assert generate(pair, f"prompt {seed}", f"{policy}+lenient:1", 24, seed=seed, chat=False,
-                            **sampling).token_ids == a.token_ids  # fmt: skip
+            assert (
+                generate(pair, f"prompt {seed}", f"{policy}+lenient:1", 24, seed=seed, chat=False, **sampling).token_ids
+                == a.token_ids
+            )
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS)
@@ -313,8 +328,10 @@ def test_diversed_refuses_a_drafter_its_head_was_not_trained_on(tmp_path):
     assert head_drafter(json.loads((HEADS_DIR / "diversed.json").read_text())) == "default"  # the shipped head
     pair = block_pair()
     pair.extras["diversed-head:diversed"] = (EnsembleHead(32, 32), {})
-    with pytest.raises(SpecScopeError, match="diversed on block:dpace: ensemble head 'diversed' was trained on the "
-                                             "default draft's hidden states"):  # fmt: skip
+    with pytest.raises(
+        SpecScopeError,
+        match="diversed on block:dpace: ensemble head 'diversed' was trained on the default draft's hidden states",
+    ):
         generate(pair, "blocks", "block:dpace+diversed", 8, temperature=0.8, chat=False)
     items = [EvalItem(f"b{i}", "extraction", "train", f"block prompt {i}", "ab", 8) for i in range(2)]
     cfg = TrainConfig(policy="block:dpace", epochs=1, batch_size=2, work_dir=str(tmp_path), progress=False)
@@ -325,8 +342,10 @@ def test_diversed_refuses_a_drafter_its_head_was_not_trained_on(tmp_path):
     assert [w for e in out.events for w in e.verifier_trace.get("w", [])]
     default_pair = make_tiny_pair()  # one with a default draft
     default_pair.extras["diversed-head:mine"] = (head, card)
-    for p, method, words in ((pair, "block:decay+diversed:head=mine", "diversed on block:decay"),
-                             (default_pair, "fixed:4+diversed:head=mine", "diversed on the default draft")):  # fmt: skip
+    for p, method, words in (
+        (pair, "block:decay+diversed:head=mine", "diversed on block:decay"),
+        (default_pair, "fixed:4+diversed:head=mine", "diversed on the default draft"),
+    ):
         with pytest.raises(SpecScopeError, match=f"{words}: ensemble head 'mine' was trained on block:dpace's"):
             generate(p, "blocks", method, 8, chat=False)
 
@@ -339,8 +358,7 @@ def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():
     logits = torch.randn(5, 300, generator=g)
     logits[1, 7] = logits[1, 250] = logits[1].max() + 1.0  # a tie: argmax must take the first index
     logits[3, 0] = 40.0  # a large logit (the log-normaliser is shifted by the max)
-    inputs = RoundInputs(torch.tensor([7, 3, 9, 0]), torch.randn(4, 300, generator=g), None, torch.zeros(4, 2),
-                         logits)  # fmt: skip
+    inputs = RoundInputs(torch.tensor([7, 3, 9, 0]), torch.randn(4, 300, generator=g), None, torch.zeros(4, 2), logits)
     assert torch.equal(inputs.target_argmax, logits.argmax(-1)) and int(inputs.target_argmax[1]) == 7
     assert torch.allclose(inputs.target_logsumexp, torch.logsumexp(logits, -1), atol=1e-5)
     tokens = torch.tensor([7, 250, 3, 0])

@@ -23,12 +23,24 @@ def ev(index, drafts, accepted, next_piece="N", kind=None, method="fixed:4", cut
     kind = kind or ("target" if n == 0 else "bonus" if accepted == n else "recovered")
     emitted = tuple(range(accepted + 1))[:cut] if cut is not None else tuple(range(accepted + 1))
     return RoundEvent(
-        index=index, method=method, context_len=10 + index, draft_tokens=tuple(range(n)), draft_pieces=tuple(drafts),
-        draft_probs=tuple(0.5 for _ in drafts), target_probs=tuple(0.25 for _ in drafts),
-        accept_probs=tuple(0.5 for _ in drafts), gold_draft_probs=tuple(gold or [0.9 - 0.1 * i for i in range(n)]),
-        accepted=accepted, next_token=99, next_piece=next_piece, next_kind=kind, emitted=emitted,
-        draft_s=0.01, verify_s=0.02, **kw,
-    )  # fmt: skip
+        index=index,
+        method=method,
+        context_len=10 + index,
+        draft_tokens=tuple(range(n)),
+        draft_pieces=tuple(drafts),
+        draft_probs=tuple(0.5 for _ in drafts),
+        target_probs=tuple(0.25 for _ in drafts),
+        accept_probs=tuple(0.5 for _ in drafts),
+        gold_draft_probs=tuple(gold or [0.9 - 0.1 * i for i in range(n)]),
+        accepted=accepted,
+        next_token=99,
+        next_piece=next_piece,
+        next_kind=kind,
+        emitted=emitted,
+        draft_s=0.01,
+        verify_s=0.02,
+        **kw,
+    )
 
 
 LANE = [
@@ -42,12 +54,20 @@ AR = [ev(i, [], 0, f" t{i}", method="ar") for i in range(5)]
 def test_token_spans_follow_the_events():
     spans = tokens.token_spans(LANE)
     assert [(s.text, s.kind, s.round) for s in spans] == [
-        ("The", "accepted", 0), (" sky", "accepted", 0), (" is", "accepted", 0), (" red", "rejected", 0),
+        ("The", "accepted", 0),
+        (" sky", "accepted", 0),
+        (" is", "accepted", 0),
+        (" red", "rejected", 0),
         (" blue", "recovered", 0),
-        (" because", "accepted", 1), (" of", "accepted", 1), (" light", "bonus", 1),
-        (" x", "rejected", 2), (" y", "rejected", 2), (" z", "rejected", 2), (" w", "rejected", 2),
+        (" because", "accepted", 1),
+        (" of", "accepted", 1),
+        (" light", "bonus", 1),
+        (" x", "rejected", 2),
+        (" y", "rejected", 2),
+        (" z", "rejected", 2),
+        (" w", "rejected", 2),
         (" scattering", "recovered", 2),
-    ]  # fmt: skip
+    ]
     assert tokens.emitted_text(LANE) == "The sky is blue because of light scattering"
     first = spans[0]
     assert (first.p, first.q, first.accept_prob, first.position) == (0.25, 0.5, 0.5, 1)
@@ -82,8 +102,13 @@ def test_tokens_html_kinds_and_hover():
 
 
 def test_hover_probabilities_never_read_as_zero():
-    assert [tokens.prob_text(x) for x in (0.25, 1.0, 0.0, 0.0004, 3.2e-7)] == ["0.250", "1.000", "0.000", "4.0e-04",
-                                                                              "3.2e-07"]  # fmt: skip
+    assert [tokens.prob_text(x) for x in (0.25, 1.0, 0.0, 0.0004, 3.2e-7)] == [
+        "0.250",
+        "1.000",
+        "0.000",
+        "4.0e-04",
+        "3.2e-07",
+    ]
 
 
 def test_token_css_gives_each_kind_its_palette_colour():
@@ -349,11 +374,19 @@ def test_lane_parts_of_an_error_lane_and_empty_slots():
 
 def test_hovers_and_step_through_show_what_the_method_parts_said():
     """PACER's â and an ensemble verifier's w_t, ν(x) reach the token hover and the step-through's table."""
-    blocks = [{"predicted": [0.7], "mean": 0.7, "threshold": 0.6, "decision": "pass"},
-              {"predicted": [0.4], "mean": 0.4, "threshold": 0.66, "decision": "stop"}]  # fmt: skip
-    e = ev(0, ["The", " sky"], 1, " blue", method="pacer+diversed",
-           policy_trace={"blocks": blocks, "predicted": [0.7, 0.4]},
-           verifier_trace={"w": [0.9, 0.2], "nu_x": [0.31, 0.05]})  # fmt: skip
+    blocks = [
+        {"predicted": [0.7], "mean": 0.7, "threshold": 0.6, "decision": "pass"},
+        {"predicted": [0.4], "mean": 0.4, "threshold": 0.66, "decision": "stop"},
+    ]
+    e = ev(
+        0,
+        ["The", " sky"],
+        1,
+        " blue",
+        method="pacer+diversed",
+        policy_trace={"blocks": blocks, "predicted": [0.7, 0.4]},
+        verifier_trace={"w": [0.9, 0.2], "nu_x": [0.31, 0.05]},
+    )
     spans = tokens.token_spans([e])
     first = tokens.span_html(spans[0])
     assert "â = 0.700" in first and "w_t = 0.900" in first and "ν(x) = 0.310" in first

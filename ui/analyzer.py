@@ -33,11 +33,13 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
     files = prompt_files()
     with gr.Row():
         prompt_file = gr.Dropdown(files, value=files[0] if files else None, label="prompt set")
-        upload = gr.File(label="…or upload a prompt JSONL (id, category, prompt)", file_types=[".jsonl"],
-                         type="filepath")  # fmt: skip
+        upload = gr.File(
+            label="…or upload a prompt JSONL (id, category, prompt)", file_types=[".jsonl"], type="filepath"
+        )
     with gr.Row():
-        method = gr.Dropdown(live_method_choices(), value="pacer", label="method (compared with ar)",
-                             allow_custom_value=True)  # fmt: skip
+        method = gr.Dropdown(
+            live_method_choices(), value="pacer", label="method (compared with ar)", allow_custom_value=True
+        )
         limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)", elem_id="an-limit")
         max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
         run, stop = gr.Button("Run prompt set", variant="primary", elem_id="an-run"), gr.Button("Stop", variant="stop")
@@ -49,14 +51,20 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
             *pair_and_precision(pairs, "an", list(requests.PRECISIONS)),
         ]
     status = gr.Markdown(elem_id="an-status")
-    summary = gr.Dataframe(headers=rec.SUMMARY_COLUMNS, interactive=False, label="summary (all prompts pooled)",
-                           elem_id="an-summary")  # fmt: skip
-    table = gr.Dataframe(headers=rec.TABLE_COLUMNS, interactive=False, elem_id="an-table",
-                         label="per-prompt results (click a header to sort, a row to replay)")  # fmt: skip
+    summary = gr.Dataframe(
+        headers=rec.SUMMARY_COLUMNS, interactive=False, label="summary (all prompts pooled)", elem_id="an-summary"
+    )
+    table = gr.Dataframe(
+        headers=rec.TABLE_COLUMNS,
+        interactive=False,
+        elem_id="an-table",
+        label="per-prompt results (click a header to sort, a row to replay)",
+    )
     with gr.Row():
         csv_dl, jsonl_dl = gr.DownloadButton("Download table (CSV)"), gr.DownloadButton("Download events (JSONL)")
-        events_up = gr.UploadButton("Load a saved events file", file_types=[".jsonl"], type="filepath",
-                                    elem_id="an-events-up")  # fmt: skip
+        events_up = gr.UploadButton(
+            "Load a saved events file", file_types=[".jsonl"], type="filepath", elem_id="an-events-up"
+        )
     title = gr.Markdown()
     lanes, slots, state = lane_columns(2, "an-lane"), view_slots("an"), gr.State(None)
     results = [status, summary, table, state, csv_dl, jsonl_dl]
@@ -66,20 +74,31 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
         return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df)]
 
     def on_analyze(*values):
-        req = requests.parse_analyzer_request(*values, pairs=pairs, prompt_sets=prompt_files(), root=root,
-                                              max_new=UI_MAX_NEW_TOKENS)  # fmt: skip
+        req = requests.parse_analyzer_request(
+            *values, pairs=pairs, prompt_sets=prompt_files(), root=root, max_new=UI_MAX_NEW_TOKENS
+        )
         pair, spec, n, sampling = pair_loader(req.pair_name, req.precision), req.spec, req.max_new_tokens, req.sampling
         prompts = load_prompts(req.source)[: req.n_prompts]
         how = settings_text(sampling, req.precision, n)
         yield [f"Running {len(prompts)} prompts × (ar, {spec.name}), {how}…", None, None, None, None, None]
         records: dict = {}
         for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
-            yield [f"{k}/{len(prompts)} prompts done ({how})…", rec.summary_rows(records), rec.table_rows(records),
-                   records, None, None]  # fmt: skip
+            yield [
+                f"{k}/{len(prompts)} prompts done ({how})…",
+                rec.summary_rows(records),
+                rec.table_rows(records),
+                records,
+                None,
+                None,
+            ]
         yield finished(records, f"Done: {len(records)} prompts, {how}. Pick a row to replay it.")
 
-    event = run.click(shown_errors(on_analyze, len(results)), [prompt_file, upload, method, limit, max_new, *settings],
-                      results, api_visibility="private")  # fmt: skip
+    event = run.click(
+        shown_errors(on_analyze, len(results)),
+        [prompt_file, upload, method, limit, max_new, *settings],
+        results,
+        api_visibility="private",
+    )
     stop.click(None, cancels=[event])
 
     def on_events(path):
@@ -91,8 +110,9 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
     def on_pick(records, evt: gr.SelectData):
         return replay_outputs(records, str(evt.row_value[0]) if getattr(evt, "row_value", None) else "")
 
-    table.select(shown_errors(on_pick, 1 + 3 * 2 + len(slots)), state, [title, *lanes, *slots],
-                 api_visibility="private")  # fmt: skip
+    table.select(
+        shown_errors(on_pick, 1 + 3 * 2 + len(slots)), state, [title, *lanes, *slots], api_visibility="private"
+    )
     pareto_panel()
 
 

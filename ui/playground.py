@@ -24,32 +24,64 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     """``live_greedy``: the Live tab's last finished greedy run (:class:`ui.playground_record.LiveGreedyRun`)."""
     gr.Markdown(playground.INTRO)
     with gr.Row(equal_height=True):  # the text this tab records, and its settings
-        prompt = gr.Textbox(EXAMPLES[0][0], label="Prompt to record (answered greedily)", lines=2, scale=3,
-                            elem_id="pg-prompt")  # fmt: skip
+        prompt = gr.Textbox(
+            EXAMPLES[0][0], label="Prompt to record (answered greedily)", lines=2, scale=3, elem_id="pg-prompt"
+        )
         with gr.Column(scale=2):
             max_new = gr.Slider(1, PLAYGROUND_MAX_NEW, value=96, step=1, label="max new tokens", elem_id="pg-max-new")
             pair, precision = pair_and_precision(pairs, "pg", list(requests.PRECISIONS))
     source = gr.Markdown(source_text(None, EXAMPLES[0][0], "bfloat16"), elem_id="pg-source")
     with gr.Row(equal_height=True):  # record · load · the policy drawn · its knobs (K, T, b, t, ρ, max)
-        record, upload = gr.Button("Record this text", variant="primary", elem_id="pg-record"), gr.UploadButton(
-            "Load a record (.json) / events (.jsonl)", file_types=[".json", ".jsonl"], type="filepath",
-            elem_id="pg-upload")  # fmt: skip
-        knobs = [gr.Radio(list(playground.FAMILIES), value="pacer", label="policy drawn", elem_id="pg-policy"), *(
-            gr.Slider(lo, hi, v, step=st, label=lb, elem_id=f"pg-{k}") for k, lb, lo, hi, st, v in playground.SLIDERS)]  # fmt: skip
-    outs, state = [gr.Markdown(playground.EMPTY, elem_id="pg-text"), gr.Plot(show_label=False, elem_id="pg-rounds")], gr.State()  # fmt: skip
+        record, upload = (
+            gr.Button("Record this text", variant="primary", elem_id="pg-record"),
+            gr.UploadButton(
+                "Load a record (.json) / events (.jsonl)",
+                file_types=[".json", ".jsonl"],
+                type="filepath",
+                elem_id="pg-upload",
+            ),
+        )
+        knobs = [
+            gr.Radio(list(playground.FAMILIES), value="pacer", label="policy drawn", elem_id="pg-policy"),
+            *(
+                gr.Slider(lo, hi, v, step=st, label=lb, elem_id=f"pg-{k}")
+                for k, lb, lo, hi, st, v in playground.SLIDERS
+            ),
+        ]
+    outs, state = (
+        [gr.Markdown(playground.EMPTY, elem_id="pg-text"), gr.Plot(show_label=False, elem_id="pg-rounds")],
+        gr.State(),
+    )
     with gr.Row(equal_height=False):
         outs += [gr.Plot(show_label=False, elem_id=f"pg-{k}") for k in ("speed", "grid")]
     n_out = 1 + len(outs)  # the record state, the text, three figures
-    gr.on([prompt.change, precision.change, live_greedy.change], source_text, [live_greedy, prompt, precision], source,
-          api_visibility="private", show_progress="hidden")  # fmt: skip
+    gr.on(
+        [prompt.change, precision.change, live_greedy.change],
+        source_text,
+        [live_greedy, prompt, precision],
+        source,
+        api_visibility="private",
+        show_progress="hidden",
+    )
     bound = functools.partial(on_record, pair_loader, pairs)
-    recorded = record.click(shown_errors(bound, n_out, at=1), [live_greedy, prompt, max_new, pair, precision, *knobs],
-                            [state, *outs], api_visibility="private")  # fmt: skip
+    recorded = record.click(
+        shown_errors(bound, n_out, at=1),
+        [live_greedy, prompt, max_new, pair, precision, *knobs],
+        [state, *outs],
+        api_visibility="private",
+    )
     loaded = named_upload(lambda path, *rest: on_upload(pair_loader, pairs, path, *rest))
-    uploaded = upload.upload(shown_errors(loaded, n_out, at=1), [upload, pair, precision, *knobs], [state, *outs],
-                             api_visibility="private")  # fmt: skip
-    gr.on([k.change for k in knobs], shown_errors(playground.playground_view, len(outs)), [state, *knobs], outs,
-          api_visibility="private", show_progress="hidden")  # fmt: skip
+    uploaded = upload.upload(
+        shown_errors(loaded, n_out, at=1), [upload, pair, precision, *knobs], [state, *outs], api_visibility="private"
+    )
+    gr.on(
+        [k.change for k in knobs],
+        shown_errors(playground.playground_view, len(outs)),
+        [state, *knobs],
+        outs,
+        api_visibility="private",
+        show_progress="hidden",
+    )
     with gr.Accordion("Hardware lens: the same record on other machines", open=False, elem_id="pg-lens"):
         lens = [gr.Plot(show_label=False, elem_id="pg-lens-plot"), gr.Markdown(hardware.INTRO, elem_id="pg-lens-text")]
     lens_fn = shown_errors(lens_view, len(lens), at=1)  # (a State's own .change would hash the record: not hashable)

@@ -45,11 +45,15 @@ def remember_greedy(
 def source_text(live: LiveGreedyRun | None, prompt: str, precision: str) -> str:
     """What *Record this text* will record, said before it is pressed."""
     if live is not None and live.prompt == prompt and live.frame.precision == precision:
-        return ("Will reuse the Live tab's finished greedy run of this prompt: its text and the forward costs its "
-                "rounds measured.")  # fmt: skip
-    return ("Will decode this prompt greedily (temperature 0, the target alone) and record it; speed comes from "
-            "the default forward costs. Generate it on the Live tab at temperature 0 first to use that run's own "
-            "costs.")  # fmt: skip
+        return (
+            "Will reuse the Live tab's finished greedy run of this prompt: its text and the forward costs its "
+            "rounds measured."
+        )
+    return (
+        "Will decode this prompt greedily (temperature 0, the target alone) and record it; speed comes from "
+        "the default forward costs. Generate it on the Live tab at temperature 0 first to use that run's own "
+        "costs."
+    )
 
 
 def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt, max_new, pair_name, precision, *knobs):

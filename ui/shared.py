@@ -92,8 +92,11 @@ def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
     out: list[Any] = []
     for i in range(slots):
         v = active[i] if i < len(active) else None
-        out += [gr.update(visible=v is not None), f"**{v.title}** — {views.caption_for(v, lanes)}" if v else "",
-                views.build(v, lanes) if v else None]  # fmt: skip
+        out += [
+            gr.update(visible=v is not None),
+            f"**{v.title}** — {views.caption_for(v, lanes)}" if v else "",
+            views.build(v, lanes) if v else None,
+        ]
     return out
 
 
@@ -122,8 +125,8 @@ def pair_and_precision(pairs: list[str], prefix: str, precisions: list[str]) -> 
     from visuals.live_page import PRECISION_INFO
 
     return [
-        gr.Dropdown(pairs, value=pairs[0], label="model pair (target,draft)", visible=len(pairs) > 1,
-                    elem_id=f"{prefix}-pair"),
-        gr.Radio(precisions, value="auto", label="precision", elem_id=f"{prefix}-precision",
-                 info=PRECISION_INFO),
-    ]  # fmt: skip
+        gr.Dropdown(
+            pairs, value=pairs[0], label="model pair (target,draft)", visible=len(pairs) > 1, elem_id=f"{prefix}-pair"
+        ),
+        gr.Radio(precisions, value="auto", label="precision", elem_id=f"{prefix}-precision", info=PRECISION_INFO),
+    ]

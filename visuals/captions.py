@@ -55,12 +55,17 @@ def acceptance_by_position(lanes: Lanes) -> str:
         if a == b:
             text = f"{method}: {_pct(rates[a])} at position {pos[a]} ({_rounds(counts[a])})"
         else:
-            text = (f"{method}: acceptance {_trend(rates[a], rates[b])} from {_pct(rates[a])} at position {pos[a]} "
-                    f"({_rounds(counts[a])}) to {_pct(rates[b])} at position {pos[b]} ({_rounds(counts[b])})")  # fmt: skip
+            text = (
+                f"{method}: acceptance {_trend(rates[a], rates[b])} from {_pct(rates[a])} at position {pos[a]} "
+                f"({_rounds(counts[a])}) to {_pct(rates[b])} at position {pos[b]} ({_rounds(counts[b])})"
+            )
         thin = [p for p, c in zip(pos, counts) if c < FEW]
         if thin:
-            text += f"; positions {thin[0]}+ rest on fewer than {FEW} rounds each" if len(thin) > 1 else (
-                f"; position {thin[0]} rests on fewer than {FEW} rounds")  # fmt: skip
+            text += (
+                f"; positions {thin[0]}+ rest on fewer than {FEW} rounds each"
+                if len(thin) > 1
+                else (f"; position {thin[0]} rests on fewer than {FEW} rounds")
+            )
         parts.append(text)
     return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
 
@@ -72,8 +77,10 @@ def accepted_histogram(lanes: Lanes) -> str:
             continue
         none = sum(e.accepted == 0 for e in events if e.draft_len) / max(1, sum(1 for e in events if e.draft_len))
         full = sum(e.draft_len > 0 and e.accepted == e.draft_len for e in events) / len(events)
-        parts.append(f"{method} kept no draft in {_pct(none)} of its drafting rounds and every draft in "
-                     f"{_pct(full)} ({_rounds(len(events))})")  # fmt: skip
+        parts.append(
+            f"{method} kept no draft in {_pct(none)} of its drafting rounds and every draft in "
+            f"{_pct(full)} ({_rounds(len(events))})"
+        )
     return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
 
 
@@ -93,8 +100,10 @@ def confidence(lanes: Lanes) -> str:
         lost = [q for e in events for k, q in enumerate(e.draft_probs) if k >= e.accepted]
         if kept or lost:
             mean = lambda xs: f"{sum(xs) / len(xs):.2f}" if xs else "–"  # noqa: E731
-            parts.append(f"{method}: kept drafts had mean q(x) {mean(kept)} ({len(kept)} tokens), rejected or "
-                         f"discarded ones {mean(lost)} ({len(lost)} tokens)")  # fmt: skip
+            parts.append(
+                f"{method}: kept drafts had mean q(x) {mean(kept)} ({len(kept)} tokens), rejected or "
+                f"discarded ones {mean(lost)} ({len(lost)} tokens)"
+            )
     return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
 
 

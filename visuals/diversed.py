@@ -55,12 +55,20 @@ def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
         custom = list(zip(pts["piece"], pts["nu"], pts["p"], pts["q"], pts["accept"], pts["round"]))
         fig.add_trace(
             go.Scatter(
-                x=pts["x"], y=pts["w"], name=method, mode="lines+markers", customdata=custom,
+                x=pts["x"],
+                y=pts["w"],
+                name=method,
+                mode="lines+markers",
+                customdata=custom,
                 line={"color": colour, "dash": dash, "width": 1.5, "shape": "hv"},
                 marker={
-                    "symbol": [marker if kept else "x-thin-open" for kept in pts["kept"]], "size": 8,
+                    "symbol": [marker if kept else "x-thin-open" for kept in pts["kept"]],
+                    "size": 8,
                     "color": [colour if kept else OKABE_ITO["vermillion"] for kept in pts["kept"]],
-                    "line": {"width": 1.5, "color": [colour if kept else OKABE_ITO["vermillion"] for kept in pts["kept"]]},
+                    "line": {
+                        "width": 1.5,
+                        "color": [colour if kept else OKABE_ITO["vermillion"] for kept in pts["kept"]],
+                    },
                 },
                 hovertemplate=(
                     "%{customdata[0]|s}<br>token %{x}, round %{customdata[5]}<br>w = %{y:.3f}<br>"
@@ -68,11 +76,16 @@ def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
                     "accepted with probability %{customdata[4]:.3f}<extra>" + method + "</extra>"
                 ),
             )
-        )  # fmt: skip
+        )
     note = " · ".join(f"{m}: {sum(e.draft_len for e in ev)} drafted tokens" for m, ev in lanes.items())
-    base_layout(fig, "Ensemble weight w_t of each drafted token (1 = the target's rule, 0 = keep the draft)",
-                "generated token position", "w_t (target's share of ν)", empty=not any(lanes.values()),
-                note=note)  # fmt: skip
+    base_layout(
+        fig,
+        "Ensemble weight w_t of each drafted token (1 = the target's rule, 0 = keep the draft)",
+        "generated token position",
+        "w_t (target's share of ν)",
+        empty=not any(lanes.values()),
+        note=note,
+    )
     fig.update_yaxes(range=[-0.05, 1.05])
     return fig
 
@@ -84,8 +97,10 @@ def weights_caption(lanes: Lanes) -> str:
         pts = weight_points(events)
         if pts["w"]:
             rejected = sum(not k for k in pts["kept"])
-            parts.append(f"{method}: mean w_t {sum(pts['w']) / len(pts['w']):.2f} over {len(pts['w'])} drafted "
-                         f"tokens, {rejected} of them not kept")  # fmt: skip
+            parts.append(
+                f"{method}: mean w_t {sum(pts['w']) / len(pts['w']):.2f} over {len(pts['w'])} drafted "
+                f"tokens, {rejected} of them not kept"
+            )
     return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
 
 
@@ -99,24 +114,37 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
     static = df[df["method"] == "static"].sort_values("acceptance_rate")
     fig.add_trace(
         go.Scatter(
-            x=static["acceptance_rate"], y=static["quality"], mode="lines+markers+text", name="static W (frontier)",
-            text=[f"W={p}" for p in static["param"]], textposition="top right", textfont={"size": 10},
-            line={"color": OKABE_ITO["blue"], "dash": "solid"}, marker={"symbol": "circle", "size": 8},
+            x=static["acceptance_rate"],
+            y=static["quality"],
+            mode="lines+markers+text",
+            name="static W (frontier)",
+            text=[f"W={p}" for p in static["param"]],
+            textposition="top right",
+            textfont={"size": 10},
+            line={"color": OKABE_ITO["blue"], "dash": "solid"},
+            marker={"symbol": "circle", "size": 8},
             hovertemplate="static W=%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
         )
-    )  # fmt: skip
+    )
     mix = df[df["method"] == TASK_STATIC].sort_values("acceptance_rate")
     if not mix.empty:  # the per-task static envelope (pareto --summarise): the room a per-token weight has
         fig.add_trace(
             go.Scatter(
-                x=mix["acceptance_rate"], y=mix["quality"], mode="lines+markers", name="static, W chosen per task",
-                text=mix["param"].astype(str), line={"color": OKABE_ITO["green"], "dash": "dash", "shape": "vh"},
+                x=mix["acceptance_rate"],
+                y=mix["quality"],
+                mode="lines+markers",
+                name="static, W chosen per task",
+                text=mix["param"].astype(str),
+                line={"color": OKABE_ITO["green"], "dash": "dash", "shape": "vh"},
                 marker={"symbol": "circle-open", "size": 6},
                 hovertemplate="W per task: %{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
             )
-        )  # fmt: skip
-    marks = {"lenient": ("square", OKABE_ITO["orange"]), "lossless": ("star", OKABE_ITO["black"]),
-             "diversed": ("diamond", OKABE_ITO["purple"])}  # fmt: skip
+        )
+    marks = {
+        "lenient": ("square", OKABE_ITO["orange"]),
+        "lossless": ("star", OKABE_ITO["black"]),
+        "diversed": ("diamond", OKABE_ITO["purple"]),
+    }
     for method, (symbol, colour) in marks.items():
         rows = df[df["method"] == method]
         if rows.empty:
@@ -127,18 +155,30 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
         ]
         fig.add_trace(
             go.Scatter(
-                x=rows["acceptance_rate"], y=rows["quality"], mode="markers+text", name=method, text=labels,
-                textposition="bottom right", textfont={"size": 10},
+                x=rows["acceptance_rate"],
+                y=rows["quality"],
+                mode="markers+text",
+                name=method,
+                text=labels,
+                textposition="bottom right",
+                textfont={"size": 10},
                 marker={"symbol": symbol, "size": 13, "color": colour, "line": {"width": 1, "color": "white"}},
                 hovertemplate="%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
             )
-        )  # fmt: skip
+        )
     counts = pd.to_numeric(df["items"], errors="coerce").dropna() if "items" in df.columns else []
     lo, hi = (int(min(counts)), int(max(counts))) if len(counts) else (0, 0)
     items = f"{lo}" if lo == hi else f"{lo}–{hi}"
     note = f"each point: one verifier on {items} eval items" if hi else f"{len(df)} rows (no item counts in the file)"
-    base_layout(fig, title, "acceptance rate (accepted / drafted)", "quality (mean task reward)", empty=df.empty,
-                empty_text="no pareto rows", note=note)  # fmt: skip
+    base_layout(
+        fig,
+        title,
+        "acceptance rate (accepted / drafted)",
+        "quality (mean task reward)",
+        empty=df.empty,
+        empty_text="no pareto rows",
+        note=note,
+    )
     fig.update_xaxes(range=[0, 1.05])
     return fig
 
@@ -158,13 +198,17 @@ def sweep_summary(df: pd.DataFrame) -> str:
         pd.to_numeric(df["items"], errors="coerce").dropna() if "items" in df.columns else pd.Series([], dtype=float)
     )
     items = f" on {int(counts.max())} eval items per configuration" if len(counts) else ""
-    parts = [f"Each point is one verifier{items}: further right keeps more drafts (faster), higher keeps more "
-             "quality. The blue line is the static ensemble ν = W·p + (1 − W)·q from W = 0 (the draft alone) to "
-             "W = 1 (the target alone); a learned verifier is only worth training if it lands above that line."]  # fmt: skip
+    parts = [
+        f"Each point is one verifier{items}: further right keeps more drafts (faster), higher keeps more "
+        "quality. The blue line is the static ensemble ν = W·p + (1 − W)·q from W = 0 (the draft alone) to "
+        "W = 1 (the target alone); a learned verifier is only worth training if it lands above that line."
+    ]
     lossless, draft = row("lossless"), row("static", "0")
     if lossless is not None and draft is not None:
-        parts.append(f"Target alone: quality {lossless['quality']:.3f} at acceptance {lossless['acceptance_rate']:.3f}; "
-                     f"draft alone: quality {draft['quality']:.3f}.")  # fmt: skip
+        parts.append(
+            f"Target alone: quality {lossless['quality']:.3f} at acceptance {lossless['acceptance_rate']:.3f}; "
+            f"draft alone: quality {draft['quality']:.3f}."
+        )
     div = row("diversed")
     if div is not None:
         frontier = float(div["frontier_quality"])  # the static sweep at DIVERSED's acceptance (read_sweep)
@@ -176,13 +220,17 @@ def sweep_summary(df: pd.DataFrame) -> str:
             if lossless is not None
             else ""
         )
-        parts.append(f"DIVERSED: acceptance {div['acceptance_rate']:.3f}{ratio}, quality {div['quality']:.3f} — "
-                     f"{where} the static frontier ({frontier:.3f} at that acceptance).")  # fmt: skip
+        parts.append(
+            f"DIVERSED: acceptance {div['acceptance_rate']:.3f}{ratio}, quality {div['quality']:.3f} — "
+            f"{where} the static frontier ({frontier:.3f} at that acceptance)."
+        )
         mix = df[(df["method"] == TASK_STATIC) & (df["acceptance_rate"] >= div["acceptance_rate"])]
         if len(mix):
-            parts.append(f"The dashed line picks one W per task, as a w_t that only knew the task could: at that "
-                         f"acceptance it keeps quality {mix['quality'].max():.3f}. That is the room a per-token "
-                         "weight has; it is an in-sample best choice, so it flatters itself a little.")  # fmt: skip
+            parts.append(
+                f"The dashed line picks one W per task, as a w_t that only knew the task could: at that "
+                f"acceptance it keeps quality {mix['quality'].max():.3f}. That is the room a per-token "
+                "weight has; it is an in-sample best choice, so it flatters itself a little."
+            )
     return " ".join(parts)
 
 
@@ -208,10 +256,14 @@ def _static(t: float) -> str:
 
 def _lenient(t: float) -> str:
     if t == 0:
-        return ("Lenient rule at temperature 0 (default t0=argmax): keep a draft while p(x) ≥ L·q(x) under the models' "
-                "softmax (or it is the target's argmax); then the target's argmax.")  # fmt: skip
-    return ("Lenient (lossy) speculative sampling, DIVERSED's baseline: accept x with min(1, p(x)/(L·q(x))), "
-            "L < 1 accepts more; recover from norm(max(0, p − q)). The output is no longer the target's.")  # fmt: skip
+        return (
+            "Lenient rule at temperature 0 (default t0=argmax): keep a draft while p(x) ≥ L·q(x) under the models' "
+            "softmax (or it is the target's argmax); then the target's argmax."
+        )
+    return (
+        "Lenient (lossy) speculative sampling, DIVERSED's baseline: accept x with min(1, p(x)/(L·q(x))), "
+        "L < 1 accepts more; recover from norm(max(0, p − q)). The output is no longer the target's."
+    )
 
 
 def _diversed(t: float) -> str:

@@ -11,45 +11,83 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("target", "the model whose output we want (here SmolLM2-135M-Instruct); it checks every draft."),
     ("draft", "a small, fast model that guesses the target's next tokens."),
     ("ar", "plain autoregressive decoding: the target alone, one forward pass per token. The baseline."),
-    ("τ (tau)", "new tokens per target forward pass. ar: exactly 1; speculation pays when τ is high enough to "
-                "cover the draft's cost."),
+    (
+        "τ (tau)",
+        "new tokens per target forward pass. ar: exactly 1; speculation pays when τ is high enough to "
+        "cover the draft's cost.",
+    ),
     ("α (alpha)", "accepted drafts / drafted tokens."),
     ("accepted", "a draft token the target agreed with, kept for free."),
-    ("rejected · discarded", "the first draft the target disagreed with, and the drafts after it (never checked "
-                             "on their own): struck through, shown only with 'show rejected drafts'."),
+    (
+        "rejected · discarded",
+        "the first draft the target disagreed with, and the drafts after it (never checked "
+        "on their own): struck through, shown only with 'show rejected drafts'.",
+    ),
     ("recovered", "the target's own token at the first rejection (drawn from what the draft missed)."),
     ("bonus", "one extra target token when every draft passed: the verification pass already computed it."),
     ("fixed:K", "draft K tokens every round."),
-    ("heuristic", "transformers' schedule: the window grows by 2 after a round where every draft passed, "
-                  "shrinks by 1 otherwise."),
+    (
+        "heuristic",
+        "transformers' schedule: the window grows by 2 after a round where every draft passed, shrinks by 1 otherwise.",
+    ),
     ("confidence:T", "draft while the draft model's own probability of its token stays above T."),
-    ("pacer", "PACER: the draft drafts a block at a time; a small trained pre-verifier predicts how likely each "
-              "drafted token is to be kept, and drafting stops when the block's mean falls under a threshold "
-              "that grows by ρ after every block that passes."),
-    ("static:W · lenient:L", "lossy verifiers: static checks drafts against a fixed mix ν = W·p + (1 − W)·q of "
-                             "target and draft; lenient accepts with min(1, p / (L·q)). They keep more drafts "
-                             "and give up exactness."),
-    ("diversed", "DIVERSED: like static, but a trained head chooses the mixing weight w_t for each drafted "
-                 "token from both models' hidden states (w_t = 1 is lossless at that token)."),
-    ("tree", "a token tree (EAGLE-2): the draft proposes several candidates per position; one target pass "
-             "checks every branch at once and the longest branch the target agrees with is kept."),
-    ("block:LOSS", "a block drafter proposes a whole block in one forward pass (DFlash); LOSS is how it was "
-                   "trained: uniform, decay (DFlash's) or dpace (D-PACE, weights on the positions the verifier "
-                   "is likely to reach)."),
-    ("lossless", "the verification rule that keeps the target's output distribution exactly (greedy: accept "
-                 "a draft iff it is the target's top token)."),
-    ("lossy", "a verifier that keeps drafts the target alone would not have written (static, lenient, diversed): "
-              "more drafts kept, but the text is no longer the target's; such a lane wears a 'lossy' badge and "
-              "says how far its text is from ar's."),
-    ("embedded", "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
-                 "trained draft; it runs offline on a CPU."),
-    ("bfloat16 · float32", "precision: bfloat16 moves half the bytes of float32, but a k-token pass rounds "
-                           "differently from a 1-token step, so near-ties can flip; float32 is exact and, for "
-                           "one token at a time, slower."),
-    ("speedup, measured · predicted", "measured: this lane's tokens/s over ar's, each on its own clock; "
-                                      "predicted: the cost model's speedup at this lane's τ with this run's "
-                                      "median forward costs."),
-)  # fmt: skip
+    (
+        "pacer",
+        "PACER: the draft drafts a block at a time; a small trained pre-verifier predicts how likely each "
+        "drafted token is to be kept, and drafting stops when the block's mean falls under a threshold "
+        "that grows by ρ after every block that passes.",
+    ),
+    (
+        "static:W · lenient:L",
+        "lossy verifiers: static checks drafts against a fixed mix ν = W·p + (1 − W)·q of "
+        "target and draft; lenient accepts with min(1, p / (L·q)). They keep more drafts "
+        "and give up exactness.",
+    ),
+    (
+        "diversed",
+        "DIVERSED: like static, but a trained head chooses the mixing weight w_t for each drafted "
+        "token from both models' hidden states (w_t = 1 is lossless at that token).",
+    ),
+    (
+        "tree",
+        "a token tree (EAGLE-2): the draft proposes several candidates per position; one target pass "
+        "checks every branch at once and the longest branch the target agrees with is kept.",
+    ),
+    (
+        "block:LOSS",
+        "a block drafter proposes a whole block in one forward pass (DFlash); LOSS is how it was "
+        "trained: uniform, decay (DFlash's) or dpace (D-PACE, weights on the positions the verifier "
+        "is likely to reach).",
+    ),
+    (
+        "lossless",
+        "the verification rule that keeps the target's output distribution exactly (greedy: accept "
+        "a draft iff it is the target's top token).",
+    ),
+    (
+        "lossy",
+        "a verifier that keeps drafts the target alone would not have written (static, lenient, diversed): "
+        "more drafts kept, but the text is no longer the target's; such a lane wears a 'lossy' badge and "
+        "says how far its text is from ar's.",
+    ),
+    (
+        "embedded",
+        "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
+        "trained draft; it runs offline on a CPU.",
+    ),
+    (
+        "bfloat16 · float32",
+        "precision: bfloat16 moves half the bytes of float32, but a k-token pass rounds "
+        "differently from a 1-token step, so near-ties can flip; float32 is exact and, for "
+        "one token at a time, slower.",
+    ),
+    (
+        "speedup, measured · predicted",
+        "measured: this lane's tokens/s over ar's, each on its own clock; "
+        "predicted: the cost model's speedup at this lane's τ with this run's "
+        "median forward costs.",
+    ),
+)
 
 FAMILIES = {
     "ar": "plain decoding, the target alone (the baseline)",

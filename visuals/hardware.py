@@ -27,8 +27,9 @@ INTRO = (
 )
 
 
-def lens_profiles(record: TextRecord, machine: dict[str, CostProfile] | None = None,
-                  draft_ratio: float = DEFAULT_DRAFT_RATIO) -> dict[str, CostProfile]:  # fmt: skip
+def lens_profiles(
+    record: TextRecord, machine: dict[str, CostProfile] | None = None, draft_ratio: float = DEFAULT_DRAFT_RATIO
+) -> dict[str, CostProfile]:
     """Label → profile: the record's own costs, this machine's measured table (if any), the accelerator model."""
     out: dict[str, CostProfile] = {}
     if record.costs is not None:
@@ -48,11 +49,21 @@ def lens_rows(record: TextRecord, policy, profiles: dict[str, CostProfile]) -> l
         best = best_fixed(replays)
         chosen = next((r for r in replays if r.policy == policy_name(policy)), best)  # PACER without scores
         oracle = next(r for r in replays if r.policy == ORACLE)
-        rows.append({"profile": label, "measured": profile.measured, "about": profile.about,
-                     "verify_4": profile.verify_ratio(4), "chosen": chosen.policy,
-                     "chosen_speedup": chosen.predicted_speedup, "best_fixed": best.policy,
-                     "best_speedup": best.predicted_speedup, "oracle_speedup": oracle.predicted_speedup,
-                     "rounds": chosen.rounds, "tokens": chosen.tokens})  # fmt: skip
+        rows.append(
+            {
+                "profile": label,
+                "measured": profile.measured,
+                "about": profile.about,
+                "verify_4": profile.verify_ratio(4),
+                "chosen": chosen.policy,
+                "chosen_speedup": chosen.predicted_speedup,
+                "best_fixed": best.policy,
+                "best_speedup": best.predicted_speedup,
+                "oracle_speedup": oracle.predicted_speedup,
+                "rounds": chosen.rounds,
+                "tokens": chosen.tokens,
+            }
+        )
     return rows
 
 
@@ -60,16 +71,27 @@ def lens_figure(rows: list[dict]) -> go.Figure:
     """Grouped bars: per profile, the chosen policy, the best fixed window and the oracle; 1.0 = ar."""
     fig = go.Figure()
     labels = [r["profile"] for r in rows]
-    for key, name, color in (("chosen_speedup", rows[0]["chosen"] if rows else "policy", OKABE_ITO["orange"]),
-                             ("best_speedup", "best fixed window", OKABE_ITO["sky"]),
-                             ("oracle_speedup", "oracle", OKABE_ITO["green"])):  # fmt: skip
-        fig.add_bar(x=labels, y=[r[key] for r in rows], name=name, marker_color=color,
-                    hovertemplate="%{x}<br>" + name + ": ×%{y:.2f} over ar<extra></extra>")  # fmt: skip
+    for key, name, color in (
+        ("chosen_speedup", rows[0]["chosen"] if rows else "policy", OKABE_ITO["orange"]),
+        ("best_speedup", "best fixed window", OKABE_ITO["sky"]),
+        ("oracle_speedup", "oracle", OKABE_ITO["green"]),
+    ):
+        fig.add_bar(
+            x=labels,
+            y=[r[key] for r in rows],
+            name=name,
+            marker_color=color,
+            hovertemplate="%{x}<br>" + name + ": ×%{y:.2f} over ar<extra></extra>",
+        )
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="ar", annotation_position="top left")
     n = rows[0]["rounds"] if rows else 0
     tokens = rows[0]["tokens"] if rows else 0
-    base_layout(fig, f"The same record on other machines ({tokens} tokens, {n} rounds of the chosen policy)",
-                "cost profile", "predicted speedup over ar")  # fmt: skip
+    base_layout(
+        fig,
+        f"The same record on other machines ({tokens} tokens, {n} rounds of the chosen policy)",
+        "cost profile",
+        "predicted speedup over ar",
+    )
     fig.update_layout(barmode="group")
     return fig
 
@@ -80,15 +102,21 @@ def lens_text(rows: list[dict]) -> str:
     for r in rows:
         kind = "measured" if r["measured"] else "a model, not a measurement"
         verdict = "faster" if (r["chosen_speedup"] or 0) >= 1 else "slower"
-        lines.append(f"- **{r['profile']}**: verifying 4 tokens costs {r['verify_4']:.2f}× a step ({kind}); "
-                     f"{r['chosen']} would be **{verdict} than ar, ×{r['chosen_speedup']:.2f}** "
-                     f"(best fixed window there: {r['best_fixed']} ×{r['best_speedup']:.2f}; "
-                     f"oracle ×{r['oracle_speedup']:.2f}). <small>{r['about']}</small>")  # fmt: skip
+        lines.append(
+            f"- **{r['profile']}**: verifying 4 tokens costs {r['verify_4']:.2f}× a step ({kind}); "
+            f"{r['chosen']} would be **{verdict} than ar, ×{r['chosen_speedup']:.2f}** "
+            f"(best fixed window there: {r['best_fixed']} ×{r['best_speedup']:.2f}; "
+            f"oracle ×{r['oracle_speedup']:.2f}). <small>{r['about']}</small>"
+        )
     return "\n".join(lines)
 
 
-def hardware_lens(record: TextRecord | None, policy, machine: dict[str, CostProfile] | None = None,
-                  draft_ratio: float = DEFAULT_DRAFT_RATIO) -> tuple[go.Figure, str]:  # fmt: skip
+def hardware_lens(
+    record: TextRecord | None,
+    policy,
+    machine: dict[str, CostProfile] | None = None,
+    draft_ratio: float = DEFAULT_DRAFT_RATIO,
+) -> tuple[go.Figure, str]:
     """(figure, markdown) of the lens for the chosen policy; an empty chart before a record exists."""
     if record is None:
         return base_layout(go.Figure(), "", "", "", empty=True, empty_text="record a text first"), INTRO
@@ -96,8 +124,9 @@ def hardware_lens(record: TextRecord | None, policy, machine: dict[str, CostProf
     return lens_figure(rows), lens_text(rows)
 
 
-def lens_view(machine: dict[str, CostProfile] | None, record: TextRecord | None, family: str, k, conf, b, t, rho,
-              max_len) -> tuple[go.Figure, str]:  # fmt: skip
+def lens_view(
+    machine: dict[str, CostProfile] | None, record: TextRecord | None, family: str, k, conf, b, t, rho, max_len
+) -> tuple[go.Figure, str]:
     """The app's callback: the Playground's knobs → the lens of the policy they describe."""
     from visuals.playground import chosen_policy
 

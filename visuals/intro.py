@@ -33,12 +33,18 @@ def round_picture_html() -> str:
     kept = "".join(_tok(t, "accepted") for t, k, _ in ROUND_EXAMPLE if k == "accepted")
     steps = [
         ("1 · The small draft model guesses 4 tokens", guesses, "fast: a small model, one cheap step per guess"),
-        ("2 · The big target model checks all 4 in one pass", checks,
-         "it keeps guesses from the left while they are what it would have written itself"),
-        ("3 · Output of this round", kept + _tok(TARGET_TOKEN, "recovered"),
-         f"3 kept guesses + the target's own word {TARGET_TOKEN.strip()!r} in place of the first wrong guess: "
-         "4 tokens for one pass of the big model"),
-    ]  # fmt: skip
+        (
+            "2 · The big target model checks all 4 in one pass",
+            checks,
+            "it keeps guesses from the left while they are what it would have written itself",
+        ),
+        (
+            "3 · Output of this round",
+            kept + _tok(TARGET_TOKEN, "recovered"),
+            f"3 kept guesses + the target's own word {TARGET_TOKEN.strip()!r} in place of the first wrong guess: "
+            "4 tokens for one pass of the big model",
+        ),
+    ]
     cells = "".join(
         f'<div class="spec-round-step"><div class="spec-round-title">{html.escape(title)}</div>'
         f'<div class="spec-round-tokens">{body}</div><div class="spec-round-note">{html.escape(note)}</div></div>'

@@ -85,10 +85,15 @@ def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
     method, events = next(iter(lanes.items()))
     drafted = next((e.draft_len for e in events if e.index == round_index), 0)
     others = block_rounds(events)
-    where = (f"; rounds {', '.join(map(str, others[:6]))}{'…' if len(others) > 6 else ''} have one" if others
-             else "; no round of this lane has one")  # fmt: skip
-    return (f"round {round_index} of {method} drafted {drafted} token{'' if drafted == 1 else 's'}: the lens needs a "
-            f"block of {MIN_BLOCK} or more{where}")  # fmt: skip
+    where = (
+        f"; rounds {', '.join(map(str, others[:6]))}{'…' if len(others) > 6 else ''} have one"
+        if others
+        else "; no round of this lane has one"
+    )
+    return (
+        f"round {round_index} of {method} drafted {drafted} token{'' if drafted == 1 else 's'}: the lens needs a "
+        f"block of {MIN_BLOCK} or more{where}"
+    )
 
 
 def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA) -> go.Figure:

@@ -56,8 +56,10 @@ def lane_pass_line(events: Sequence[RoundEvent], method: str, position: int) -> 
     span = emitted_span(events, position) if method != "ar" else None
     if span is None or span.p is None:
         return ""
-    return (f"\nIn {method}'s own verification pass the target gave {span.text!r} p={span.p:.3f} (the p(x) below): "
-            "the same target, rounded differently.")  # fmt: skip
+    return (
+        f"\nIn {method}'s own verification pass the target gave {span.text!r} p={span.p:.3f} (the p(x) below): "
+        "the same target, rounded differently."
+    )
 
 
 def divergence_note(frame: LiveFrame, method: str) -> str:
@@ -68,9 +70,12 @@ def divergence_note(frame: LiveFrame, method: str) -> str:
         return ""
     (a, pa), (b, pb) = d.best
     span = emitted_span(frame.lanes.get(method, ()), d.position)
-    own = (f" In {html.escape(method)}'s {d.verify_width}-token verification pass the target gave "
-           f"{html.escape(repr(span.text))} p = {span.p:.3f} instead." if span is not None and span.p is not None
-           else "")  # fmt: skip
+    own = (
+        f" In {html.escape(method)}'s {d.verify_width}-token verification pass the target gave "
+        f"{html.escape(repr(span.text))} p = {span.p:.3f} instead."
+        if span is not None and span.p is not None
+        else ""
+    )
     return (
         f'<p class="spec-diverge-note">◆ Parts from ar at new token {d.position + 1}. In ar\'s 1-token step the '
         f"target's two best tokens there are {html.escape(repr(a))} (p = {pa:.3f}) and {html.escape(repr(b))} "

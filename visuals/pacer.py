@@ -39,8 +39,17 @@ def block_points(events: Sequence[RoundEvent]) -> list[dict]:
         for k, b in enumerate(e.policy_trace.get("blocks", ())):
             size = len(b["predicted"])
             kept = max(0, min(e.accepted - b["start"], size))
-            out.append({"round": e.index, "block": k + 1, "mean": b["mean"], "threshold": b["threshold"],
-                        "decision": b["decision"], "kept": kept, "size": size})  # fmt: skip
+            out.append(
+                {
+                    "round": e.index,
+                    "block": k + 1,
+                    "mean": b["mean"],
+                    "threshold": b["threshold"],
+                    "decision": b["decision"],
+                    "kept": kept,
+                    "size": size,
+                }
+            )
     return out
 
 
@@ -79,26 +88,51 @@ def threshold_figure(lanes: Lanes) -> go.Figure:
             for p in points:
                 by_block[p["block"]] = p["threshold"]
             ks = sorted(by_block)
-            fig.add_trace(go.Scatter(x=ks, y=[by_block[k] for k in ks], name=f"{method} · threshold", mode="lines+markers",
-                                     line={"color": colour, "dash": dash, "width": 2}, marker={"symbol": "line-ew-open", "size": 14},
-                                     hovertemplate="block %{x}: threshold %{y:.3f}<extra></extra>"))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=ks,
+                    y=[by_block[k] for k in ks],
+                    name=f"{method} · threshold",
+                    mode="lines+markers",
+                    line={"color": colour, "dash": dash, "width": 2},
+                    marker={"symbol": "line-ew-open", "size": 14},
+                    hovertemplate="block %{x}: threshold %{y:.3f}<extra></extra>",
+                )
+            )
             for decision, (dcolour, symbol, label) in DECISION_STYLE.items():
                 sel = [p for p in points if p["decision"] == decision]
                 if not sel:
                     continue
-                fig.add_trace(go.Scatter(
-                    x=[p["block"] + (p["round"] % 7 - 3) * 0.03 for p in sel],  # a small spread keeps rounds apart
-                    y=[p["mean"] for p in sel], name=f"{method} · {label}", mode="markers",
-                    marker={"color": dcolour, "symbol": symbol, "size": 8, "line": {"width": 1.5, "color": dcolour}},
-                    customdata=[[p["round"], p["threshold"], p["kept"], p["size"]] for p in sel],
-                    hovertemplate="round %{customdata[0]}, block " + "%{x:.0f}<br>mean predicted %{y:.3f} vs threshold "
-                    "%{customdata[1]:.3f}<br>" + f"{decision}; kept %{{customdata[2]}} of %{{customdata[3]}}<extra></extra>",
-                ))  # fmt: skip
+                fig.add_trace(
+                    go.Scatter(
+                        x=[p["block"] + (p["round"] % 7 - 3) * 0.03 for p in sel],  # a small spread keeps rounds apart
+                        y=[p["mean"] for p in sel],
+                        name=f"{method} · {label}",
+                        mode="markers",
+                        marker={
+                            "color": dcolour,
+                            "symbol": symbol,
+                            "size": 8,
+                            "line": {"width": 1.5, "color": dcolour},
+                        },
+                        customdata=[[p["round"], p["threshold"], p["kept"], p["size"]] for p in sel],
+                        hovertemplate="round %{customdata[0]}, block "
+                        + "%{x:.0f}<br>mean predicted %{y:.3f} vs threshold "
+                        "%{customdata[1]:.3f}<br>"
+                        + f"{decision}; kept %{{customdata[2]}} of %{{customdata[3]}}<extra></extra>",
+                    )
+                )
     counts = [(m, block_points(ev), len(ev)) for m, ev in lanes.items() if is_pacer(m)]
     note = " · ".join(f"{m}: {len(pts)} blocks in {n} rounds" for m, pts, n in counts)
-    base_layout(fig, "PACER: the threshold grows after each block that passes", "block in the round",
-                "mean predicted acceptance of the block", empty=not shown, empty_text="no PACER rounds yet",
-                note=note)  # fmt: skip
+    base_layout(
+        fig,
+        "PACER: the threshold grows after each block that passes",
+        "block in the round",
+        "mean predicted acceptance of the block",
+        empty=not shown,
+        empty_text="no PACER rounds yet",
+        note=note,
+    )
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
@@ -117,19 +151,42 @@ def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
         shown = True
         hover = "position %{x}: %{y:.2f} (%{customdata} rounds)<extra>" + method + "</extra>"
         if is_pacer(method):
-            fig.add_trace(go.Scatter(x=curves["position"], y=curves["predicted"], name=f"{method} · predicted â",
-                                     mode="lines", line={"color": colour, "dash": "solid", "width": 2},
-                                     customdata=curves["drafted"], hovertemplate=hover))  # fmt: skip
-        fig.add_trace(go.Scatter(x=curves["position"], y=curves["kept"], name=f"{method} · kept",
-                                 mode="markers+lines" if not is_pacer(method) else "markers",
-                                 line={"color": colour, "dash": dash, "width": 1},
-                                 marker={"color": colour, "symbol": marker, "size": 9},
-                                 customdata=curves["drafted"], hovertemplate=hover))  # fmt: skip
-    note = "; ".join(f"{m}: {', '.join(map(str, position_curves([e for e in ev if e.draft_len])['drafted'][:6]))}"
-                     for m, ev in lanes.items() if any(e.draft_len for e in ev))  # fmt: skip
-    base_layout(fig, "Predicted acceptance against what the target kept", "position in the draft",
-                "share of drafted tokens kept", empty=not shown,
-                note=f"rounds that drafted position 1, 2, …: {note}" if note else "")  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=curves["position"],
+                    y=curves["predicted"],
+                    name=f"{method} · predicted â",
+                    mode="lines",
+                    line={"color": colour, "dash": "solid", "width": 2},
+                    customdata=curves["drafted"],
+                    hovertemplate=hover,
+                )
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=curves["position"],
+                y=curves["kept"],
+                name=f"{method} · kept",
+                mode="markers+lines" if not is_pacer(method) else "markers",
+                line={"color": colour, "dash": dash, "width": 1},
+                marker={"color": colour, "symbol": marker, "size": 9},
+                customdata=curves["drafted"],
+                hovertemplate=hover,
+            )
+        )
+    note = "; ".join(
+        f"{m}: {', '.join(map(str, position_curves([e for e in ev if e.draft_len])['drafted'][:6]))}"
+        for m, ev in lanes.items()
+        if any(e.draft_len for e in ev)
+    )
+    base_layout(
+        fig,
+        "Predicted acceptance against what the target kept",
+        "position in the draft",
+        "share of drafted tokens kept",
+        empty=not shown,
+        note=f"rounds that drafted position 1, 2, …: {note}" if note else "",
+    )
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
@@ -155,8 +212,10 @@ def calibration_caption(lanes: Lanes) -> str:
             continue
         curves = position_curves([e for e in events if e.draft_len])
         if curves["position"]:
-            parts.append(f"{method} at position 1: predicted {curves['predicted'][0]:.2f}, kept "
-                         f"{curves['kept'][0]:.2f} ({curves['drafted'][0]} rounds)")  # fmt: skip
+            parts.append(
+                f"{method} at position 1: predicted {curves['predicted'][0]:.2f}, kept "
+                f"{curves['kept'][0]:.2f} ({curves['drafted'][0]} rounds)"
+            )
     return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
 
 

@@ -70,25 +70,62 @@ def rounds_figure(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay
     the oracle's drafts, the best fixed window, and under them what the target would keep from each position."""
     fig = go.Figure()
     n = len(record.tokens)
-    fig.add_trace(go.Bar(x=list(range(n)), y=record.match.tolist(), name="target keeps, from this token",
-                         marker={"color": OKABE_ITO["grey"], "opacity": 0.35},
-                         hovertemplate="a round starting at token %{x} keeps %{y} drafts<extra></extra>"))  # fmt: skip
-    fig.add_trace(go.Scatter(x=list(chosen.starts), y=list(chosen.lengths), name=f"{chosen.policy} · drafted",
-                             mode="lines+markers", line={"color": OKABE_ITO["blue"], "shape": "hv", "width": 2},
-                             marker={"symbol": "circle-open", "size": 8},
-                             hovertemplate="round at token %{x}: drafted %{y}<extra></extra>"))  # fmt: skip
-    fig.add_trace(go.Scatter(x=list(chosen.starts), y=list(chosen.kept), name=f"{chosen.policy} · kept", mode="markers",
-                             marker={"color": OKABE_ITO["green"], "symbol": "circle", "size": 7},
-                             hovertemplate="round at token %{x}: kept %{y}<extra></extra>"))  # fmt: skip
-    fig.add_trace(go.Scatter(x=list(oracle.starts), y=list(oracle.lengths), name="oracle · drafts (all kept)",
-                             mode="markers", marker={"color": OKABE_ITO["orange"], "symbol": "diamond", "size": 8},
-                             hovertemplate="oracle round at token %{x}: drafted %{y}<extra></extra>"))  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=list(range(n)),
+            y=record.match.tolist(),
+            name="target keeps, from this token",
+            marker={"color": OKABE_ITO["grey"], "opacity": 0.35},
+            hovertemplate="a round starting at token %{x} keeps %{y} drafts<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(chosen.starts),
+            y=list(chosen.lengths),
+            name=f"{chosen.policy} · drafted",
+            mode="lines+markers",
+            line={"color": OKABE_ITO["blue"], "shape": "hv", "width": 2},
+            marker={"symbol": "circle-open", "size": 8},
+            hovertemplate="round at token %{x}: drafted %{y}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(chosen.starts),
+            y=list(chosen.kept),
+            name=f"{chosen.policy} · kept",
+            mode="markers",
+            marker={"color": OKABE_ITO["green"], "symbol": "circle", "size": 7},
+            hovertemplate="round at token %{x}: kept %{y}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=list(oracle.starts),
+            y=list(oracle.lengths),
+            name="oracle · drafts (all kept)",
+            mode="markers",
+            marker={"color": OKABE_ITO["orange"], "symbol": "diamond", "size": 8},
+            hovertemplate="oracle round at token %{x}: drafted %{y}<extra></extra>",
+        )
+    )
     k = best.lengths[0] if best.lengths else 0
-    fig.add_trace(go.Scatter(x=[0, n], y=[k, k], name=f"best fixed window ({best.policy})", mode="lines",
-                             line={"color": OKABE_ITO["black"], "dash": "dot"}, hoverinfo="skip"))  # fmt: skip
-    title = (f"{chosen.policy}: {chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} {best.rounds}"
-             if len(chosen.policy) < 24 else f"{chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} "
-             f"{best.rounds}")  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[0, n],
+            y=[k, k],
+            name=f"best fixed window ({best.policy})",
+            mode="lines",
+            line={"color": OKABE_ITO["black"], "dash": "dot"},
+            hoverinfo="skip",
+        )
+    )
+    title = (
+        f"{chosen.policy}: {chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} {best.rounds}"
+        if len(chosen.policy) < 24
+        else f"{chosen.rounds} rounds · oracle {oracle.rounds} · {best.policy} {best.rounds}"
+    )
     base_layout(
         fig,
         title,
@@ -104,15 +141,31 @@ def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
     """Predicted speedup over ar of every policy (τ when the record has no costs), the chosen one highlighted."""
     timed = all(r.predicted_speedup is not None for r in replays)
     value = [r.predicted_speedup if timed else r.tau for r in replays]
-    colours = [OKABE_ITO["orange"] if r.policy == ORACLE else OKABE_ITO["blue"] if r.policy == chosen
-               else OKABE_ITO["grey"] for r in replays]  # fmt: skip
-    fig = go.Figure(go.Bar(x=value, y=[r.policy for r in replays], orientation="h", marker={"color": colours},
-                           text=[f"×{v:.2f} · τ {r.tau:.2f} · {r.wasted} wasted" if timed else f"τ {v:.2f}"
-                                 for v, r in zip(value, replays)], textposition="auto",
-                           hovertemplate="%{y}: %{text}<extra></extra>"))  # fmt: skip
-    base_layout(fig, "Predicted speedup over ar" if timed else "τ (tokens per round)", "predicted speedup" if timed
-                else "τ", "", note=f"each bar: one policy replayed on the same {replays[0].tokens}-token text"
-                if replays else "")  # fmt: skip
+    colours = [
+        OKABE_ITO["orange"] if r.policy == ORACLE else OKABE_ITO["blue"] if r.policy == chosen else OKABE_ITO["grey"]
+        for r in replays
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=value,
+            y=[r.policy for r in replays],
+            orientation="h",
+            marker={"color": colours},
+            text=[
+                f"×{v:.2f} · τ {r.tau:.2f} · {r.wasted} wasted" if timed else f"τ {v:.2f}"
+                for v, r in zip(value, replays)
+            ],
+            textposition="auto",
+            hovertemplate="%{y}: %{text}<extra></extra>",
+        )
+    )
+    base_layout(
+        fig,
+        "Predicted speedup over ar" if timed else "τ (tokens per round)",
+        "predicted speedup" if timed else "τ",
+        "",
+        note=f"each bar: one policy replayed on the same {replays[0].tokens}-token text" if replays else "",
+    )
     fig.update_layout(height=380, showlegend=False, margin={"l": 200, "r": 20, "t": 40, "b": 40})
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -121,17 +174,45 @@ def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
 def grid_figure(record: TextRecord, block: int, max_len: int, t: float, rho: float) -> go.Figure:
     """PACER's predicted speedup over t × ρ at the chosen b and max, the defaults and the sliders marked."""
     grid = pacer_grid(record, GRID_T, GRID_RHO, block, max_len)
-    fig = go.Figure(go.Heatmap(z=grid, x=list(GRID_T), y=[str(r) for r in GRID_RHO], colorscale="Viridis",
-                               colorbar={"title": "×"}, hovertemplate="t %{x}, ρ %{y}: %{z:.3f}<extra></extra>"))  # fmt: skip
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid,
+            x=list(GRID_T),
+            y=[str(r) for r in GRID_RHO],
+            colorscale="Viridis",
+            colorbar={"title": "×"},
+            hovertemplate="t %{x}, ρ %{y}: %{z:.3f}<extra></extra>",
+        )
+    )
     d = PacerParams()
-    for (x, y), name, symbol, ay in [((d.threshold, d.rho), "default", "x-thin", -30),
-                                     ((t, rho), "sliders", "circle-open", 30)]:  # fmt: skip
+    for (x, y), name, symbol, ay in [
+        ((d.threshold, d.rho), "default", "x-thin", -30),
+        ((t, rho), "sliders", "circle-open", 30),
+    ]:
         row = str(min(GRID_RHO, key=lambda r: abs(r - y)))
-        fig.add_trace(go.Scatter(x=[x], y=[row], mode="markers", name=name, hoverinfo="skip",
-                                 marker={"symbol": symbol, "size": 16, "color": "black",
-                                         "line": {"width": 3, "color": "black"}}))  # fmt: skip
-        fig.add_annotation(x=x, y=row, text=f"<b>{name}</b>", showarrow=True, arrowhead=2, ax=0, ay=ay,
-                           bgcolor="white", bordercolor="black", borderwidth=1, font={"color": "black", "size": 12})  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[x],
+                y=[row],
+                mode="markers",
+                name=name,
+                hoverinfo="skip",
+                marker={"symbol": symbol, "size": 16, "color": "black", "line": {"width": 3, "color": "black"}},
+            )
+        )
+        fig.add_annotation(
+            x=x,
+            y=row,
+            text=f"<b>{name}</b>",
+            showarrow=True,
+            arrowhead=2,
+            ax=0,
+            ay=ay,
+            bgcolor="white",
+            bordercolor="black",
+            borderwidth=1,
+            font={"color": "black", "size": 12},
+        )
     base_layout(
         fig,
         f"PACER, b = {block}, max = {max_len}: predicted speedup",
@@ -154,8 +235,11 @@ def summary_text(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay,
     gain = ""
     if chosen.ms is not None and oracle.ms is not None and best.ms is not None and best.ms > oracle.ms:
         share = (best.ms / chosen.ms - 1) / (best.ms / oracle.ms - 1)
-        gain = (f" It captures **{100 * share:.0f}%** of the oracle's gain over the best fixed window." if share >= 0
-                else " It is slower than the best fixed window here.")  # fmt: skip
+        gain = (
+            f" It captures **{100 * share:.0f}%** of the oracle's gain over the best fixed window."
+            if share >= 0
+            else " It is slower than the best fixed window here."
+        )
     meta = record.meta
     where = meta.get("costs", "measured" if record.costs else "default")
     where = "forward costs measured in that run" if where == "measured in that run" else f"{where} forward costs"
@@ -192,7 +276,14 @@ def playground_view(record: TextRecord | None, family: str, k, conf, b, t, rho, 
             f"\n\n*{name} cannot be replayed here: this record has no pre-verifier scores (no PACER head matches its draft).*",
         )
     scored = "" in record.predicted
-    grid = grid_figure(record, min(int(b), int(max_len)), int(max_len), float(t), float(rho)) if scored else (
-        empty_figure("no pre-verifier scores in this record"))  # fmt: skip
-    return (summary_text(record, chosen, oracle, best) + note, rounds_figure(record, chosen, oracle, best),
-            speed_figure(replays, name), grid)  # fmt: skip
+    grid = (
+        grid_figure(record, min(int(b), int(max_len)), int(max_len), float(t), float(rho))
+        if scored
+        else (empty_figure("no pre-verifier scores in this record"))
+    )
+    return (
+        summary_text(record, chosen, oracle, best) + note,
+        rounds_figure(record, chosen, oracle, best),
+        speed_figure(replays, name),
+        grid,
+    )

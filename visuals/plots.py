@@ -265,7 +265,7 @@ def confidence_figure(lanes: Lanes) -> go.Figure:
         empty=not any(lanes.values()),
         note=" · ".join(
             f"{m}: {sum(e.draft_len for e in ev)} drafted tokens in {len(ev)} rounds" for m, ev in lanes.items()
-        ),  # fmt: skip
+        ),
     )
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)

@@ -63,14 +63,21 @@ def _target_tokens(span: TokenSpan, event: RoundEvent, temperature: float, top: 
     """Recovered, bonus and plain tokens: the target's own, chosen by ``top`` at temperature 0."""
     greedy = temperature == 0
     if span.kind == "target":
-        return ("Greedy decoding (temperature 0): the target's most likely next token." if greedy else
-                f"Sampled from the target's distribution p at temperature {temperature:g}.")  # fmt: skip
+        return (
+            "Greedy decoding (temperature 0): the target's most likely next token."
+            if greedy
+            else f"Sampled from the target's distribution p at temperature {temperature:g}."
+        )
     if span.kind == "bonus":
-        return ("Every draft passed, so the target's verification pass already held the next position: "
-                + ("its most likely token there, for free." if greedy else "a token sampled from p there, for free."))  # fmt: skip
-    return (f"The draft at this position was rejected; this is {top} there." if greedy else
-            "The draft at this position was rejected; this token is drawn from norm(max(0, p − q)), the part of "
-            "the target's distribution the draft had under-covered, which keeps the output exactly the target's.")  # fmt: skip
+        return "Every draft passed, so the target's verification pass already held the next position: " + (
+            "its most likely token there, for free." if greedy else "a token sampled from p there, for free."
+        )
+    return (
+        f"The draft at this position was rejected; this is {top} there."
+        if greedy
+        else "The draft at this position was rejected; this token is drawn from norm(max(0, p − q)), the part of "
+        "the target's distribution the draft had under-covered, which keeps the output exactly the target's."
+    )
 
 
 def _lossless(span: TokenSpan, event: RoundEvent, temperature: float) -> str:
@@ -79,10 +86,14 @@ def _lossless(span: TokenSpan, event: RoundEvent, temperature: float) -> str:
     a = span.accept_prob
     if temperature == 0:
         if span.kind == "accepted":
-            return ("Accepted by the greedy rule (temperature 0): it is the target's own most likely token here, so "
-                    "the target alone would have written it too. The rule does not compare p(x) with q(x).")  # fmt: skip
-        return (f"Rejected by the greedy rule: the target's most likely token here is {_piece(event.next_piece)}, "
-                "which replaces it.")  # fmt: skip
+            return (
+                "Accepted by the greedy rule (temperature 0): it is the target's own most likely token here, so "
+                "the target alone would have written it too. The rule does not compare p(x) with q(x)."
+            )
+        return (
+            f"Rejected by the greedy rule: the target's most likely token here is {_piece(event.next_piece)}, "
+            "which replaces it."
+        )
     rule = f"min(1, p(x)/q(x)) = min(1, {_n(span.p)}/{_n(span.q)}) = {_n(a)}"
     if span.kind == "accepted":
         return f"Accepted with probability {rule}, and the random draw fell under it."
@@ -114,13 +125,17 @@ def _ensemble(span: TokenSpan, event: RoundEvent, temperature: float) -> str:
     onehot = event.verifier_trace.get("t0") == "onehot"
     if temperature == 0 and onehot:
         if span.kind == "accepted":
-            return (f"Lossy rule (temperature 0, t0=onehot): kept because it is the target's top token, or else by a "
-                    f"coin that keeps a draft with probability 1 − w = {_n(None if w is None else 1 - w)}.")  # fmt: skip
+            return (
+                f"Lossy rule (temperature 0, t0=onehot): kept because it is the target's top token, or else by a "
+                f"coin that keeps a draft with probability 1 − w = {_n(None if w is None else 1 - w)}."
+            )
         return "Lossy rule (t0=onehot): not the target's top token, and the coin (keep with 1 − w) said no."
     if temperature == 0:
         if span.kind == "accepted":
-            return (f"Lossy rule (temperature 0): kept because it is the most likely token of the mix {mix}; the "
-                    "target alone might have chosen another.")  # fmt: skip
+            return (
+                f"Lossy rule (temperature 0): kept because it is the most likely token of the mix {mix}; the "
+                "target alone might have chosen another."
+            )
         return f"Lossy rule: the mix {mix} prefers {_piece(event.next_piece)} here, which replaces it."
     rule = f"min(1, ν(x)/q(x)) = min(1, {_n(nu)}/{_n(span.q)}) = {_n(span.accept_prob)}"
     verdict = "the random draw fell under it" if span.kind == "accepted" else "the random draw fell above it"
@@ -138,10 +153,11 @@ def _lenient(span: TokenSpan, event: RoundEvent, temperature: float) -> str:
         return _lossless(span, event, temperature)
     if temperature == 0:
         if span.kind == "accepted":
-            return (f"Lenient rule (temperature 0): kept because p(x) ≥ L·q(x) ({_n(span.p)} ≥ {lenient} × "
-                    f"{_n(span.q)}) or it is the target's top token; lossy.")  # fmt: skip
-        return (f"Lenient rule: p(x) < L·q(x) and not the target's top token; {_piece(event.next_piece)} "
-                "replaces it.")  # fmt: skip
+            return (
+                f"Lenient rule (temperature 0): kept because p(x) ≥ L·q(x) ({_n(span.p)} ≥ {lenient} × "
+                f"{_n(span.q)}) or it is the target's top token; lossy."
+            )
+        return f"Lenient rule: p(x) < L·q(x) and not the target's top token; {_piece(event.next_piece)} replaces it."
     rule = f"min(1, p(x)/(L·q(x))) = min(1, {_n(span.p)}/({lenient} × {_n(span.q)})) = {_n(span.accept_prob)}"
     verdict = "the random draw fell under it" if span.kind == "accepted" else "the random draw fell above it"
     return f"Lenient (lossy) rule: accepted with probability {rule}; {verdict}."
@@ -152,13 +168,16 @@ def _tree(span: TokenSpan, event: RoundEvent, temperature: float) -> str:
         return _target_tokens(span, event, temperature, "the target's own most likely token after the accepted path")
     if temperature == 0:
         if span.kind == "accepted":
-            return ("On the tree's accepted path: at its parent this candidate equals the target's most likely token "
-                    "(greedy walk down the tree).")  # fmt: skip
-        return (f"A candidate the target tried and rejected: its most likely token here is "
-                f"{_piece(event.next_piece)}.")  # fmt: skip
+            return (
+                "On the tree's accepted path: at its parent this candidate equals the target's most likely token "
+                "(greedy walk down the tree)."
+            )
+        return f"A candidate the target tried and rejected: its most likely token here is {_piece(event.next_piece)}."
     if span.kind == "accepted":
-        return (f"On the tree's accepted path: tried at its node and accepted with probability {_n(span.accept_prob)} "
-                "(the target's p′(x), renormalised after any sibling it rejected).")  # fmt: skip
+        return (
+            f"On the tree's accepted path: tried at its node and accepted with probability {_n(span.accept_prob)} "
+            "(the target's p′(x), renormalised after any sibling it rejected)."
+        )
     return f"Tried at its node and rejected (it was accepted with probability {_n(span.accept_prob)})."
 
 

@@ -68,8 +68,10 @@ def _row_cells(event: RoundEvent, i: int, step: int) -> list[str]:
 def _replacement(event: RoundEvent) -> str:
     """The target's own token where its first draft was rejected, set beside the rejected draft."""
     colour = TOKEN_STYLE["recovered"][0]
-    return (f'<span class="spec-step-choice" style="border-bottom:2px dashed {colour}">{_piece(event.next_piece)}'
-            "</span> (the target's own)")  # fmt: skip
+    return (
+        f'<span class="spec-step-choice" style="border-bottom:2px dashed {colour}">{_piece(event.next_piece)}'
+        "</span> (the target's own)"
+    )
 
 
 def _plural(n: int, word: str) -> str:
@@ -83,13 +85,20 @@ def cut_reason(event: RoundEvent) -> str:
     if n < event.accepted + 1:
         last = pieces[n - 1] if n else ""
         if is_special(last):
-            return (f"Only {_plural(n, 'token')} appended, not {event.accepted + 1}: token {n} is the end-of-text "
-                    "token, so the answer stops there and the rest of the round is dropped.")  # fmt: skip
-        return (f"Only {_plural(n, 'token')} appended, not {event.accepted + 1}: the answer reached its budget of new "
-                "tokens (max new tokens), so the rest of the round is dropped.")  # fmt: skip
+            return (
+                f"Only {_plural(n, 'token')} appended, not {event.accepted + 1}: token {n} is the end-of-text "
+                "token, so the answer stops there and the rest of the round is dropped."
+            )
+        return (
+            f"Only {_plural(n, 'token')} appended, not {event.accepted + 1}: the answer reached its budget of new "
+            "tokens (max new tokens), so the rest of the round is dropped."
+        )
     if event.finished:
-        return ("The answer ends with this round: " + ("its last token is the end-of-text token."
-                if is_special(pieces[-1]) else "it reached its budget of new tokens (max new tokens)."))  # fmt: skip
+        return "The answer ends with this round: " + (
+            "its last token is the end-of-text token."
+            if is_special(pieces[-1])
+            else "it reached its budget of new tokens (max new tokens)."
+        )
     return ""
 
 
@@ -104,8 +113,9 @@ def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0
         parts.append("<p>No draft this round: the target produced one token by itself.</p>")
     else:
         why = f" (stopped: {html.escape(event.stop_reason)})" if event.stop_reason else ""
-        parts.append(f"<p>{_plural(event.draft_len, 'token')} drafted{why} after {event.context_len} tokens of "
-                     "context.</p>")  # fmt: skip
+        parts.append(
+            f"<p>{_plural(event.draft_len, 'token')} drafted{why} after {event.context_len} tokens of context.</p>"
+        )
         parts += [f'<p class="spec-note">{html.escape(text)}</p>' for text in round_notes(event)]
         head = ["#", "draft token", "q(x) draft", *(h for h, _, _ in _part_columns(event)), "p(x) target"]
         head += ["accept prob.", "verdict", "target's token in its place"] if k >= 2 else []

@@ -66,8 +66,10 @@ def _part_notes(e: RoundEvent, i: int) -> tuple[str, ...]:
         notes.append(f"PACER's pre-verifier predicted acceptance â = {prob_text(predicted)}")
     w, nu = _at(e.verifier_trace.get("w", ()), i), _at(e.verifier_trace.get("nu_x", ()), i)
     if w is not None:  # an ensemble verifier (static:W, DIVERSED's trained w_t, arXiv 2604.07622)
-        notes.append(f"w_t = {prob_text(w)} (the target's weight in ν = w·p + (1 − w)·q)"
-                     + (f"   ν(x) = {prob_text(nu)}" if nu is not None else ""))  # fmt: skip
+        notes.append(
+            f"w_t = {prob_text(w)} (the target's weight in ν = w·p + (1 − w)·q)"
+            + (f"   ν(x) = {prob_text(nu)}" if nu is not None else "")
+        )
     return tuple(notes)
 
 
@@ -82,8 +84,17 @@ def _draft_span(e: RoundEvent, i: int, kind: str, temperature: float | None = No
     what the method's own parts said of it and (the temperature known) the rule that decided it."""
     discarded = i > e.accepted
     accept = None if discarded else _at(e.accept_probs, i)
-    span = TokenSpan(e.draft_pieces[i], kind, e.index, i + 1, _at(e.target_probs, i), _at(e.draft_probs, i), accept,
-                     discarded, _part_notes(e, i))  # fmt: skip
+    span = TokenSpan(
+        e.draft_pieces[i],
+        kind,
+        e.index,
+        i + 1,
+        _at(e.target_probs, i),
+        _at(e.draft_probs, i),
+        accept,
+        discarded,
+        _part_notes(e, i),
+    )
     return _with_reason(span, e, temperature)
 
 
@@ -155,8 +166,9 @@ def tip_html(lines: Sequence[tuple[str, str]], lead: Sequence[str] = ()) -> str:
     """The tooltip element: hidden until its token is hovered or focused (the page's style sheet shows it).
     ``lead``: lines set apart above the token's own (a divergence note)."""
     parts = [f'<span class="tip-line tip-note">{html.escape(line)}</span>' for line in lead if line]
-    parts += [f'<span class="tip-line{f" tip-{role}" if role else ""}">{html.escape(text)}</span>'
-              for role, text in lines]  # fmt: skip
+    parts += [
+        f'<span class="tip-line{f" tip-{role}" if role else ""}">{html.escape(text)}</span>' for role, text in lines
+    ]
     return f'<span class="tip" role="tooltip">{"".join(parts)}</span>'
 
 
@@ -249,15 +261,23 @@ def counters_html(stats: Stats, speed: LaneSpeed) -> str:
     rate = f"{speed.tokens_per_s:.1f}" if speed.tokens_per_s is not None else speed.note
     cells = [
         _cell("tokens/s (own clock)", rate, "tokens_per_s", "new tokens / the seconds of this lane's own rounds"),
-        _cell("speedup vs ar, measured", _ratio(speed.measured, speed.note), "measured",
-              "tokens/s over ar's tokens/s, each lane on its own clock in the same run"),
-        _cell("predicted by the cost model", _ratio(speed.predicted, speed.note), "predicted",
-              "τ × (an ar round) / (this lane's mean round: target over γ+1 tokens + γ draft steps + engine "
-              "work), with the median forward costs of this run; round 0 (after the prefill) left out"),
+        _cell(
+            "speedup vs ar, measured",
+            _ratio(speed.measured, speed.note),
+            "measured",
+            "tokens/s over ar's tokens/s, each lane on its own clock in the same run",
+        ),
+        _cell(
+            "predicted by the cost model",
+            _ratio(speed.predicted, speed.note),
+            "predicted",
+            "τ × (an ar round) / (this lane's mean round: target over γ+1 tokens + γ draft steps + engine "
+            "work), with the median forward costs of this run; round 0 (after the prefill) left out",
+        ),
         _cell("τ (tokens / target pass)", f"{stats.tau:.2f}", "tau"),
         _cell("α (accepted / drafted)", alpha, "alpha"),
         _cell("target passes · new tokens", f"{stats.target_forwards} · {stats.new_tokens}", "passes"),
-    ]  # fmt: skip
+    ]
     state = "done" if stats.finished else "running"
     data = "".join(
         f' data-{k}="{v:.4f}"'

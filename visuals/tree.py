@@ -51,8 +51,14 @@ def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round"
     fig = go.Figure()
     tree = event.tree if event is not None else None
     if tree is None or not tree.pieces:  # no tree round, or one run without display (no per-node numbers)
-        return base_layout(fig, title, "depth (tokens after the verified text)", "", empty=True,
-                           empty_text="no tree round yet (method `tree`)")  # fmt: skip
+        return base_layout(
+            fig,
+            title,
+            "depth (tokens after the verified text)",
+            "",
+            empty=True,
+            empty_text="no tree round yet (method `tree`)",
+        )
     parents, depths, pieces = tree.parents, tree.depths, tree.pieces
     ys = layout(parents)
     root_y = sum(ys[i] for i, p in enumerate(parents) if p < 0) / max(1, sum(p < 0 for p in parents))
@@ -61,8 +67,9 @@ def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round"
     for node, parent in enumerate(parents):  # edges, parent → node
         ex += [depths[parent] if parent >= 0 else 0, depths[node], None]
         ey += [ys[parent] if parent >= 0 else root_y, ys[node], None]
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#bbbbbb", "width": 1}, hoverinfo="skip",
-                             showlegend=False))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#bbbbbb", "width": 1}, hoverinfo="skip", showlegend=False)
+    )
     groups = {
         "accepted path": ([n for n in range(len(parents)) if n in path], OKABE_ITO["green"]),
         "tried, rejected": ([n for n in tried if n not in path], OKABE_ITO["vermillion"]),
@@ -70,23 +77,48 @@ def tree_figure(event: RoundEvent | None, title: str = "Token tree of one round"
     }
     labelled = path | set(tried)  # only the nodes the walk reached carry a label; the rest on hover
     for label, (nodes, colour) in groups.items():
-        fig.add_trace(go.Scatter(
-            x=[depths[n] for n in nodes], y=[ys[n] for n in nodes], mode="markers+text", name=label,
-            marker={"size": 12 if len(parents) > 16 else 14, "color": colour, "line": {"width": 1, "color": "white"}},
-            text=[node_label(pieces[n]) if n in labelled else "" for n in nodes], textposition="middle right",
-            textfont={"size": 11}, hovertext=[node_label(pieces[n], 24) for n in nodes],
-            customdata=[[tree.draft_probs[n], tree.target_probs[n], tried.get(n)] for n in nodes],
-            hovertemplate="%{hovertext}<br>q (draft, given its parent) = %{customdata[0]:.3f}<br>"
-                          "p (target) = %{customdata[1]:.3f}<br>acceptance probability = %{customdata[2]}"
-                          "<extra>" + label + "</extra>",
-        ))  # fmt: skip
-    fig.add_trace(go.Scatter(x=[0], y=[root_y], mode="markers+text", name="verified text so far (the root)",
-                             marker={"size": 16, "color": OKABE_ITO["blue"], "symbol": "square"},
-                             text=["root"], textposition="bottom center", hoverinfo="skip"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[depths[n] for n in nodes],
+                y=[ys[n] for n in nodes],
+                mode="markers+text",
+                name=label,
+                marker={
+                    "size": 12 if len(parents) > 16 else 14,
+                    "color": colour,
+                    "line": {"width": 1, "color": "white"},
+                },
+                text=[node_label(pieces[n]) if n in labelled else "" for n in nodes],
+                textposition="middle right",
+                textfont={"size": 11},
+                hovertext=[node_label(pieces[n], 24) for n in nodes],
+                customdata=[[tree.draft_probs[n], tree.target_probs[n], tried.get(n)] for n in nodes],
+                hovertemplate="%{hovertext}<br>q (draft, given its parent) = %{customdata[0]:.3f}<br>"
+                "p (target) = %{customdata[1]:.3f}<br>acceptance probability = %{customdata[2]}"
+                "<extra>" + label + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[0],
+            y=[root_y],
+            mode="markers+text",
+            name="verified text so far (the root)",
+            marker={"size": 16, "color": OKABE_ITO["blue"], "symbol": "square"},
+            text=["root"],
+            textposition="bottom center",
+            hoverinfo="skip",
+        )
+    )
     kept = len(tree.path)
     leaves = max(1.0, -min(ys) + 1)
-    base_layout(fig, f"{title}: {len(parents)} nodes, {kept} kept + 1 from the target", "depth", "",
-                note="labels on the nodes the target tried; hover any node for its token, p and q")  # fmt: skip
+    base_layout(
+        fig,
+        f"{title}: {len(parents)} nodes, {kept} kept + 1 from the target",
+        "depth",
+        "",
+        note="labels on the nodes the target tried; hover any node for its token, p and q",
+    )
     fig.update_layout(height=int(min(900, max(360, 110 + 22 * leaves))))  # a row per leaf, labels never stacked
     fig.update_xaxes(range=[-0.6, max(depths) + 1.1], dtick=1)  # room for the root and the deepest labels
     fig.update_yaxes(showticklabels=False, zeroline=False, showgrid=False)

@@ -25,10 +25,28 @@ from spec_core.session import first_divergence
 from spec_core.types import SamplingConfig
 
 COLUMNS = [
-    "method", "prompt_id", "category", "new_tokens", "wall_s", "tokens_per_s", "target_forwards",
-    "drafted_tokens", "accepted_tokens", "tau", "acceptance_rate", "speedup_vs_ar", "output_sha",
-    "first_divergence", "draft_s", "verify_s", "repeats", "temperature", "seed", "precision", "speedup_vs_best_ar",
-]  # fmt: skip
+    "method",
+    "prompt_id",
+    "category",
+    "new_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "target_forwards",
+    "drafted_tokens",
+    "accepted_tokens",
+    "tau",
+    "acceptance_rate",
+    "speedup_vs_ar",
+    "output_sha",
+    "first_divergence",
+    "draft_s",
+    "verify_s",
+    "repeats",
+    "temperature",
+    "seed",
+    "precision",
+    "speedup_vs_best_ar",
+]
 
 
 def prompt_sets(root: Path) -> list[str]:
@@ -61,20 +79,41 @@ def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: Samp
     """One generation of one method → a dict of raw measurements."""
     spec = parse_method(method)
     if spec.kind == "peer":
-        res = run_peer(pair, method, prompt_ids(pair, prompt), max_new_tokens, sampling.temperature,
-                       sampling.top_p, sampling.top_k, sampling.seed)  # fmt: skip
+        res = run_peer(
+            pair,
+            method,
+            prompt_ids(pair, prompt),
+            max_new_tokens,
+            sampling.temperature,
+            sampling.top_p,
+            sampling.top_k,
+            sampling.seed,
+        )
         n = len(res.token_ids)
-        return {"token_ids": res.token_ids, "wall_s": res.wall_s, "target_forwards": res.target_forwards,
-                "drafted_tokens": float("nan"), "accepted_tokens": float("nan"), "draft_s": float("nan"),
-                "verify_s": float("nan"), "new_tokens": n}  # fmt: skip
+        return {
+            "token_ids": res.token_ids,
+            "wall_s": res.wall_s,
+            "target_forwards": res.target_forwards,
+            "drafted_tokens": float("nan"),
+            "accepted_tokens": float("nan"),
+            "draft_s": float("nan"),
+            "verify_s": float("nan"),
+            "new_tokens": n,
+        }
     run = Generation(pair, prompt, method, max_new_tokens, sampling, display=False)  # time the method, not a viewer
     for _ in run.rounds():
         pass
     r = run.result()
-    return {"token_ids": r.token_ids, "wall_s": r.stats.wall_s, "target_forwards": r.stats.target_forwards,
-            "drafted_tokens": r.stats.drafted_tokens, "accepted_tokens": r.stats.accepted_tokens,
-            "draft_s": sum(e.draft_s for e in r.events), "verify_s": sum(e.verify_s for e in r.events),
-            "new_tokens": r.stats.new_tokens}  # fmt: skip
+    return {
+        "token_ids": r.token_ids,
+        "wall_s": r.stats.wall_s,
+        "target_forwards": r.stats.target_forwards,
+        "drafted_tokens": r.stats.drafted_tokens,
+        "accepted_tokens": r.stats.accepted_tokens,
+        "draft_s": sum(e.draft_s for e in r.events),
+        "verify_s": sum(e.verify_s for e in r.events),
+        "new_tokens": r.stats.new_tokens,
+    }
 
 
 def run_bench(
@@ -131,37 +170,54 @@ def run_bench(
         ar_tps = statistics.median(r["new_tokens"] / r["wall_s"] for r in ar_runs)
         tps_of = {m: statistics.median(r["new_tokens"] / r["wall_s"] for r in raw[(m, p["id"])]) for m in methods}
         best_ar = max(v for m, v in tps_of.items() if parse_method(m).kind == "ar")
-        own_ar = {id(on[m]): raw[(m, p["id"])][0]["token_ids"] for m in reversed(methods)
-                  if parse_method(m).kind == "ar"}  # fmt: skip
+        own_ar = {
+            id(on[m]): raw[(m, p["id"])][0]["token_ids"] for m in reversed(methods) if parse_method(m).kind == "ar"
+        }
         for m in methods:
             runs = raw[(m, p["id"])]
             wall = statistics.median(r["wall_s"] for r in runs)
             first = runs[0]
             tps = statistics.median(r["new_tokens"] / r["wall_s"] for r in runs)
-            rows.append({
-                "method": m, "prompt_id": p["id"], "category": p["category"], "new_tokens": first["new_tokens"],
-                "wall_s": wall, "tokens_per_s": tps, "target_forwards": first["target_forwards"],
-                "drafted_tokens": first["drafted_tokens"], "accepted_tokens": first["accepted_tokens"],
-                "tau": first["new_tokens"] / first["target_forwards"],
-                "acceptance_rate": first["accepted_tokens"] / first["drafted_tokens"] if first["drafted_tokens"] else float("nan"),
-                "speedup_vs_ar": tps / ar_tps, "output_sha": output_sha(first["token_ids"]),
-                "first_divergence": first_divergence(first["token_ids"], own_ar[id(on[m])]),
-                "draft_s": statistics.median(r["draft_s"] for r in runs),
-                "verify_s": statistics.median(r["verify_s"] for r in runs),
-                "repeats": repeats, "temperature": temperature, "seed": seed, "precision": on[m].precision,
-                "speedup_vs_best_ar": tps / best_ar,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "method": m,
+                    "prompt_id": p["id"],
+                    "category": p["category"],
+                    "new_tokens": first["new_tokens"],
+                    "wall_s": wall,
+                    "tokens_per_s": tps,
+                    "target_forwards": first["target_forwards"],
+                    "drafted_tokens": first["drafted_tokens"],
+                    "accepted_tokens": first["accepted_tokens"],
+                    "tau": first["new_tokens"] / first["target_forwards"],
+                    "acceptance_rate": first["accepted_tokens"] / first["drafted_tokens"]
+                    if first["drafted_tokens"]
+                    else float("nan"),
+                    "speedup_vs_ar": tps / ar_tps,
+                    "output_sha": output_sha(first["token_ids"]),
+                    "first_divergence": first_divergence(first["token_ids"], own_ar[id(on[m])]),
+                    "draft_s": statistics.median(r["draft_s"] for r in runs),
+                    "verify_s": statistics.median(r["verify_s"] for r in runs),
+                    "repeats": repeats,
+                    "temperature": temperature,
+                    "seed": seed,
+                    "precision": on[m].precision,
+                    "speedup_vs_best_ar": tps / best_ar,
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per method: median speedup and tokens/s, mean τ and α, how many outputs match ``ar`` exactly."""
     g = df.groupby("method", sort=False)
-    return pd.DataFrame({
-        "speedup_vs_ar (median)": g["speedup_vs_ar"].median(),
-        "vs_best_ar (median)": g["speedup_vs_best_ar"].median(),
-        "tokens_per_s (median)": g["tokens_per_s"].median(),
-        "tau (mean)": g["tau"].mean(),
-        "acceptance (mean)": g["acceptance_rate"].mean(),
-        "same_as_ar": g["first_divergence"].apply(lambda s: f"{int((s == -1).sum())}/{len(s)}"),
-    }).round(3)  # fmt: skip
+    return pd.DataFrame(
+        {
+            "speedup_vs_ar (median)": g["speedup_vs_ar"].median(),
+            "vs_best_ar (median)": g["speedup_vs_best_ar"].median(),
+            "tokens_per_s (median)": g["tokens_per_s"].median(),
+            "tau (mean)": g["tau"].mean(),
+            "acceptance (mean)": g["acceptance_rate"].mean(),
+            "same_as_ar": g["first_divergence"].apply(lambda s: f"{int((s == -1).sum())}/{len(s)}"),
+        }
+    ).round(3)

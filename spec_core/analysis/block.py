@@ -81,9 +81,18 @@ def run_method(pair, prompts, method: str, max_new_tokens: int) -> dict:
         t0 = time.perf_counter()
         res = generate(pair, prompt, method, max_new_tokens=max_new_tokens, temperature=0.0)
         wall = time.perf_counter() - t0
-        rows.append({"prompt_id": pid, "category": cat, "tau": res.stats.tau, "new_tokens": res.stats.new_tokens,
-                     "target_forwards": res.stats.target_forwards, "tokens_per_s": res.stats.new_tokens / wall,
-                     "acceptance_rate": res.stats.acceptance_rate, "token_ids": list(res.token_ids)})  # fmt: skip
+        rows.append(
+            {
+                "prompt_id": pid,
+                "category": cat,
+                "tau": res.stats.tau,
+                "new_tokens": res.stats.new_tokens,
+                "target_forwards": res.stats.target_forwards,
+                "tokens_per_s": res.stats.new_tokens / wall,
+                "acceptance_rate": res.stats.acceptance_rate,
+                "token_ids": list(res.token_ids),
+            }
+        )
         events += res.events
     return {"rows": rows, "events": events}
 
@@ -161,9 +170,12 @@ def main(argv: list[str]) -> int:
         torch.set_num_threads(a.threads)
     overhead = measure_overhead(a.overhead_steps, a.data, a.shards) if a.overhead_steps else None
     if overhead:
-        print(f"D-PACE training overhead over decay: {100 * overhead['overhead']:+.1f}% "
-              f"(median step {overhead['median_step_s']}; weights {100 * overhead['weights_share_of_step']:.2f}% "
-              "of a D-PACE step)", flush=True)  # fmt: skip
+        print(
+            f"D-PACE training overhead over decay: {100 * overhead['overhead']:+.1f}% "
+            f"(median step {overhead['median_step_s']}; weights {100 * overhead['weights_share_of_step']:.2f}% "
+            "of a D-PACE step)",
+            flush=True,
+        )
     from spec_core.models import load_pair
 
     pair = load_pair("embedded", "cpu", a.dtype)
@@ -213,17 +225,36 @@ def main(argv: list[str]) -> int:
             "accept_curve": acceptance_curve(run["events"], block_len),
             "heldout": held,
             "mean_gold_q": qs.mean(0).tolist() if len(qs) else [],
-            "mean_weights": {s: (lambda w: (w / w.sum(-1, keepdim=True)).mean(0).tolist())(
-                rules.position_weights(s, qs, tc["alpha"], tc["decay_gamma_w"])) for s in SCHEDULES} if len(qs) else {},
-            "example_block": {"pieces": list(median_round.draft_pieces), "accepted": median_round.accepted,
-                              "q": list(median_round.gold_draft_probs),
-                              "weights": block_weights(list(median_round.gold_draft_probs), tc["alpha"],
-                                                       tc["decay_gamma_w"])} if median_round else {},  # fmt: skip
-            "train": {"steps": card["steps"], "wall_s": card["wall_s"], "median_step_s": card["median_step_s"],
-                      "mean_weights_s": card["mean_weights_s"], "heldout": card["heldout"], "log": card["log"]},
-        }  # fmt: skip
-        print(f"{name:24s} τ {results[name]['tau_mean']:.3f}  held-out τ≈{held.get('tau_estimate', 0):.3f}  "
-              f"same-as-ar {results[name]['identical_to_ar']}/{len(prompts)}", flush=True)  # fmt: skip
+            "mean_weights": {
+                s: (lambda w: (w / w.sum(-1, keepdim=True)).mean(0).tolist())(
+                    rules.position_weights(s, qs, tc["alpha"], tc["decay_gamma_w"])
+                )
+                for s in SCHEDULES
+            }
+            if len(qs)
+            else {},
+            "example_block": {
+                "pieces": list(median_round.draft_pieces),
+                "accepted": median_round.accepted,
+                "q": list(median_round.gold_draft_probs),
+                "weights": block_weights(list(median_round.gold_draft_probs), tc["alpha"], tc["decay_gamma_w"]),
+            }
+            if median_round
+            else {},
+            "train": {
+                "steps": card["steps"],
+                "wall_s": card["wall_s"],
+                "median_step_s": card["median_step_s"],
+                "mean_weights_s": card["mean_weights_s"],
+                "heldout": card["heldout"],
+                "log": card["log"],
+            },
+        }
+        print(
+            f"{name:24s} τ {results[name]['tau_mean']:.3f}  held-out τ≈{held.get('tau_estimate', 0):.3f}  "
+            f"same-as-ar {results[name]['identical_to_ar']}/{len(prompts)}",
+            flush=True,
+        )
     out = {
         "prompts": [p[0] for p in prompts],
         "max_new_tokens": a.max_new_tokens,
@@ -241,18 +272,22 @@ def main(argv: list[str]) -> int:
 
 def markdown_table(analysis: dict) -> str:
     """τ, acceptance by position and training cost per drafter, as a Markdown table."""
-    lines = ["| drafter | α | τ (engine) | held-out τ est. | held-out P(acc ≥ 1, 2, 3) | engine P(acc ≥ 1, 2, 3) | "
-             "same as ar | median step (s) |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| drafter | α | τ (engine) | held-out τ est. | held-out P(acc ≥ 1, 2, 3) | engine P(acc ≥ 1, 2, 3) | "
+        "same as ar | median step (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in analysis["drafters"].items():
         c = r["accept_curve"]
         pick = ", ".join(f"{c[k]:.3f}" for k in (0, 1, 2) if k < len(c))
         h = r["heldout"] or r["train"]["heldout"]
         hpick = ", ".join(f"{h['accept_by_position'][k]:.3f}" for k in (0, 1, 2))
         alpha = r["alpha"] if r["loss"].startswith("dpace") else "–"
-        lines.append(f"| {name} | {alpha} | {r['tau_mean']:.3f} | {h['tau_estimate']:.3f} | {hpick} | "
-                     f"{pick} | {r['identical_to_ar']}/{len(analysis['prompts'])} | "
-                     f"{r['train']['median_step_s']:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {alpha} | {r['tau_mean']:.3f} | {h['tau_estimate']:.3f} | {hpick} | "
+            f"{pick} | {r['identical_to_ar']}/{len(analysis['prompts'])} | "
+            f"{r['train']['median_step_s']:.3f} |"
+        )
     return "\n".join(lines)
 
 

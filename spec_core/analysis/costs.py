@@ -43,8 +43,13 @@ def median_ms(fn, repeats: int) -> float:
 
 
 @torch.inference_mode()
-def measure_costs(pair, drafts: dict[str, torch.nn.Module], repeats: int = 20, context: int = CONTEXT,
-                  widths: tuple[int, ...] = WIDTHS) -> pd.DataFrame:  # fmt: skip
+def measure_costs(
+    pair,
+    drafts: dict[str, torch.nn.Module],
+    repeats: int = 20,
+    context: int = CONTEXT,
+    widths: tuple[int, ...] = WIDTHS,
+) -> pd.DataFrame:
     """One row per measured call: ``what``, ``tokens``, ``ms``, ``relative_to_target_1``, with ``context``
     tokens already cached (a forward's cost grows with it: compare rounds with costs at their own context).
     ``widths`` (1 among them) are the target forward widths timed."""
@@ -89,8 +94,12 @@ def profile_from_table(costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0
     """A :func:`measure_costs` table as the one cost model's :class:`~spec_core.cost_model.CostProfile`."""
     target = costs[costs["what"] == "target forward"]
     step = costs.loc[costs["what"] == f"draft step ({draft})", "ms"]
-    return CostProfile(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]),
-                       float(step.iloc[0]) if len(step) else 0.0, overhead_ms)  # fmt: skip
+    return CostProfile(
+        tuple(int(t) for t in target["tokens"]),
+        tuple(float(m) for m in target["ms"]),
+        float(step.iloc[0]) if len(step) else 0.0,
+        overhead_ms,
+    )
 
 
 def window_speedup(alpha, k: int, costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0) -> np.ndarray:
@@ -100,20 +109,28 @@ def window_speedup(alpha, k: int, costs: pd.DataFrame, draft: str, overhead_ms: 
     return profile_from_table(costs, draft, overhead_ms).window_speedup(alpha, k)
 
 
-def acceptance_needed(costs: pd.DataFrame, draft: str, speedup: float = 1.5, tau: float = 3.0,
-                      windows=(2, 3, 4, 6), overhead_ms: float = 0.0) -> pd.DataFrame:  # fmt: skip
+def acceptance_needed(
+    costs: pd.DataFrame,
+    draft: str,
+    speedup: float = 1.5,
+    tau: float = 3.0,
+    windows=(2, 3, 4, 6),
+    overhead_ms: float = 0.0,
+) -> pd.DataFrame:
     """Per window: the α at which ``fixed:k`` reaches ``speedup`` over ``ar`` and the α at which its τ reaches
     ``tau`` (NaN where even α → 1 falls short). Both are increasing in α, so each is read off a dense grid."""
     grid = np.linspace(0.0, 0.9999, 20001)
     rows = []
     for k in windows:
         s, t = window_speedup(grid, k, costs, draft, overhead_ms), expected_tau(grid, k)
-        rows.append({
-            "window": f"fixed:{k}",
-            f"alpha_for_{speedup:g}x": round(float(np.interp(speedup, s, grid, right=np.nan)), 3),
-            f"alpha_for_tau_{tau:g}": round(float(np.interp(tau, t, grid, right=np.nan)), 3),
-            "speedup_at_alpha_1": round(float(window_speedup(1.0 - 1e-9, k, costs, draft, overhead_ms)), 3),
-        })  # fmt: skip
+        rows.append(
+            {
+                "window": f"fixed:{k}",
+                f"alpha_for_{speedup:g}x": round(float(np.interp(speedup, s, grid, right=np.nan)), 3),
+                f"alpha_for_tau_{tau:g}": round(float(np.interp(tau, t, grid, right=np.nan)), 3),
+                "speedup_at_alpha_1": round(float(window_speedup(1.0 - 1e-9, k, costs, draft, overhead_ms)), 3),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -129,8 +146,15 @@ def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
     return float(profile.round_ms([r.width for r in shapes], [r.draft_forwards for r in shapes]).sum())
 
 
-def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], methods: list[str],
-                    max_new_tokens: int = 96, repeats: int = 3) -> pd.DataFrame:  # fmt: skip
+def round_breakdown(
+    pair,
+    costs: pd.DataFrame,
+    draft: str,
+    prompts: list[str],
+    methods: list[str],
+    max_new_tokens: int = 96,
+    repeats: int = 3,
+) -> pd.DataFrame:
     """Per method (``ar`` first, interleaved with the others): ms per round spent in draft steps, in the target
     forward and in the engine's own work (policy, rule, rollback, event), from the events' timers; τ; and the
     decode speedup over ``ar`` measured (lane clocks: Σ draft_s + verify_s) beside the one the cost model
@@ -150,24 +174,33 @@ def round_breakdown(pair, costs: pd.DataFrame, draft: str, prompts: list[str], m
             for m in methods:
                 events = list(Generation(pair, prompt, m, max_new_tokens, GREEDY, display=False).rounds())
                 busy = sum(e.draft_s + e.verify_s for e in events)
-                runs[m].append({
-                    "tokens": sum(len(e.emitted) for e in events), "rounds": len(events), "busy_ms": busy * 1000,
-                    "target_ms": sum(e.target_s for e in events) * 1000,
-                    "engine_ms": sum(e.engine_s for e in events) * 1000,
-                    "model_ms": predicted_ms(events, costs, draft),
-                })  # fmt: skip
+                runs[m].append(
+                    {
+                        "tokens": sum(len(e.emitted) for e in events),
+                        "rounds": len(events),
+                        "busy_ms": busy * 1000,
+                        "target_ms": sum(e.target_s for e in events) * 1000,
+                        "engine_ms": sum(e.engine_s for e in events) * 1000,
+                        "model_ms": predicted_ms(events, costs, draft),
+                    }
+                )
         shown = {m: list(Generation(pair, prompt, m, max_new_tokens, GREEDY).rounds()) for m in methods}
         med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in runs.items()}
         for m in methods:
             r, a = med[m], med["ar"]
-            per[m].append({
-                "rounds": r["rounds"], "tau": r["tokens"] / r["rounds"],
-                "draft_ms": max(0.0, r["busy_ms"] - r["target_ms"] - r["engine_ms"]) / r["rounds"],  # timer noise
-                "target_ms": r["target_ms"] / r["rounds"], "engine_ms": r["engine_ms"] / r["rounds"],
-                "display_ms": 1000 * sum(e.engine_s for e in shown[m]) / len(shown[m]) - r["engine_ms"] / r["rounds"],
-                "measured_speedup": (r["tokens"] / r["busy_ms"]) / (a["tokens"] / a["busy_ms"]),
-                "predicted_speedup": (r["tokens"] / r["model_ms"]) / (a["tokens"] / a["model_ms"]),
-            })  # fmt: skip
+            per[m].append(
+                {
+                    "rounds": r["rounds"],
+                    "tau": r["tokens"] / r["rounds"],
+                    "draft_ms": max(0.0, r["busy_ms"] - r["target_ms"] - r["engine_ms"]) / r["rounds"],  # timer noise
+                    "target_ms": r["target_ms"] / r["rounds"],
+                    "engine_ms": r["engine_ms"] / r["rounds"],
+                    "display_ms": 1000 * sum(e.engine_s for e in shown[m]) / len(shown[m])
+                    - r["engine_ms"] / r["rounds"],
+                    "measured_speedup": (r["tokens"] / r["busy_ms"]) / (a["tokens"] / a["busy_ms"]),
+                    "predicted_speedup": (r["tokens"] / r["model_ms"]) / (a["tokens"] / a["model_ms"]),
+                }
+            )
     rows = [{"method": m, **{k: float(np.mean([p[k] for p in ps])) for k in ps[0]}} for m, ps in per.items()]
     df = pd.DataFrame(rows)
     df["gap_pct"] = 100 * (df["measured_speedup"] / df["predicted_speedup"] - 1)

@@ -107,15 +107,18 @@ class LoadReport:
         growth = f"{100 * self.rss_growth:+.2f}%" if self.rss_growth is not None else "n/a"
         lines = [
             f"{self.users} users × {self.requests} requests = {n} requests in {self.wall_s:.1f} s "
-            f"({n / self.wall_s:.2f} req/s)" if self.wall_s > 0 else f"{n} requests",
+            f"({n / self.wall_s:.2f} req/s)"
+            if self.wall_s > 0
+            else f"{n} requests",
             f"latency: p50 {self.p50_s:.2f} s, p95 {self.p95_s:.2f} s, max {max(self.latencies_s, default=0):.2f} s",
             f"errors: {len(self.errors)}"
             + "".join(f"\n  {k}× {msg}" for msg, k in Counter(self.errors).most_common(5)),
             f"equal to the same request alone: {self.compared - len(self.mismatched)}/{self.compared}"
-            if self.compared else "equal to the same request alone: not checked (--skip-alone)",
+            if self.compared
+            else "equal to the same request alone: not checked (--skip-alone)",
             f"server RSS (pid {self.server_pid or 'not found on this machine'}): before {mb(self.rss_before)}, "
             f"after {mb(self.rss_after)}, growth {growth}",
-        ]  # fmt: skip
+        ]
         return "\n".join(lines)
 
 
@@ -147,11 +150,17 @@ def plan_requests(
     for user in range(users):
         for r in range(requests):
             i = user * requests + r
-            plan.append(PlannedRequest(
-                index=i, user=user, prompt=prompts[i % len(prompts)], method=methods[i % len(methods)],
-                max_new_tokens=max_new_tokens, temperature=temperatures[(i // len(methods)) % len(temperatures)],
-                seed=seed + i,
-            ))  # fmt: skip
+            plan.append(
+                PlannedRequest(
+                    index=i,
+                    user=user,
+                    prompt=prompts[i % len(prompts)],
+                    method=methods[i % len(methods)],
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperatures[(i // len(methods)) % len(temperatures)],
+                    seed=seed + i,
+                )
+            )
     return plan
 
 
@@ -235,8 +244,7 @@ def rss_bytes(pid: int | None) -> int | None:
 def _call(client, req: PlannedRequest, timeout_s: float, log=None) -> Outcome:
     t0 = time.perf_counter()
     try:
-        job = client.submit(req.prompt, req.method, req.max_new_tokens, req.temperature, req.seed,
-                            api_name="/generate")  # fmt: skip
+        job = client.submit(req.prompt, req.method, req.max_new_tokens, req.temperature, req.seed, api_name="/generate")
         out = job.result(timeout=timeout_s)
         outcome = Outcome(req.index, time.perf_counter() - t0, out["text"], out.get("new_tokens"))
     except Exception as err:  # any failure is a result here: counted and reported, the test goes on
@@ -344,8 +352,11 @@ def run_loadtest(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m spec_core loadtest", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        prog="python -m spec_core loadtest",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--url", required=True, help="the running app, e.g. http://127.0.0.1:7860/")
     ap.add_argument("--users", type=int, default=8, help="concurrent users (one thread and client each)")
     ap.add_argument("--requests", type=int, default=5, help="requests per user, sent back to back")
@@ -382,11 +393,18 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         record = {
-            "url": args.url, "users": args.users, "requests": args.requests, "summary": report.summary(),
-            "p50_s": report.p50_s, "p95_s": report.p95_s, "rss_before": report.rss_before,
-            "rss_after": report.rss_after, "rss_growth": report.rss_growth, "mismatched": report.mismatched,
+            "url": args.url,
+            "users": args.users,
+            "requests": args.requests,
+            "summary": report.summary(),
+            "p50_s": report.p50_s,
+            "p95_s": report.p95_s,
+            "rss_before": report.rss_before,
+            "rss_after": report.rss_after,
+            "rss_growth": report.rss_growth,
+            "mismatched": report.mismatched,
             "requests_run": [{**asdict(req), **asdict(outcomes[req.index])} for req in plan if req.index in outcomes],
-        }  # fmt: skip
+        }
         out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
         print(f"wrote {out}")
     return 0 if report.ok else 1

@@ -34,11 +34,26 @@ from spec_core.rewards import TASKS, load_items, run_item
 from spec_core.types import SamplingConfig
 
 COLUMNS = [
-    "method", "param", "acceptance_rate", "quality", "tau", *(f"quality_{t}" for t in TASKS),
-    "measured_accepted", "expected_accepted", "rb_expected_accepted", "iid_expected_accepted",
-    "mean_draft_len", "mean_w", "new_tokens", "wall_s", "tokens_per_s", "verify_ms_per_round", "items",
-    "temperature", "policy",
-]  # fmt: skip
+    "method",
+    "param",
+    "acceptance_rate",
+    "quality",
+    "tau",
+    *(f"quality_{t}" for t in TASKS),
+    "measured_accepted",
+    "expected_accepted",
+    "rb_expected_accepted",
+    "iid_expected_accepted",
+    "mean_draft_len",
+    "mean_w",
+    "new_tokens",
+    "wall_s",
+    "tokens_per_s",
+    "verify_ms_per_round",
+    "items",
+    "temperature",
+    "policy",
+]
 LENIENCIES = (0.3, 0.5, 0.7)
 STATIC_WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
 
@@ -86,18 +101,26 @@ def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) 
     iid = [rules.iid_expected_accepted(alpha, int(g)) for g in rounds["gamma"]] if rounds["a"] else []
     mean = lambda xs: statistics.fmean(xs) if xs else float("nan")  # noqa: E731
     return {
-        "method": config.method, "param": config.param,
+        "method": config.method,
+        "param": config.param,
         "acceptance_rate": accepted / drafted if drafted else 0.0,
         "quality": statistics.fmean(quality.values()),  # macro average over tasks
         "tau": new_tokens / forwards if forwards else 0.0,
         **{f"quality_{t}": quality.get(t, float("nan")) for t in TASKS},
-        "measured_accepted": mean(rounds["measured"]), "expected_accepted": mean(rounds["expected"]),
-        "rb_expected_accepted": mean(rounds["rb"]), "iid_expected_accepted": mean(iid),
-        "mean_draft_len": mean(rounds["gamma"]), "mean_w": mean(rounds["w"]),
-        "new_tokens": new_tokens, "wall_s": wall, "tokens_per_s": new_tokens / wall if wall else 0.0,
+        "measured_accepted": mean(rounds["measured"]),
+        "expected_accepted": mean(rounds["expected"]),
+        "rb_expected_accepted": mean(rounds["rb"]),
+        "iid_expected_accepted": mean(iid),
+        "mean_draft_len": mean(rounds["gamma"]),
+        "mean_w": mean(rounds["w"]),
+        "new_tokens": new_tokens,
+        "wall_s": wall,
+        "tokens_per_s": new_tokens / wall if wall else 0.0,
         "verify_ms_per_round": 1000 * sum(r["verify_s"] for r in raw) / max(1, len(rounds["gamma"])),
-        "items": len(raw), "temperature": temperature, "policy": policy,
-    }  # fmt: skip
+        "items": len(raw),
+        "temperature": temperature,
+        "policy": policy,
+    }
 
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "results"  # measured sweeps the app shows
@@ -119,8 +142,10 @@ def read_sweep(path: str | Path) -> pd.DataFrame:
         raise SpecScopeError(f"could not read the sweep {Path(str(path)).name}: {e}") from e
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
-        raise SpecScopeError(f"not a pareto table: missing column(s) {', '.join(missing)} "
-                             "(write one with `python -m spec_core pareto --out FILE.csv`)")  # fmt: skip
+        raise SpecScopeError(
+            f"not a pareto table: missing column(s) {', '.join(missing)} "
+            "(write one with `python -m spec_core pareto --out FILE.csv`)"
+        )
     for column in ("acceptance_rate", "quality"):
         df[column] = pd.to_numeric(df[column], errors="coerce")
     numeric = df.dropna(subset=["acceptance_rate", "quality"])
@@ -168,9 +193,19 @@ def _worker_item(n: int, item, methods: list[str], temperature: float, seed: int
     return n, [run_item(_WORKER["pair"], m, item, temperature, seed + n) for m in methods]
 
 
-def run_pareto(pair, configs: list[Config], items, policy: str, temperature: float, seed: int,
-               raw_path: Path | None = None, progress: bool = True, partial_path: Path | None = None,
-               workers: int = 1, threads: int = 1) -> pd.DataFrame:  # fmt: skip
+def run_pareto(
+    pair,
+    configs: list[Config],
+    items,
+    policy: str,
+    temperature: float,
+    seed: int,
+    raw_path: Path | None = None,
+    progress: bool = True,
+    partial_path: Path | None = None,
+    workers: int = 1,
+    threads: int = 1,
+) -> pd.DataFrame:
     """Run every configuration on every item and summarise one row per configuration.
 
     ``pair`` is a loaded pair, or a picklable zero-argument loader (``functools.partial(load_pair, ...)``). With
@@ -195,13 +230,19 @@ def run_pareto(pair, configs: list[Config], items, policy: str, temperature: flo
     pool = None
     try:
         if workers > 1:
-            pool = ProcessPoolExecutor(min(workers, len(items)) or 1, mp_context=get_context("spawn"),
-                                       initializer=_worker_init, initargs=(pair, threads))  # fmt: skip
+            pool = ProcessPoolExecutor(
+                min(workers, len(items)) or 1,
+                mp_context=get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(pair, threads),
+            )
             futures = [pool.submit(_worker_item, n, item, methods, temperature, seed) for n, item in enumerate(items)]
             done = (f.result() for f in as_completed(futures))
         else:
             loaded = pair() if callable(pair) else pair
-            done = ((n, [run_item(loaded, m, item, temperature, seed + n) for m in methods]) for n, item in enumerate(items))  # fmt: skip
+            done = (
+                (n, [run_item(loaded, m, item, temperature, seed + n) for m in methods]) for n, item in enumerate(items)
+            )
         for _, records in done:
             for c, rec in zip(configs, records):
                 raw[c.verifier].append(rec)
@@ -245,12 +286,18 @@ def table_from_items(paths: list[Path]) -> pd.DataFrame:
             if any(r["task"] == t for r in rs)
         }
         drafted, forwards = sum(r["drafted"] for r in rs), sum(r["forwards"] for r in rs)
-        rows.append({
-            "method": config.method, "param": config.param.replace("head=", ""), "acceptance_rate": sum(r["accepted"] for r in rs) / max(1, drafted),
-            "quality": statistics.fmean(per_task.values()), "tau": sum(r["new_tokens"] for r in rs) / max(1, forwards),
-            **{f"quality_{t}": per_task.get(t, float("nan")) for t in TASKS},
-            "tokens_per_s": sum(r["new_tokens"] for r in rs) / max(1e-9, sum(r["wall_s"] for r in rs)), "items": len(rs),
-        })  # fmt: skip
+        rows.append(
+            {
+                "method": config.method,
+                "param": config.param.replace("head=", ""),
+                "acceptance_rate": sum(r["accepted"] for r in rs) / max(1, drafted),
+                "quality": statistics.fmean(per_task.values()),
+                "tau": sum(r["new_tokens"] for r in rs) / max(1, forwards),
+                **{f"quality_{t}": per_task.get(t, float("nan")) for t in TASKS},
+                "tokens_per_s": sum(r["new_tokens"] for r in rs) / max(1e-9, sum(r["wall_s"] for r in rs)),
+                "items": len(rs),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -274,8 +321,11 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
         for task in TASKS:
             rs = [r for r in records if r["method"] == m and r["task"] == task]
             if rs:
-                cells.setdefault(task, {})[param] = (sum(r["accepted"] for r in rs), sum(r["drafted"] for r in rs),
-                                                     statistics.fmean(r["reward"] for r in rs))  # fmt: skip
+                cells.setdefault(task, {})[param] = (
+                    sum(r["accepted"] for r in rs),
+                    sum(r["drafted"] for r in rs),
+                    statistics.fmean(r["reward"] for r in rs),
+                )
     if not cells:
         raise SpecScopeError(f"no {family}:W records to mix")
     tasks = list(cells)
@@ -283,8 +333,13 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
     for choice in itertools.product(*(cells[t].items() for t in tasks)):
         accepted = sum(c[1][0] for c in choice)
         drafted = sum(c[1][1] for c in choice)
-        points.append({"acceptance_rate": accepted / max(1, drafted), "quality": statistics.fmean(c[1][2] for c in choice),
-                       "weights": " ".join(f"{t}={c[0]}" for t, c in zip(tasks, choice))})  # fmt: skip
+        points.append(
+            {
+                "acceptance_rate": accepted / max(1, drafted),
+                "quality": statistics.fmean(c[1][2] for c in choice),
+                "weights": " ".join(f"{t}={c[0]}" for t, c in zip(tasks, choice)),
+            }
+        )
     df = pd.DataFrame(points).sort_values(["acceptance_rate", "quality"], ascending=[False, False])
     keep, best = [], float("-inf")
     for row in df.itertuples(index=False):  # from the highest acceptance down: keep each new best quality
@@ -330,8 +385,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                    help="processes sharing the items (default: 2, or 1 on a one-core machine)")  # fmt: skip
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes sharing the items (default: 2, or 1 on a one-core machine)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     if a.workers < 1 or a.threads < 1:
@@ -361,11 +420,15 @@ def main(argv: list[str]) -> int:
             print(df[df["method"] != "task-static"].round(3).to_string(index=False))
         if envelope is None:
             return 0
-        print("\nstatic:W with W chosen per task (what a w_t that only knew the task could reach), at each "
-              "non-static row's acceptance:")  # fmt: skip
+        print(
+            "\nstatic:W with W chosen per task (what a w_t that only knew the task could reach), at each "
+            "non-static row's acceptance:"
+        )
         for row in df[~df["method"].isin(["static", "task-static"])].itertuples(index=False):
-            print(f"  {row.method} {row.param}: acceptance {row.acceptance_rate:.3f}, quality {row.quality:.3f}; "
-                  f"per-task static {envelope_quality(envelope, row.acceptance_rate):.3f}")  # fmt: skip
+            print(
+                f"  {row.method} {row.param}: acceptance {row.acceptance_rate:.3f}, quality {row.quality:.3f}; "
+                f"per-task static {envelope_quality(envelope, row.acceptance_rate):.3f}"
+            )
         return 0
     try:
         SamplingConfig(temperature=a.temperature).validate()
@@ -386,8 +449,19 @@ def main(argv: list[str]) -> int:
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        df = run_pareto(pair, configs, items, a.policy, a.temperature, a.seed, out.with_suffix(".items.jsonl"),
-                        not a.no_progress, out.with_suffix(".partial.csv"), a.workers, a.threads)  # fmt: skip
+        df = run_pareto(
+            pair,
+            configs,
+            items,
+            a.policy,
+            a.temperature,
+            a.seed,
+            out.with_suffix(".items.jsonl"),
+            not a.no_progress,
+            out.with_suffix(".partial.csv"),
+            a.workers,
+            a.threads,
+        )
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
@@ -399,11 +473,31 @@ def main(argv: list[str]) -> int:
 
         pareto_figure(both, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
     with pd.option_context("display.width", 200, "display.max_columns", 12):
-        print(both[["method", "param", "acceptance_rate", "quality", "frontier_quality", "acceptance_vs_lossless"]]
-              .round(3).to_string(index=False))  # fmt: skip
+        print(
+            both[["method", "param", "acceptance_rate", "quality", "frontier_quality", "acceptance_vs_lossless"]]
+            .round(3)
+            .to_string(index=False)
+        )
     with pd.option_context("display.width", 200, "display.max_columns", 12):
-        print(df[["method", "param", "acceptance_rate", "quality", "tau", "measured_accepted", "expected_accepted",
-                  "iid_expected_accepted", "tokens_per_s"]].round(3).to_string(index=False))  # fmt: skip
-    print(f"wrote {out} ({len(items)} items x {len(configs)} configurations, {a.workers} worker(s), "
-          f"{time.perf_counter() - t:.0f} s)")  # fmt: skip
+        print(
+            df[
+                [
+                    "method",
+                    "param",
+                    "acceptance_rate",
+                    "quality",
+                    "tau",
+                    "measured_accepted",
+                    "expected_accepted",
+                    "iid_expected_accepted",
+                    "tokens_per_s",
+                ]
+            ]
+            .round(3)
+            .to_string(index=False)
+        )
+    print(
+        f"wrote {out} ({len(items)} items x {len(configs)} configurations, {a.workers} worker(s), "
+        f"{time.perf_counter() - t:.0f} s)"
+    )
     return 0

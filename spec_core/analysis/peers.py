@@ -42,8 +42,16 @@ def _assistant(pair):
 
 
 @torch.inference_mode()
-def run_peer(pair, method: str, prompt_ids: list[int], max_new_tokens: int, temperature: float = 0.0,
-             top_p: float = 1.0, top_k: int = 0, seed: int = 0) -> PeerResult:  # fmt: skip
+def run_peer(
+    pair,
+    method: str,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+) -> PeerResult:
     """Run one peer method; returns the new token ids, wall seconds and target forward passes."""
     head, _, arg = method.partition(":")
     kwargs: dict = {"max_new_tokens": max_new_tokens, "min_new_tokens": 0}
@@ -69,9 +77,12 @@ def run_peer(pair, method: str, prompt_ids: list[int], max_new_tokens: int, temp
         eos = sorted(pair.eos_token_ids)
         t0 = time.perf_counter()
         out = pair.target.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), eos_token_id=eos or None,
-            pad_token_id=eos[0] if eos else 0, **kwargs,
-        )  # fmt: skip
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            eos_token_id=eos or None,
+            pad_token_id=eos[0] if eos else 0,
+            **kwargs,
+        )
         if pair.device.type == "cuda":
             torch.cuda.synchronize(pair.device)
         wall = time.perf_counter() - t0

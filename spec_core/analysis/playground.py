@@ -153,9 +153,17 @@ def _heads(pair, variants: Sequence[str]) -> dict[str, Any]:
 
 
 @torch.inference_mode()
-def record_text(pair, prompt: str, max_new_tokens: int = 96, max_len: int = DEFAULT_MAX_LEN,
-                tokens: Sequence[int] | None = None, heads: Sequence[str] = ("",), costs: RoundCosts | None = None,
-                chat: bool = True, method: str = "ar") -> TextRecord:  # fmt: skip
+def record_text(
+    pair,
+    prompt: str,
+    max_new_tokens: int = 96,
+    max_len: int = DEFAULT_MAX_LEN,
+    tokens: Sequence[int] | None = None,
+    heads: Sequence[str] = ("",),
+    costs: RoundCosts | None = None,
+    chat: bool = True,
+    method: str = "ar",
+) -> TextRecord:
     """One recorded pass over ``prompt``'s greedy answer (``tokens``, or the engine's ``method`` run now).
 
     Records drafts for every position, the draft's probabilities, the pre-verifier's â (each head variant in
@@ -199,11 +207,27 @@ def record_text(pair, prompt: str, max_new_tokens: int = 96, max_len: int = DEFA
     t2 = time.perf_counter()
     from spec_core.lane_speed import draft_ratio
 
-    meta = {"pair": pair.name, "dtype": getattr(pair, "precision", "") or str(pair.dtype).replace("torch.", ""),
-            "draft": pair.draft_design, "record_s": t2 - t1, "text_s": t1 - t0, "pieces": list(pair.pieces(tokens)),
-            "draft_ratio": draft_ratio(pair) or 0.05}  # fmt: skip
-    return TextRecord(prompt, tuple(ids), tokens, max_new_tokens, drafts_np, probs.float().numpy(),
-                      match_lengths(drafts_np, tokens), predicted, costs, meta)  # fmt: skip
+    meta = {
+        "pair": pair.name,
+        "dtype": getattr(pair, "precision", "") or str(pair.dtype).replace("torch.", ""),
+        "draft": pair.draft_design,
+        "record_s": t2 - t1,
+        "text_s": t1 - t0,
+        "pieces": list(pair.pieces(tokens)),
+        "draft_ratio": draft_ratio(pair) or 0.05,
+    }
+    return TextRecord(
+        prompt,
+        tuple(ids),
+        tokens,
+        max_new_tokens,
+        drafts_np,
+        probs.float().numpy(),
+        match_lengths(drafts_np, tokens),
+        predicted,
+        costs,
+        meta,
+    )
 
 
 # -- replay -------------------------------------------------------------------------------------------------------
@@ -222,8 +246,9 @@ def greedy_lane(lanes, temperature: float) -> tuple[str, tuple[int, ...]]:
     raise SpecScopeError("no greedy lossless text in this run (add an ar lane, or a lossless method)")
 
 
-def record_lanes(pair, prompt: str, lanes, temperature: float, max_new_tokens: int,
-                 max_len: int = DEFAULT_MAX_LEN) -> TextRecord:  # fmt: skip
+def record_lanes(
+    pair, prompt: str, lanes, temperature: float, max_new_tokens: int, max_len: int = DEFAULT_MAX_LEN
+) -> TextRecord:
     """Record a finished run's greedy text (the live tab's last frame), with the costs its rounds measured."""
     from spec_core.prompting import prompt_ids
 
@@ -235,8 +260,14 @@ def record_lanes(pair, prompt: str, lanes, temperature: float, max_new_tokens: i
         raise SpecScopeError("the prompt box changed since that run: generate again, then record")
     costs = costs_from_events(lanes)
     record = record_text(pair, prompt, max(max_new_tokens, len(tokens)), max_len, tokens=tokens, costs=costs)
-    return dataclasses.replace(record, meta={**record.meta, "source": f"the live run's {method} text",
-                                             "costs": "measured in that run" if costs else "default"})  # fmt: skip
+    return dataclasses.replace(
+        record,
+        meta={
+            **record.meta,
+            "source": f"the live run's {method} text",
+            "costs": "measured in that run" if costs else "default",
+        },
+    )
 
 
 def record_upload(path: str | Path, pair_for) -> TextRecord:

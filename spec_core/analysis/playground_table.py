@@ -31,9 +31,26 @@ from spec_core.replay import (
 
 # -- the prompt-set table (`python -m spec_core analyze policies --prompts FILE`) ------------------------------------
 
-CSV_COLUMNS = ["policy", "prompt_id", "category", "rounds", "new_tokens", "tau", "drafted_tokens", "accepted_tokens",
-               "wasted_tokens", "predicted_ms", "predicted_speedup", "head_calls", "truncated_rounds",
-               "measured_speedup", "engine_tau", "engine_same_rounds", "engine_same_text", "record_s"]  # fmt: skip
+CSV_COLUMNS = [
+    "policy",
+    "prompt_id",
+    "category",
+    "rounds",
+    "new_tokens",
+    "tau",
+    "drafted_tokens",
+    "accepted_tokens",
+    "wasted_tokens",
+    "predicted_ms",
+    "predicted_speedup",
+    "head_calls",
+    "truncated_rounds",
+    "measured_speedup",
+    "engine_tau",
+    "engine_same_rounds",
+    "engine_same_text",
+    "record_s",
+]
 
 
 def measure_runs(pair, prompt: str, policies: Sequence[str], max_new_tokens: int) -> dict[str, Any]:
@@ -55,8 +72,12 @@ def prompt_rows(record: TextRecord, replays: Sequence[PolicyReplay], prompt: dic
     rows = []
     ar = runs.get("ar") if runs else None
     for rep in replays:
-        row = {**rep.row(), "prompt_id": prompt["id"], "category": prompt.get("category", ""),
-               "record_s": record.meta.get("record_s")}  # fmt: skip
+        row = {
+            **rep.row(),
+            "prompt_id": prompt["id"],
+            "category": prompt.get("category", ""),
+            "record_s": record.meta.get("record_s"),
+        }
         res = runs.get(rep.policy) if runs else None
         if res is not None and ar is not None:
             row["measured_speedup"] = res.stats.tokens_per_s / ar.stats.tokens_per_s
@@ -75,14 +96,19 @@ def summary(df):
     import pandas as pd
 
     g = df.groupby("policy", sort=False)
-    out = pd.DataFrame({
-        "prompts": g.size(), "tau": g["new_tokens"].sum() / g["rounds"].sum(),
-        "drafted": g["drafted_tokens"].sum(), "wasted": g["wasted_tokens"].sum(),
-        "wasted_share": g["wasted_tokens"].sum() / g["drafted_tokens"].sum().clip(lower=1),
-        "predicted_speedup": (df["predicted_ms"] * df["predicted_speedup"]).groupby(df["policy"], sort=False).sum()
-        / g["predicted_ms"].sum(),
-        "measured_speedup": g["measured_speedup"].mean(), "sampled": g["measured_speedup"].count(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "prompts": g.size(),
+            "tau": g["new_tokens"].sum() / g["rounds"].sum(),
+            "drafted": g["drafted_tokens"].sum(),
+            "wasted": g["wasted_tokens"].sum(),
+            "wasted_share": g["wasted_tokens"].sum() / g["drafted_tokens"].sum().clip(lower=1),
+            "predicted_speedup": (df["predicted_ms"] * df["predicted_speedup"]).groupby(df["policy"], sort=False).sum()
+            / g["predicted_ms"].sum(),
+            "measured_speedup": g["measured_speedup"].mean(),
+            "sampled": g["measured_speedup"].count(),
+        }
+    )
     fixed = out[out.index.str.startswith("fixed:")]["predicted_speedup"]
     best, oracle = fixed.max(), out["predicted_speedup"].get(ORACLE, np.nan)
     out["vs_best_fixed"] = out["predicted_speedup"] / best
@@ -126,23 +152,30 @@ def prompts_main(args) -> int:
             save_record(record, Path(args.save_records) / f"{prompt['id']}.json")
         runs = measure_runs(pair, prompt["prompt"], engine_policies, args.max_new_tokens) if k < args.measure else None
         rows += prompt_rows(record, replay_all(record, policies), prompt, runs)
-        print(f"{prompt['id']}: {len(record.tokens)} tokens recorded in {record.meta['record_s']:.2f} s"
-              + (" (+ engine runs)" if runs else ""), flush=True)  # fmt: skip
+        print(
+            f"{prompt['id']}: {len(record.tokens)} tokens recorded in {record.meta['record_s']:.2f} s"
+            + (" (+ engine runs)" if runs else ""),
+            flush=True,
+        )
     df = pd.DataFrame(rows).reindex(columns=CSV_COLUMNS)
     table, best = summary(df)
     pd.set_option("display.width", 200)
-    print(f"\n{len(prompts)} prompts, {args.max_new_tokens} new tokens, {args.dtype} {args.draft} draft; "
-          f"costs (ms): {dataclasses.asdict(costs)}")  # fmt: skip
+    print(
+        f"\n{len(prompts)} prompts, {args.max_new_tokens} new tokens, {args.dtype} {args.draft} draft; "
+        f"costs (ms): {dataclasses.asdict(costs)}"
+    )
     print(table.round(3).to_string(index=False))
     oracle = table.set_index("policy")["vs_best_fixed"].get(ORACLE)
     print(f"\noracle gain over the best fixed window ({best}): x{oracle:.3f}")
     sampled = df[df["engine_same_rounds"].notna()]
     if len(sampled):
         same = sampled["engine_same_rounds"].astype(bool)
-        print(f"replay vs real runs ({sampled['prompt_id'].nunique()} prompts x {sampled['policy'].nunique()} "
-              f"policies): same rounds {int(same.sum())}/{len(same)}, same text "
-              f"{int(sampled['engine_same_text'].astype(bool).sum())}/{len(same)}, mean |tau - engine tau| "
-              f"{(sampled['tau'] - sampled['engine_tau']).abs().mean():.3f}")  # fmt: skip
+        print(
+            f"replay vs real runs ({sampled['prompt_id'].nunique()} prompts x {sampled['policy'].nunique()} "
+            f"policies): same rounds {int(same.sum())}/{len(same)}, same text "
+            f"{int(sampled['engine_same_text'].astype(bool).sum())}/{len(same)}, mean |tau - engine tau| "
+            f"{(sampled['tau'] - sampled['engine_tau']).abs().mean():.3f}"
+        )
     print(f"recording: median {df.drop_duplicates('prompt_id')['record_s'].median():.2f} s per prompt")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -90,8 +90,9 @@ def load_rounds(paths: list[Path], heads: dict | None = None, pair=None, blocks=
             continue
         with torch.inference_mode():
             predicted[variant] = head.predict(data["hidden"].float(), data["position"].long(), data["prob_features"])
-    return RecordedRounds(data["round_gamma"].long(), data["round_accepted"].long(), data["round_prompt"].long(),
-                          greedy, predicted)  # fmt: skip
+    return RecordedRounds(
+        data["round_gamma"].long(), data["round_accepted"].long(), data["round_prompt"].long(), greedy, predicted
+    )
 
 
 def shard_rounds(path: Path) -> int:
@@ -203,8 +204,14 @@ def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> R
         else:
             feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
             head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
-    return RoundCosts(tuple(int(t) for t in target["tokens"]), tuple(float(m) for m in target["ms"]), draft_ms,
-                      overhead_ms, head_ms, name=f"this machine · {pair.precision}")  # fmt: skip
+    return RoundCosts(
+        tuple(int(t) for t in target["tokens"]),
+        tuple(float(m) for m in target["ms"]),
+        draft_ms,
+        overhead_ms,
+        head_ms,
+        name=f"this machine · {pair.precision}",
+    )
 
 
 def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
@@ -219,8 +226,14 @@ def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_t
         head_ms += sum(t.get("head_ms", 0.0) for t in traces)
         calls += sum(len(t.get("blocks", ())) for t in traces)
         wall_ms += result.stats.wall_s * 1000
-    return {"method": method, "prompts": len(prompts), "head_ms": head_ms, "wall_ms": wall_ms, "calls": calls,
-            "share": head_ms / wall_ms if wall_ms else 0.0}  # fmt: skip
+    return {
+        "method": method,
+        "prompts": len(prompts),
+        "head_ms": head_ms,
+        "wall_ms": wall_ms,
+        "calls": calls,
+        "share": head_ms / wall_ms if wall_ms else 0.0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,22 +247,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heldout-only", action="store_true", help="only the prompts the head did not train on")
     ap.add_argument("--tune", action="store_true", help="grid-search PACER's b, t, rho, max on these rounds")
     ap.add_argument("--repeats", type=int, default=10, help="repeats of each cost measurement")
-    ap.add_argument("--costs", default=None,
-                    help="JSON of RoundCosts fields (widths, target_ms, draft_ms, engine_ms, head_ms) instead of "
-                    "measuring now, e.g. costs measured alone on the machine")  # fmt: skip
+    ap.add_argument(
+        "--costs",
+        default=None,
+        help="JSON of RoundCosts fields (widths, target_ms, draft_ms, engine_ms, head_ms) instead of "
+        "measuring now, e.g. costs measured alone on the machine",
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
         "--overhead-prompts",
         default=None,
         help="also measure the pre-verifier's share of decode time on these prompts (JSON lines)",
     )
-    ap.add_argument("--out", default=None, help="write the results as JSON here (with --prompts: a CSV, one row per "
-                    "policy and prompt)")  # fmt: skip
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="write the results as JSON here (with --prompts: a CSV, one row per policy and prompt)",
+    )
     new = ap.add_argument_group("per-prompt records (the policy playground, spec_core.analysis.playground)")
-    new.add_argument("--prompts", default=None, help="record each prompt's greedy answer (JSON lines) and replay "
-                     "every policy on it, instead of the training rounds")  # fmt: skip
-    new.add_argument("--policies", default=None, help="comma-separated policies (default: fixed windows, heuristic, "
-                     "confidence, the --pacer settings, oracle)")  # fmt: skip
+    new.add_argument(
+        "--prompts",
+        default=None,
+        help="record each prompt's greedy answer (JSON lines) and replay "
+        "every policy on it, instead of the training rounds",
+    )
+    new.add_argument(
+        "--policies",
+        default=None,
+        help="comma-separated policies (default: fixed windows, heuristic, confidence, the --pacer settings, oracle)",
+    )
     new.add_argument("--max-new-tokens", type=int, default=96)
     new.add_argument("--max-len", type=int, default=16, help="drafts recorded per position")
     new.add_argument("--confidence", type=float, default=0.4, help="T of confidence:T in the default policies")
@@ -290,17 +316,28 @@ def main(argv: list[str] | None = None) -> int:
         costs = measure_round_costs(pair, head, max((p.block for p in settings.values()), default=2), args.repeats)
     table = policy_table(rounds, costs, settings)
     pd.set_option("display.width", 200)
-    print(f"{len(rounds.gamma)} recorded rounds ({'greedy + sampled' if args.sampled else 'greedy'}), "
-          f"window {int(rounds.gamma.max())}, draft {args.draft}; costs (ms): {asdict(costs)}")  # fmt: skip
+    print(
+        f"{len(rounds.gamma)} recorded rounds ({'greedy + sampled' if args.sampled else 'greedy'}), "
+        f"window {int(rounds.gamma.max())}, draft {args.draft}; costs (ms): {asdict(costs)}"
+    )
     print(table.round(4).to_string(index=False))
     oracle = table.set_index("policy").loc["oracle"]
     best = table[table["policy"].str.startswith("fixed:")].sort_values("speedup_vs_ar").iloc[-1]
     print(f"\noracle gain over the best fixed window ({best['policy']}): x{oracle['vs_best_fixed']:.3f}")
-    result = {"rounds": len(rounds.gamma), "costs": asdict(costs), "table": table.to_dict("records"),
-              "best_fixed": best["policy"], "oracle_vs_best_fixed": float(oracle["vs_best_fixed"])}  # fmt: skip
+    result = {
+        "rounds": len(rounds.gamma),
+        "costs": asdict(costs),
+        "table": table.to_dict("records"),
+        "best_fixed": best["policy"],
+        "oracle_vs_best_fixed": float(oracle["vs_best_fixed"]),
+    }
     if args.tune:
-        grid = {"block": [1, 2, 3, 4], "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-                "rho": [1.0, 1.1, 1.2, 1.3, 1.5], "max_len": [4, 6, 8]}  # fmt: skip
+        grid = {
+            "block": [1, 2, 3, 4],
+            "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+            "rho": [1.0, 1.1, 1.2, 1.3, 1.5],
+            "max_len": [4, 6, 8],
+        }
         tuned = tune_pacer(rounds, costs, grid)
         print("\nPACER settings replayed on these rounds, best first:")
         print(tuned.head(15).round(4).to_string(index=False))
@@ -311,8 +348,10 @@ def main(argv: list[str] | None = None) -> int:
 
         texts = [p["prompt"] for p in load_prompts(args.overhead_prompts)]
         share = preverifier_share(pair, texts, next(iter(settings), "pacer"))
-        print(f"\npre-verifier: {share['calls']} calls, {share['head_ms']:.0f} ms of {share['wall_ms']:.0f} ms decode "
-              f"time ({100 * share['share']:.2f}%)")  # fmt: skip
+        print(
+            f"\npre-verifier: {share['calls']} calls, {share['head_ms']:.0f} ms of {share['wall_ms']:.0f} ms decode "
+            f"time ({100 * share['share']:.2f}%)"
+        )
         result["preverifier_share"] = share
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

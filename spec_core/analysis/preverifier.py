@@ -96,9 +96,13 @@ def head_call_ms(head, embed_dim: int):
 
 def rounds_of(data: dict[str, torch.Tensor], round_mask: torch.Tensor, predicted: torch.Tensor) -> RecordedRounds:
     """The selected rounds with one predictor's â (``predicted`` already restricted to their tokens)."""
-    return RecordedRounds(data["round_gamma"][round_mask].long(), data["round_accepted"][round_mask].long(),
-                          data["round_prompt"][round_mask].long(), torch.ones(int(round_mask.sum()), dtype=torch.bool),
-                          {"": predicted})  # fmt: skip
+    return RecordedRounds(
+        data["round_gamma"][round_mask].long(),
+        data["round_accepted"][round_mask].long(),
+        data["round_prompt"][round_mask].long(),
+        torch.ones(int(round_mask.sum()), dtype=torch.bool),
+        {"": predicted},
+    )
 
 
 def replay_speed(rounds: RecordedRounds, params: PacerParams, costs: CostProfile) -> dict:
@@ -172,12 +176,16 @@ def confidence_row(data, train_rounds, test_rounds, costs: CostProfile, accel: C
     train, test = rounds_of(data, train_rounds, torch.zeros(0)), rounds_of(data, test_rounds, torch.zeros(0))
     row = {"head": "confidence:T", "inputs": "draft probability: q_i"}
     for suffix, profile in (("", costs), ("_accelerator_model", accel)):
-        best = max(THRESHOLDS, key=lambda t: profile.step_ms / replay(train, lengths(train_rounds, t), profile)[
-            "ms_per_token"])  # fmt: skip
+        best = max(
+            THRESHOLDS, key=lambda t: profile.step_ms / replay(train, lengths(train_rounds, t), profile)["ms_per_token"]
+        )
         r = replay(test, lengths(test_rounds, best), profile)
         key = "predicted_speedup" if not suffix else f"speedup{suffix}"
-        row |= {key: round(profile.step_ms / r["ms_per_token"], 4), f"threshold{suffix}": best,
-                f"drafted_per_round{suffix}": round(r["drafted_per_round"], 3)}  # fmt: skip
+        row |= {
+            key: round(profile.step_ms / r["ms_per_token"], 4),
+            f"threshold{suffix}": best,
+            f"drafted_per_round{suffix}": round(r["drafted_per_round"], 3),
+        }
         if not suffix:
             row["tokens_per_round"] = round(r["tokens_per_round"], 3)
     return row
@@ -187,14 +195,22 @@ def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) ->
     """fixed:1, fixed:2 and the oracle on the same held-out rounds (no predictor: no AUC)."""
     rounds = rounds_of(data, test_rounds, torch.zeros(0))
     rows = []
-    for name, lengths in [("fixed:1", torch.ones_like(rounds.gamma)), ("fixed:2", torch.full_like(rounds.gamma, 2)),
-                          ("oracle", rounds.accepted.clone())]:  # fmt: skip
+    for name, lengths in [
+        ("fixed:1", torch.ones_like(rounds.gamma)),
+        ("fixed:2", torch.full_like(rounds.gamma, 2)),
+        ("oracle", rounds.accepted.clone()),
+    ]:
         r, a = replay(rounds, lengths, costs), replay(rounds, lengths, accel)
-        rows.append({"head": name, "inputs": "none (a fixed window)" if name != "oracle" else "the verifier's outcome",
-                     "predicted_speedup": round(costs.step_ms / r["ms_per_token"], 4),
-                     "drafted_per_round": round(r["drafted_per_round"], 3),
-                     "tokens_per_round": round(r["tokens_per_round"], 3),
-                     "speedup_accelerator_model": round(accel.step_ms / a["ms_per_token"], 4)})  # fmt: skip
+        rows.append(
+            {
+                "head": name,
+                "inputs": "none (a fixed window)" if name != "oracle" else "the verifier's outcome",
+                "predicted_speedup": round(costs.step_ms / r["ms_per_token"], 4),
+                "drafted_per_round": round(r["drafted_per_round"], 3),
+                "tokens_per_round": round(r["tokens_per_round"], 3),
+                "speedup_accelerator_model": round(accel.step_ms / a["ms_per_token"], 4),
+            }
+        )
     return rows
 
 
@@ -223,8 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-new-tokens", type=int, default=48, help="with --prompts: tokens per simulated prompt")
     ap.add_argument("--block", type=int, default=PacerParams().block, help="b of the main rows")
     ap.add_argument("--rho", type=float, default=PacerParams().rho, help="ρ of the main rows")
-    ap.add_argument("--rounds", choices=("all", "greedy", "sampled"), default="all",
-                    help="which simulated rounds: all (default), greedy only, or sampled (T = 0.7) only")  # fmt: skip
+    ap.add_argument(
+        "--rounds",
+        choices=("all", "greedy", "sampled"),
+        default="all",
+        help="which simulated rounds: all (default), greedy only, or sampled (T = 0.7) only",
+    )
     ap.add_argument("--costs", default=None, help="JSON of CostProfile fields instead of this machine's cached costs")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="runs/preverifier.csv", help="the table (CSV)")
@@ -258,8 +278,14 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
 
         texts = [p["prompt"] for p in load_prompts(args.prompts)][: args.limit or None]
         sim_dir = data_dir.parent / f"{args.draft}-heldout-{Path(args.prompts).stem}"
-        sim = SimConfig(sim_dir, len(texts), window=int(card["config"]["max_len"]), max_new_tokens=args.max_new_tokens,
-                        sampled_fraction=0.0, prompts=tuple(texts))  # fmt: skip
+        sim = SimConfig(
+            sim_dir,
+            len(texts),
+            window=int(card["config"]["max_len"]),
+            max_new_tokens=args.max_new_tokens,
+            sampled_fraction=0.0,
+            prompts=tuple(texts),
+        )
         test_paths = simulate(pair, sim)
         train_paths = sorted(data_dir.glob("shard_*.safetensors"))
         paths = train_paths + test_paths
@@ -299,8 +325,9 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     embed_dim = int(data["token_embed"].shape[1])
 
     def row(name: str, head, inputs: str | None = None, block: int = args.block, rho: float = args.rho) -> Predictor:
-        return Predictor(name, inputs or " + ".join(head.inputs), head_scorer(head, data),
-                         head_call_ms(head, embed_dim), block, rho)  # fmt: skip
+        return Predictor(
+            name, inputs or " + ".join(head.inputs), head_scorer(head, data), head_call_ms(head, embed_dim), block, rho
+        )
 
     predictors, shipped_heads = [], {}
     for variant in ("", "paper", "hybrid"):  # the shipped heads: the default, the paper head, the hybrid
@@ -313,8 +340,16 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
             shipped_heads[name] = head
             default = " = pacer" if name == find_head(pair.draft_card, "", assets) else ""
             predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head))
-    predictors.append(Predictor("draft Π q", "draft probability: Π_{j≤i} q_j", lambda m, b: draft_cumprob(data, m, b),
-                                lambda b: 0.0, args.block, args.rho))  # fmt: skip
+    predictors.append(
+        Predictor(
+            "draft Π q",
+            "draft probability: Π_{j≤i} q_j",
+            lambda m, b: draft_cumprob(data, m, b),
+            lambda b: 0.0,
+            args.block,
+            args.rho,
+        )
+    )
     names = set(available(heads_dir)) if heads_dir.exists() else set()
     for name in sorted(names):  # variants and ablations trained by `train pacer` on these shards
         head, hcard = load_head(name, heads_dir)
@@ -335,10 +370,12 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     pd.set_option("display.width", 250)
     pd.set_option("display.max_colwidth", 60)
     where = f"rounds simulated on {args.prompts}" if args.prompts else f"prompts with index % {heldout_every} == 0"
-    print(f"held out: {int(test_rounds.sum())} rounds, {int(test_tok.sum())} drafted tokens ({where}; "
-          f"{'greedy' if args.prompts else args.rounds + ' rounds'}); costs: {costs.name} "
-          f"({costs.about}); "
-          f"t tuned per row on {int(train_rounds.sum())} training rounds")  # fmt: skip
+    print(
+        f"held out: {int(test_rounds.sum())} rounds, {int(test_tok.sum())} drafted tokens ({where}; "
+        f"{'greedy' if args.prompts else args.rounds + ' rounds'}); costs: {costs.name} "
+        f"({costs.about}); "
+        f"t tuned per row on {int(train_rounds.sum())} training rounds"
+    )
     return table
 
 

@@ -24,10 +24,30 @@ from spec_core.methods import MethodSpec, parse_method
 from spec_core.session import event_record, events_to_jsonl, first_divergence, read_events_jsonl, speedup
 from spec_core.types import RoundEvent, SamplingConfig, Stats
 
-TABLE_COLUMNS = ["prompt_id", "category", "prompt", "method", "new_tokens", "tau", "alpha", "tokens_per_s",
-                 "ar_tokens_per_s", "speedup_vs_ar", "first_divergence"]  # fmt: skip
-SUMMARY_COLUMNS = ["method", "prompts", "new_tokens", "tau", "alpha", "tokens_per_s", "speedup_vs_ar",
-                   "median_speedup_vs_ar", "same_as_ar"]  # fmt: skip
+TABLE_COLUMNS = [
+    "prompt_id",
+    "category",
+    "prompt",
+    "method",
+    "new_tokens",
+    "tau",
+    "alpha",
+    "tokens_per_s",
+    "ar_tokens_per_s",
+    "speedup_vs_ar",
+    "first_divergence",
+]
+SUMMARY_COLUMNS = [
+    "method",
+    "prompts",
+    "new_tokens",
+    "tau",
+    "alpha",
+    "tokens_per_s",
+    "speedup_vs_ar",
+    "median_speedup_vs_ar",
+    "same_as_ar",
+]
 PROMPT_CHARS = 60  # the prompt column shows this many characters
 
 
@@ -59,8 +79,9 @@ def run_records(
                 lanes[name] = tuple(run.rounds())
             except (SpecScopeError, ImportError, FileNotFoundError) as err:
                 raise SpecScopeError(f"prompt {row['id']!r}, {name}: {err}") from err
-        records[row["id"]] = PromptRecord(row["id"], row["prompt"], row.get("category", ""), sampling.temperature,
-                                          lanes)  # fmt: skip
+        records[row["id"]] = PromptRecord(
+            row["id"], row["prompt"], row.get("category", ""), sampling.temperature, lanes
+        )
         yield dict(records)
 
 
@@ -84,10 +105,21 @@ def table_rows(records: Records, method: str | None = None) -> pd.DataFrame:
                 continue
             s = Stats.from_events(events, method=m)
             sp = speedup(s, base)
-            rows.append([pid, rec.category, _short(rec.prompt), m, s.new_tokens, round(s.tau, 3),
-                         round(s.acceptance_rate, 3), round(s.tokens_per_s, 2),
-                         round(base.tokens_per_s, 2) if base else None, round(sp, 3) if sp is not None else None,
-                         first_divergence(_tokens(events), _tokens(ar)) if ar else None])  # fmt: skip
+            rows.append(
+                [
+                    pid,
+                    rec.category,
+                    _short(rec.prompt),
+                    m,
+                    s.new_tokens,
+                    round(s.tau, 3),
+                    round(s.acceptance_rate, 3),
+                    round(s.tokens_per_s, 2),
+                    round(base.tokens_per_s, 2) if base else None,
+                    round(sp, 3) if sp is not None else None,
+                    first_divergence(_tokens(events), _tokens(ar)) if ar else None,
+                ]
+            )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
@@ -107,9 +139,19 @@ def summary_rows(records: Records) -> pd.DataFrame:
         sp = speedup(s, base) if m != "ar" else None
         speeds = [x for x in mine["speedup_vs_ar"] if x is not None and x == x]
         same = sum(mine["first_divergence"] == -1)
-        rows.append([m, len(mine), s.new_tokens, round(s.tau, 3), round(s.acceptance_rate, 3),
-                     round(s.tokens_per_s, 2), round(sp, 3) if sp is not None else None,
-                     round(statistics.median(speeds), 3) if speeds else None, f"{same}/{len(mine)}"])  # fmt: skip
+        rows.append(
+            [
+                m,
+                len(mine),
+                s.new_tokens,
+                round(s.tau, 3),
+                round(s.acceptance_rate, 3),
+                round(s.tokens_per_s, 2),
+                round(sp, 3) if sp is not None else None,
+                round(statistics.median(speeds), 3) if speeds else None,
+                f"{same}/{len(mine)}",
+            ]
+        )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -132,10 +174,15 @@ def records_from_file(path: str | Path) -> dict[str, PromptRecord]:
         metas.setdefault(pid, meta)
         lanes.setdefault(pid, {}).setdefault(event.method, []).append(event)
     return {
-        pid: PromptRecord(pid, str(meta.get("prompt", "")), str(meta.get("category", "")),
-                          float(meta.get("temperature", 0.0)), {m: tuple(ev) for m, ev in lanes[pid].items()})
+        pid: PromptRecord(
+            pid,
+            str(meta.get("prompt", "")),
+            str(meta.get("category", "")),
+            float(meta.get("temperature", 0.0)),
+            {m: tuple(ev) for m, ev in lanes[pid].items()},
+        )
         for pid, meta in metas.items()
-    }  # fmt: skip
+    }
 
 
 def write_downloads(records: Records, table: pd.DataFrame, out_dir: str | Path | None = None) -> tuple[str, str]:

@@ -78,11 +78,18 @@ def run_shapes(pair, shapes: list[TreeShape], prompts: list[str], max_new_tokens
             evs += list(Generation(pair, prompt, name, max_new_tokens, SamplingConfig(), display=False).rounds())
         events[name] = evs
         tokens = sum(len(e.emitted) for e in evs)
-        rows.append({
-            "method": name, "nodes": shape.nodes, "depth": shape.depth, "topk": shape.topk,
-            "tau": tokens / len(evs), "accepted_path": statistics.fmean(e.accepted for e in evs),
-            "rounds": len(evs), "seconds": time.perf_counter() - t,
-        })  # fmt: skip
+        rows.append(
+            {
+                "method": name,
+                "nodes": shape.nodes,
+                "depth": shape.depth,
+                "topk": shape.topk,
+                "tau": tokens / len(evs),
+                "accepted_path": statistics.fmean(e.accepted for e in evs),
+                "rounds": len(evs),
+                "seconds": time.perf_counter() - t,
+            }
+        )
     return pd.DataFrame(rows), events
 
 
@@ -137,6 +144,8 @@ def main(argv: list[str]) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.sort_values("tau", ascending=False).round(3).to_string(index=False))
     best = table.loc[table["tau"].idxmax()]
-    print(f"best τ: {best['method']} ({best['tau']:.3f}); best predicted here: "
-          f"{table.loc[table['predicted_speedup'].idxmax(), 'method']}; wrote {a.out}")  # fmt: skip
+    print(
+        f"best τ: {best['method']} ({best['tau']:.3f}); best predicted here: "
+        f"{table.loc[table['predicted_speedup'].idxmax(), 'method']}; wrote {a.out}"
+    )
     return 0

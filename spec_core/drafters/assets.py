@@ -33,8 +33,13 @@ def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR
     if design == "standalone":
         draft: nn.Module = build_standalone(target, layers, init_from_target=False)
     elif design == "feature":
-        draft = FeatureDraft(target, layers, init_from_target=False, head_size=int(card.get("head_size", 0)),
-                             feature_layers=tuple(card.get("feature_layers", ())))  # fmt: skip
+        draft = FeatureDraft(
+            target,
+            layers,
+            init_from_target=False,
+            head_size=int(card.get("head_size", 0)),
+            feature_layers=tuple(card.get("feature_layers", ())),
+        )
     else:
         raise SpecScopeError(f"draft {name!r}: unknown design {design!r}")
     missing, unexpected = draft.load_state_dict(state, strict=False)

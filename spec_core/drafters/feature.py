@@ -29,8 +29,9 @@ class FeatureDrafter:
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
         hidden = self.draft.config.hidden_size
         self.ids, self.round_start = list(prompt_ids), len(prompt_ids)
-        self.feats = torch.empty(len(prompt_ids) + 4096, hidden, dtype=next(self.draft.parameters()).dtype,
-                                 device=self.device)  # fmt: skip
+        self.feats = torch.empty(
+            len(prompt_ids) + 4096, hidden, dtype=next(self.draft.parameters()).dtype, device=self.device
+        )
         self.n_feats = 0
         if prefill is not None and prefill.hidden.shape[0]:
             self._set_feats(0, self._target_features(prefill))

@@ -110,13 +110,24 @@ class FeatureDraft(nn.Module):
         parts = parts * torch.rsqrt(parts.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(parts.dtype)
         return self.fuse(parts.flatten(-2))
 
-    def forward(self, features: torch.Tensor, token_ids: torch.Tensor, past_key_values=None,
-                attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self,
+        features: torch.Tensor,
+        token_ids: torch.Tensor,
+        past_key_values=None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         # features: [B, T, H] target (or draft) feature of the previous position; token_ids: [B, T]
         # attention_mask / position_ids: a 4D tree mask and per-node positions when drafting a token tree
         x = self.fc(torch.cat([features, self.embed[0](token_ids)], dim=-1))  # [B, T, H]
-        out = self.body(inputs_embeds=x, past_key_values=past_key_values, use_cache=past_key_values is not None,
-                        attention_mask=attention_mask, position_ids=position_ids)  # fmt: skip
+        out = self.body(
+            inputs_embeds=x,
+            past_key_values=past_key_values,
+            use_cache=past_key_values is not None,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+        )
         return out.last_hidden_state  # [B, T, H]
 
     def set_vocab_subset(self, subset: torch.Tensor) -> None:

@@ -32,8 +32,15 @@ from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
 
-__all__ = ["TreeShape", "TreeBuilder", "FeatureTreeDrafter", "StandaloneTreeDrafter", "make_tree_drafter",
-           "ancestor_matrix", "attention_mask"]  # fmt: skip
+__all__ = [
+    "TreeShape",
+    "TreeBuilder",
+    "FeatureTreeDrafter",
+    "StandaloneTreeDrafter",
+    "make_tree_drafter",
+    "ancestor_matrix",
+    "attention_mask",
+]
 
 
 @dataclass(frozen=True)
@@ -103,8 +110,9 @@ class TreeBuilder:
             visible[row, e + row] = True
         return visible
 
-    def grow(self, selected: list[int], child_logits: torch.Tensor, child_hidden: torch.Tensor, depth: int,
-             topk: int) -> None:  # fmt: skip
+    def grow(
+        self, selected: list[int], child_logits: torch.Tensor, child_hidden: torch.Tensor, depth: int, topk: int
+    ) -> None:
         """Add the ``topk`` most likely children of each selected node (the draft's raw ``child_logits`` ``[m, V]``
         and hidden states ``[m, H]`` after each)."""
         self.expanded += selected
@@ -183,8 +191,9 @@ class FeatureTreeDrafter(FeatureDrafter):
             positions = torch.full((1, len(selected)), chain + depth - 2, device=self.device)  # level d − 1 pairs
             feats = torch.stack([grower.read_off[i][1] for i in selected])[None]  # [1, m, H]
             node_ids = torch.tensor([[grower.tokens[i] for i in selected]], device=self.device)  # [1, m]
-            new = self.draft(feats, node_ids, past_key_values=self.cache, attention_mask=mask,
-                             position_ids=positions)[0]  # fmt: skip  # [m, H]
+            new = self.draft(feats, node_ids, past_key_values=self.cache, attention_mask=mask, position_ids=positions)[
+                0
+            ]  # [m, H]
             grower.grow(selected, self.draft.logits(new).float(), new, depth, self.shape.topk)
         # 3. keep the most valuable nodes, renumbered breadth-first
         chunk = grower.chunk(self.shape.nodes)

@@ -68,8 +68,11 @@ class PreVerifier(nn.Module):
     def __init__(self, cfg: PreVerifierConfig):
         super().__init__()
         self.cfg = cfg
-        self.inputs = ("hidden",) + (("position",) if cfg.use_position else ()) + (
-            ("log_q", "sum_log_q") if cfg.use_token_prob else ())  # fmt: skip
+        self.inputs = (
+            ("hidden",)
+            + (("position",) if cfg.use_position else ())
+            + (("log_q", "sum_log_q") if cfg.use_token_prob else ())
+        )
         self.norm = nn.LayerNorm(cfg.hidden_size)
         self.proj = nn.Linear(cfg.hidden_size, cfg.width)
         self.position = nn.Embedding(cfg.max_len + 1, cfg.width) if cfg.use_position else None  # row 0 unused
@@ -135,8 +138,12 @@ class BlockPreVerifier(nn.Module):
     def __init__(self, cfg: BlockPreVerifierConfig):
         super().__init__()
         self.cfg = cfg
-        self.inputs = ("hidden",) + (("token_embedding",) if cfg.use_token else ()) + (
-            ("position",) if cfg.use_position else ()) + (("draft_logit",) if cfg.use_draft_logit else ())  # fmt: skip
+        self.inputs = (
+            ("hidden",)
+            + (("token_embedding",) if cfg.use_token else ())
+            + (("position",) if cfg.use_position else ())
+            + (("draft_logit",) if cfg.use_draft_logit else ())
+        )
         w = cfg.width
         self.norm_h = nn.LayerNorm(cfg.hidden_size, elementwise_affine=False)
         self.proj_h = nn.Linear(cfg.hidden_size, w)
@@ -150,8 +157,13 @@ class BlockPreVerifier(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, w))
         self.norm_read, self.read = nn.LayerNorm(w), nn.Linear(w, 1)
 
-    def forward(self, hidden: torch.Tensor, token_embeds: torch.Tensor | None, positions: torch.Tensor,
-                segments: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        token_embeds: torch.Tensor | None,
+        positions: torch.Tensor,
+        segments: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         dtype = self.proj_h.weight.dtype
         z = self.proj_h(self.norm_h(hidden.to(dtype)))  # [..., n, W]
         if self.proj_e is not None:
@@ -187,8 +199,9 @@ def head_name(draft: str, variant: str = "") -> str:
 
 def save_head(head: PreVerifier | BlockPreVerifier, name: str, card: dict, directory=HEADS_DIR) -> None:
     config = {"design": "hybrid", **asdict(head.cfg)}
-    save_asset(head.state_dict(), name, {"kind": KIND, "config": config, "inputs": list(head.inputs), **card},
-               directory)  # fmt: skip
+    save_asset(
+        head.state_dict(), name, {"kind": KIND, "config": config, "inputs": list(head.inputs), **card}, directory
+    )
 
 
 def load_head(name: str, directory=HEADS_DIR) -> tuple[PreVerifier | BlockPreVerifier, dict]:

@@ -102,8 +102,13 @@ class _Block:
     decision: str  # "pass", "stop" (under threshold), "max" or "budget" (capped: no decision needed)
 
     def as_dict(self) -> dict:
-        return {"start": self.start, "predicted": self.predicted, "mean": self.mean, "threshold": self.threshold,
-                "decision": self.decision}  # fmt: skip
+        return {
+            "start": self.start,
+            "predicted": self.predicted,
+            "mean": self.mean,
+            "threshold": self.threshold,
+            "decision": self.decision,
+        }
 
 
 class PacerLength:

@@ -234,8 +234,17 @@ def train(cfg: BlockTrainConfig) -> Path:
 
     def checkpoint() -> None:
         tmp = ckpt_path.with_suffix(".tmp")
-        torch.save({"model": model.trainable_state(), "opt": opt.state_dict(), "step": step, "log": log,
-                    "times": times, "config": asdict(cfg)}, tmp)  # fmt: skip
+        torch.save(
+            {
+                "model": model.trainable_state(),
+                "opt": opt.state_dict(),
+                "step": step,
+                "log": log,
+                "times": times,
+                "config": asdict(cfg),
+            },
+            tmp,
+        )
         tmp.rename(ckpt_path)
 
     from tqdm import tqdm
@@ -290,8 +299,10 @@ def train(cfg: BlockTrainConfig) -> Path:
             }
             log.append(entry)
             window = {k: (torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0) for k, v in window.items()}
-            bar.write(f"step {step}: held-out ce {held['ce']:.3f} τ≈{held['tau_estimate']:.3f} "
-                      f"accept {[round(x, 3) for x in held['accept_by_position']]}")  # fmt: skip
+            bar.write(
+                f"step {step}: held-out ce {held['ce']:.3f} τ≈{held['tau_estimate']:.3f} "
+                f"accept {[round(x, 3) for x in held['accept_by_position']]}"
+            )
             checkpoint()
     bar.close()
     model.eval()
@@ -308,7 +319,7 @@ def train(cfg: BlockTrainConfig) -> Path:
             "train_sequences": len(train_seqs),
             "heldout_sequences": len(held_seqs),
             "heldout_shards": "the last ones",
-        },  # fmt: skip
+        },
         "trainable_params": sum(p.numel() for p in params),
         "steps": step,
         "wall_s": sum(times["step_s"]),
@@ -353,21 +364,41 @@ def parse_args(argv: list[str]) -> BlockTrainConfig:
     if a.block_size < 2:
         ap.error("--block-size must be at least 2")
     return BlockTrainConfig(
-        loss=a.loss, alpha=a.alpha, gamma_w=a.gamma_w, block_size=a.block_size, num_layers=a.num_layers,
-        steps=a.steps, batch_seqs=a.batch_seqs, anchors=a.anchors, lr=a.lr, warmup=min(a.warmup, a.steps),
-        seed=a.seed, heldout_shards=a.heldout_shards, eval_blocks=a.eval_blocks, eval_every=a.eval_every,
-        init=a.init, target_layers=tuple(int(x) for x in a.target_layers.split(",")), data=a.data,
-        out_dir=a.out_dir, work_dir=a.work_dir, name=a.name, shards=a.shards, autocast=not a.no_autocast,
-        threads=a.threads, progress=not a.no_progress,
-    )  # fmt: skip
+        loss=a.loss,
+        alpha=a.alpha,
+        gamma_w=a.gamma_w,
+        block_size=a.block_size,
+        num_layers=a.num_layers,
+        steps=a.steps,
+        batch_seqs=a.batch_seqs,
+        anchors=a.anchors,
+        lr=a.lr,
+        warmup=min(a.warmup, a.steps),
+        seed=a.seed,
+        heldout_shards=a.heldout_shards,
+        eval_blocks=a.eval_blocks,
+        eval_every=a.eval_every,
+        init=a.init,
+        target_layers=tuple(int(x) for x in a.target_layers.split(",")),
+        data=a.data,
+        out_dir=a.out_dir,
+        work_dir=a.work_dir,
+        name=a.name,
+        shards=a.shards,
+        autocast=not a.no_autocast,
+        threads=a.threads,
+        progress=not a.no_progress,
+    )
 
 
 def main(argv: list[str]) -> int:
     cfg = parse_args(argv)
     path = train(cfg)
     card = json.loads(path.with_suffix(".json").read_text())
-    print(f"wrote {path} (held-out τ estimate {card['heldout']['tau_estimate']:.3f}, {card['steps']} steps, "
-          f"{card['wall_s']:.0f} s)")  # fmt: skip
+    print(
+        f"wrote {path} (held-out τ estimate {card['heldout']['tau_estimate']:.3f}, {card['steps']} steps, "
+        f"{card['wall_s']:.0f} s)"
+    )
     return 0
 
 

@@ -55,9 +55,13 @@ def answer_batch(model, tokenizer, prompts: list[str], max_new_tokens: int, samp
     torch.manual_seed(seed)
     kwargs = dict(do_sample=True, temperature=0.7, top_p=0.9, top_k=0) if sampled else dict(do_sample=False)
     out = model.generate(
-        input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device),
-        max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=eos, **kwargs,
-    )  # fmt: skip
+        input_ids=input_ids.to(model.device),
+        attention_mask=mask.to(model.device),
+        max_new_tokens=max_new_tokens,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        **kwargs,
+    )
     answers = []
     for row in out[:, width:].tolist():
         answers.append(row[: row.index(eos) + 1] if eos in row else row)
@@ -106,8 +110,14 @@ def generate_dataset(model, tokenizer, cfg: DataConfig) -> list[Path]:
             h, lh = hidden_states(model, seqs[j : j + cfg.batch_size])
             last.append(h)
             per_layer.append(lh)
-        lengths = write_shard(paths[i], seqs, answer_starts, torch.cat(last), torch.cat(per_layer),
-                              {"sampled": str(sampled), "categories": ",".join(categories)})  # fmt: skip
+        lengths = write_shard(
+            paths[i],
+            seqs,
+            answer_starts,
+            torch.cat(last),
+            torch.cat(per_layer),
+            {"sampled": str(sampled), "categories": ",".join(categories)},
+        )
         new = int((lengths - torch.tensor(answer_starts)).sum())
         bar.set_postfix(answer_tokens=new, tok_per_s=f"{new / (time.time() - t0):.0f}")
     return paths

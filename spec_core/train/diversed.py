@@ -109,11 +109,18 @@ class RecordingVerifier(DiversedVerifier):
         p = rules.warp_probs(inputs.target_logits[:n], sampling.temperature, sampling.top_k, sampling.top_p)  # [n, V]
         q = inputs.draft_probs[:n].float()  # [n, V]
         idx = torch.arange(n)
-        self.rounds.append({
-            "draft_hidden": inputs.draft_hidden[:n].float(), "target_hidden": inputs.target_hidden[:n].float(),
-            "accepted": idx < verdict.accepted, "p_x": p[idx, drafted], "q_x": q[idx, drafted],
-            "p_y": p[idx, emitted], "q_y": q[idx, emitted], "tv": rules.total_variation(p, q),
-        })  # fmt: skip
+        self.rounds.append(
+            {
+                "draft_hidden": inputs.draft_hidden[:n].float(),
+                "target_hidden": inputs.target_hidden[:n].float(),
+                "accepted": idx < verdict.accepted,
+                "p_x": p[idx, drafted],
+                "q_x": q[idx, drafted],
+                "p_y": p[idx, emitted],
+                "q_y": q[idx, emitted],
+                "tv": rules.total_variation(p, q),
+            }
+        )
         return verdict
 
 
@@ -290,9 +297,13 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
     for r in records:
         task_ws.setdefault(r["task"], []).extend(x for x in r["rounds"]["w"] if x is not None)
     per_task = {t: round(statistics.fmean(v), 4) for t, v in rewards.items()}
-    return {"quality": round(statistics.fmean(per_task.values()), 4), "per_task": per_task,
-            "acceptance_rate": round(accepted / max(1, drafted), 4), "mean_w": round(statistics.fmean(ws), 4) if ws else None,
-            "w_by_task": {t: round(statistics.fmean(v), 4) for t, v in task_ws.items() if v}}  # fmt: skip
+    return {
+        "quality": round(statistics.fmean(per_task.values()), 4),
+        "per_task": per_task,
+        "acceptance_rate": round(accepted / max(1, drafted), 4),
+        "mean_w": round(statistics.fmean(ws), 4) if ws else None,
+        "w_by_task": {t: round(statistics.fmean(v), 4) for t, v in task_ws.items() if v},
+    }
 
 
 def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
@@ -321,8 +332,10 @@ def select_epoch(history: list[dict], lossless_acceptance: float | None, min_rat
     if not ok:
         return last, f"the last epoch (none accepted ≥ {min_ratio:g}× lossless's {lossless_acceptance:.3f} held out)"
     best = max(ok, key=lambda i: (history[i]["heldout"]["quality"], history[i]["heldout"]["acceptance_rate"]))
-    return best, (f"the best held-out quality among epochs accepting ≥ {min_ratio:g}× lossless "
-                  f"({floor:.3f} = {min_ratio:g} × {lossless_acceptance:.3f})")  # fmt: skip
+    return best, (
+        f"the best held-out quality among epochs accepting ≥ {min_ratio:g}× lossless "
+        f"({floor:.3f} = {min_ratio:g} × {lossless_acceptance:.3f})"
+    )
 
 
 def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
@@ -368,14 +381,18 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         for b in range(steps_per_epoch):
             picked = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
             head.eval()
-            outs = {(i, g): rollout(pair, head, train_items[i], cfg, seed=rollout_seed(cfg, epoch, i, g))
-                    for i in picked for g in range(cfg.group)}  # fmt: skip
+            outs = {
+                (i, g): rollout(pair, head, train_items[i], cfg, seed=rollout_seed(cfg, epoch, i, g))
+                for i in picked
+                for g in range(cfg.group)
+            }
             if cfg.freeze_bias and state["step"] == 0:  # centre on the first batch's positions (kept in the head)
                 recs = [o[1] for o in outs.values() if o[1] is not None]
                 if recs:
                     with torch.no_grad():
-                        feats = head.features(torch.cat([r["draft_hidden"] for r in recs]),
-                                              torch.cat([r["target_hidden"] for r in recs]))  # fmt: skip
+                        feats = head.features(
+                            torch.cat([r["draft_hidden"] for r in recs]), torch.cat([r["target_hidden"] for r in recs])
+                        )
                         head.center += feats.mean(0)
             head.train()
             # advantages: A = R − b, b the mean of the item's other rollouts (group > 1) or the task's running mean
@@ -402,17 +419,28 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             recs = [outs[i, g][1] for i in picked for g in range(cfg.group)]  # the order of raw
             loss = update_head(head, opt, list(zip(recs, adv.tolist())), cfg)
             state["step"] += 1
-            log = {"step": state["step"], "reward": round(statistics.fmean(rs), 4),
-                   "mean_w": round(statistics.fmean(ws), 4) if ws else None, "loss": None if loss is None else round(loss, 4)}  # fmt: skip
+            log = {
+                "step": state["step"],
+                "reward": round(statistics.fmean(rs), 4),
+                "mean_w": round(statistics.fmean(ws), 4) if ws else None,
+                "loss": None if loss is None else round(loss, 4),
+            }
             log["w_by_task"] = task_ws  # pooled per epoch by epoch_w_by_task
             epoch_log.append(log)
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
             bar.update()
         head.eval()
         heldout = evaluate(pair, head, val_items, cfg.policy) if val_items else {}
-        state["history"].append({"epoch": epoch + 1, "elapsed_s": round(time.perf_counter() - t0, 1),
-                                 "train_reward": round(statistics.fmean(x["reward"] for x in epoch_log), 4),
-                                 "train_mean_w": epoch_log[-1]["mean_w"], "train_w_by_task": epoch_w_by_task(epoch_log), "heldout": heldout})  # fmt: skip
+        state["history"].append(
+            {
+                "epoch": epoch + 1,
+                "elapsed_s": round(time.perf_counter() - t0, 1),
+                "train_reward": round(statistics.fmean(x["reward"] for x in epoch_log), 4),
+                "train_mean_w": epoch_log[-1]["mean_w"],
+                "train_w_by_task": epoch_w_by_task(epoch_log),
+                "heldout": heldout,
+            }
+        )
         print(json.dumps(state["history"][-1]), flush=True)
         state["heads"].append({k: v.clone() for k, v in head.state_dict().items()})  # a few KB per epoch
         state["epoch"] = epoch + 1
@@ -423,16 +451,28 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
     if state["heads"]:
         head.load_state_dict(state["heads"][chosen])
     card = {
-        "kind": "diversed-ensemble-head", "paper": "DIVERSED, arXiv 2604.07622",
-        "draft_sha256": (pair.draft_card or {}).get("sha256"), "drafter": rollout_drafter(cfg.policy),
-        "draft_hidden": draft_h, "target_hidden": target_h,
-        "data": {"train_items": len(train_items), "val_items": len(val_items), "tasks": sorted({i.task for i in train_items}),
-                 "source": "prompts/eval/*.jsonl, split=train (the last val_per_task items of each task for the validation check, the rest for rollouts); split=eval is never read"},
-        "steps": state["step"], "lambda": cfg.lam, "training": asdict(cfg), "history": state["history"],
+        "kind": "diversed-ensemble-head",
+        "paper": "DIVERSED, arXiv 2604.07622",
+        "draft_sha256": (pair.draft_card or {}).get("sha256"),
+        "drafter": rollout_drafter(cfg.policy),
+        "draft_hidden": draft_h,
+        "target_hidden": target_h,
+        "data": {
+            "train_items": len(train_items),
+            "val_items": len(val_items),
+            "tasks": sorted({i.task for i in train_items}),
+            "source": "prompts/eval/*.jsonl, split=train (the last val_per_task items of each task for the validation check, the rest for rollouts); split=eval is never read",
+        },
+        "steps": state["step"],
+        "lambda": cfg.lam,
+        "training": asdict(cfg),
+        "history": state["history"],
         "heldout_items": "validation: the last val_per_task items of each task of the train split, never rolled out",
-        "lossless_heldout": state["lossless"], "selected_epoch": chosen + 1 if state["history"] else None,
-        "selection": why, "results": state["history"][chosen]["heldout"] if state["history"] else {},
-    }  # fmt: skip
+        "lossless_heldout": state["lossless"],
+        "selected_epoch": chosen + 1 if state["history"] else None,
+        "selection": why,
+        "results": state["history"][chosen]["heldout"] if state["history"] else {},
+    }
     return head, card
 
 
@@ -464,6 +504,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}")
         return 2
     path = save_asset(head.tensors(), cfg.name, card, Path(cfg.out_dir))
-    print(f"wrote {path} ({card['steps']} steps; epoch {card['selected_epoch']}: {card['selection']}; "
-          f"held-out {card['results']})")  # fmt: skip
+    print(
+        f"wrote {path} ({card['steps']} steps; epoch {card['selected_epoch']}: {card['selection']}; "
+        f"held-out {card['results']})"
+    )
     return 0

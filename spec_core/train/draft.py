@@ -264,8 +264,16 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
                 best_state = {k: v.detach().clone() for k, v in draft.state_dict().items()}
             with log_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            torch.save({"draft": draft.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "step": step, "elapsed": elapsed}, ckpt)  # fmt: skip
+            torch.save(
+                {
+                    "draft": draft.state_dict(),
+                    "opt": opt.state_dict(),
+                    "sched": sched.state_dict(),
+                    "step": step,
+                    "elapsed": elapsed,
+                },
+                ckpt,
+            )
             t_last = time.time()
     bar.close()
     if best_state is not None:
@@ -284,7 +292,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "train_answer_tokens": answer_tokens,
             "heldout_sequences": len(eval_seqs),
             "trimmed_vocab_coverage_heldout": round(coverage, 4),
-        },  # fmt: skip
+        },
         "training": {k: str(v) for k, v in cfg.__dict__.items()} | {"steps_done": step, "wall_s": round(elapsed, 1)},
         "heldout": {k: round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
         "history": history,

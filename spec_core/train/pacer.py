@@ -180,9 +180,12 @@ def simulate(pair, cfg: SimConfig, progress: bool = True) -> list[Path]:
             continue
         shard = {k: torch.cat([p[k] for p in parts]).contiguous() for k in parts[0]}
         shard["prompt"] = torch.cat(prompt_ids)
-        shard["round_prompt"] = torch.cat([
-            torch.full((p["round_gamma"].shape[0],), int(ids[0]), dtype=torch.int32) for p, ids in zip(parts, prompt_ids)
-        ])  # fmt: skip
+        shard["round_prompt"] = torch.cat(
+            [
+                torch.full((p["round_gamma"].shape[0],), int(ids[0]), dtype=torch.int32)
+                for p, ids in zip(parts, prompt_ids)
+            ]
+        )
         meta = {"sampled": str(sampled), "window": str(cfg.window), "draft_sha256": str(pair.draft_card.get("sha256"))}
         tmp = shard_path(cfg.out_dir, i).with_suffix(".tmp")
         save_file(shard, str(tmp), metadata=meta)
@@ -277,8 +280,14 @@ def calibration(probs: torch.Tensor, labels: torch.Tensor, bins: int = 10) -> tu
             continue
         pred, kept = float(probs[sel].mean()), float(labels[sel].float().mean())
         ece += n / len(probs) * abs(pred - kept)
-        rows.append({"bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}", "predicted": round(pred, 4),
-                     "kept": round(kept, 4), "count": n})  # fmt: skip
+        rows.append(
+            {
+                "bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}",
+                "predicted": round(pred, 4),
+                "kept": round(kept, 4),
+                "count": n,
+            }
+        )
     return ece, rows
 
 
@@ -304,8 +313,9 @@ def train_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: str = "
     use_position, use_token_prob = VARIANTS[variant]
     torch.manual_seed(cfg.seed)
     max_len = int(data["position"].max())
-    head = PreVerifier(PreVerifierConfig(int(data["hidden"].shape[1]), max_len, cfg.width, use_position,
-                                         use_token_prob))  # fmt: skip
+    head = PreVerifier(
+        PreVerifierConfig(int(data["hidden"].shape[1]), max_len, cfg.width, use_position, use_token_prob)
+    )
     heldout = (data["prompt"] % cfg.heldout_every) == 0  # [N] split by prompt, never within one
     train_idx = torch.nonzero(~heldout).squeeze(-1)
     if len(train_idx) == 0 or not heldout.any():
@@ -384,8 +394,9 @@ def paper_logits(head: BlockPreVerifier, data: dict[str, torch.Tensor], index: t
     return head(data["hidden"][safe].float(), embeds, data["position"][safe].long(), seg)
 
 
-def paper_predictions(head: BlockPreVerifier, data: dict[str, torch.Tensor], mask: torch.Tensor, block: int,
-                      seq_len: int = 256) -> torch.Tensor:  # fmt: skip
+def paper_predictions(
+    head: BlockPreVerifier, data: dict[str, torch.Tensor], mask: torch.Tensor, block: int, seq_len: int = 256
+) -> torch.Tensor:
     """â ``[n]`` of the tokens in ``mask`` (whole rounds), each scored inside its block of ``block`` tokens."""
     sel = torch.nonzero(mask).squeeze(-1)
     sub = {k: data[k][sel] for k in ("hidden", "position", "token_embed") if k in data}
@@ -403,8 +414,12 @@ def token_embeddings(pair, tokens: torch.Tensor) -> torch.Tensor:
     """``[N]`` token ids → ``[N, H]`` bf16: the pair's input embeddings (which every embedded draft shares)."""
     table = pair.target.get_input_embeddings()
     with torch.inference_mode():
-        return torch.cat([table(tokens[i : i + 4096].long().to(table.weight.device)).to("cpu", torch.bfloat16)
-                          for i in range(0, len(tokens), 4096)])  # fmt: skip
+        return torch.cat(
+            [
+                table(tokens[i : i + 4096].long().to(table.weight.device)).to("cpu", torch.bfloat16)
+                for i in range(0, len(tokens), 4096)
+            ]
+        )
 
 
 def train_paper_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: str = "paper", progress: bool = True):
@@ -413,9 +428,17 @@ def train_paper_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: s
     use_position, use_token, use_draft_logit = PAPER_VARIANTS[variant]
     torch.manual_seed(cfg.seed)
     max_len = int(data["position"].max())
-    head = BlockPreVerifier(BlockPreVerifierConfig(int(data["hidden"].shape[1]), max_len, cfg.width, use_position,
-                                                   use_token, dropout=cfg.dropout,
-                                                   use_draft_logit=use_draft_logit))  # fmt: skip
+    head = BlockPreVerifier(
+        BlockPreVerifierConfig(
+            int(data["hidden"].shape[1]),
+            max_len,
+            cfg.width,
+            use_position,
+            use_token,
+            dropout=cfg.dropout,
+            use_draft_logit=use_draft_logit,
+        )
+    )
     heldout = (data["prompt"] % cfg.heldout_every) == 0  # [N] split by prompt, never within one
     if heldout.all() or not heldout.any():
         raise SpecScopeError("PACER data too small to split into train and held-out prompts; simulate more prompts")
@@ -483,7 +506,7 @@ def paper_metrics(head: BlockPreVerifier, data: dict[str, torch.Tensor], heldout
         "reliability": bins,
         "by_block": {
             str(b): {"auc": round(roc_auc(p, labels), 4), "ece": round(e, 4)} for b, (p, e, _) in by_block.items()
-        },  # fmt: skip
+        },
         "auc_draft_cumprob": round(roc_auc(data["prob_features"][heldout][:, 1], labels), 4),
         "auc_position1": round(roc_auc(probs[first], labels[first]), 4),
         "auc_position1_draft_q": round(roc_auc(data["token_prob"][heldout][first], labels[first]), 4),
@@ -523,8 +546,17 @@ def load_meta(path: Path) -> dict:
         return f.metadata() or {}
 
 
-def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEADS_DIR, progress: bool = True,
-        train_only: bool = False, work_heads: Path | None = None, default_head: str = DEFAULT_HEAD):  # fmt: skip
+def run(
+    pair,
+    draft: str,
+    sim: SimConfig,
+    cfg: TrainConfig,
+    out_dir: Path = HEADS_DIR,
+    progress: bool = True,
+    train_only: bool = False,
+    work_heads: Path | None = None,
+    default_head: str = DEFAULT_HEAD,
+):
     """Simulate (resuming; ``train_only``: use the shards already written), train every variant, save the shipped
     ones in ``out_dir`` (``default_head`` as ``pacer-<draft>``, the others as ``pacer-<draft>-<variant>``) and every
     variant in ``work_heads`` (default ``<sim.out_dir>/heads``, as ``pacer-<draft>-<variant>``, for ``analyze
@@ -534,8 +566,10 @@ def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEAD
     data = load_data(paths)
     if any(v in PAPER_VARIANTS for v in cfg.variants):
         if "token" not in data:
-            raise SpecScopeError("these shards predate the drafted token ids the paper head reads: simulate again "
-                                 "into an empty --work-dir")  # fmt: skip
+            raise SpecScopeError(
+                "these shards predate the drafted token ids the paper head reads: simulate again "
+                "into an empty --work-dir"
+            )
         data["token_embed"] = token_embeddings(pair, data["token"])
     sha = pair.draft_card.get("sha256")
     results, heads = {}, {}
@@ -543,9 +577,11 @@ def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEAD
         trainer = train_paper_head if variant in PAPER_VARIANTS else train_head
         heads[variant], results[variant] = trainer(data, cfg, variant, progress)
         m = results[variant]
-        print(f"{variant}: held-out AUC {m['auc']}, ECE {m['ece']}, BCE {m['bce']} (draft's own Π q: AUC "
-              f"{m['auc_draft_cumprob']}); first position: AUC {m['auc_position1']} (draft's q: "
-              f"{m['auc_position1_draft_q']})" + (f"; by block size {m['by_block']}" if "by_block" in m else ""))  # fmt: skip
+        print(
+            f"{variant}: held-out AUC {m['auc']}, ECE {m['ece']}, BCE {m['bce']} (draft's own Π q: AUC "
+            f"{m['auc_draft_cumprob']}); first position: AUC {m['auc_position1']} (draft's q: "
+            f"{m['auc_position1_draft_q']})" + (f"; by block size {m['by_block']}" if "by_block" in m else "")
+        )
     ablations = {v: {k: m[k] for k in ("auc", "ece", "bce", "auc_position1")} for v, m in results.items()}
     work_heads = Path(work_heads) if work_heads is not None else sim.out_dir / "heads"
     for variant, head in heads.items():
@@ -558,13 +594,18 @@ def run(pair, draft: str, sim: SimConfig, cfg: TrainConfig, out_dir: Path = HEAD
             "draft_sha256": sha,
             "parameters": head.num_parameters(),
             "data": data_summary(data, paths, sim),
-            "training": {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
-                         "loss": "BCE", "optimizer": "AdamW, one-cycle", "wall_s": round(time.time() - t0, 1),
-                         "packing": "blocks of many decoding steps per sequence, block-diagonal causal mask"
-                         if variant in PAPER_VARIANTS else "per-token batches"},
+            "training": {
+                **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+                "loss": "BCE",
+                "optimizer": "AdamW, one-cycle",
+                "wall_s": round(time.time() - t0, 1),
+                "packing": "blocks of many decoding steps per sequence, block-diagonal causal mask"
+                if variant in PAPER_VARIANTS
+                else "per-token batches",
+            },
             "heldout": results[variant],
             "ablations": ablations,
-        }  # fmt: skip
+        }
         for directory, name in [(work_heads, head_name(draft, variant))] + (
             [(Path(out_dir), head_name(draft, suffix))] if shipped else []
         ):
@@ -581,23 +622,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=SimConfig.max_new_tokens)
     ap.add_argument("--sampled-fraction", type=float, default=SimConfig.sampled_fraction)
     ap.add_argument("--steps", type=int, default=TrainConfig.steps)
-    ap.add_argument("--batch-size", type=int, default=TrainConfig.batch_size, help="tokens per step (paper head: "
-                    "packed rows of --seq-len)")  # fmt: skip
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=TrainConfig.batch_size,
+        help="tokens per step (paper head: packed rows of --seq-len)",
+    )
     ap.add_argument("--seq-len", type=int, default=TrainConfig.seq_len, help="packed row length (paper head)")
     ap.add_argument("--lr", type=float, default=TrainConfig.lr)
     ap.add_argument("--width", type=int, default=TrainConfig.width)
     ap.add_argument("--weight-decay", type=float, default=TrainConfig.weight_decay)
     ap.add_argument("--dropout", type=float, default=TrainConfig.dropout, help="the paper head's input dropout")
     ap.add_argument("--seed", type=int, default=TrainConfig.seed)
-    ap.add_argument("--variants", default=",".join(TrainConfig.variants),
-                    help=f"heads to train: paper {', '.join(PAPER_VARIANTS)}; hybrid {', '.join(VARIANTS)}")  # fmt: skip
-    ap.add_argument("--ship", default=",".join(TrainConfig.ship_variants),
-                    help="variants saved in --out-dir (--default-head as pacer-<draft>, the others as pacer-<draft>-<variant>); every "
-                    "variant also goes to <work-dir>/<draft>/heads; '' ships none")  # fmt: skip
-    ap.add_argument("--default-head", default=DEFAULT_HEAD, help="the shipped variant saved as pacer-<draft> (the "
-                    "head `pacer` uses); docs/PACER.md says why it is the default")  # fmt: skip
-    ap.add_argument("--block-sizes", default=",".join(map(str, TrainConfig.block_sizes)),
-                    help="block sizes the paper head trains on (every round once per size)")  # fmt: skip
+    ap.add_argument(
+        "--variants",
+        default=",".join(TrainConfig.variants),
+        help=f"heads to train: paper {', '.join(PAPER_VARIANTS)}; hybrid {', '.join(VARIANTS)}",
+    )
+    ap.add_argument(
+        "--ship",
+        default=",".join(TrainConfig.ship_variants),
+        help="variants saved in --out-dir (--default-head as pacer-<draft>, the others as pacer-<draft>-<variant>); every "
+        "variant also goes to <work-dir>/<draft>/heads; '' ships none",
+    )
+    ap.add_argument(
+        "--default-head",
+        default=DEFAULT_HEAD,
+        help="the shipped variant saved as pacer-<draft> (the "
+        "head `pacer` uses); docs/PACER.md says why it is the default",
+    )
+    ap.add_argument(
+        "--block-sizes",
+        default=",".join(map(str, TrainConfig.block_sizes)),
+        help="block sizes the paper head trains on (every round once per size)",
+    )
     ap.add_argument("--eval-block", type=int, default=TrainConfig.eval_block, help="block size of the card's numbers")
     ap.add_argument("--work-dir", default=str(RUNS_DIR), help="where the simulated shards go (resumable)")
     ap.add_argument("--out-dir", default=str(HEADS_DIR))
@@ -622,13 +680,29 @@ def main(argv: list[str] | None = None) -> int:
     pair = load_pair("embedded", draft=args.draft)
     if pair.draft_design != args.draft:
         raise SpecScopeError(f"train pacer: the embedded pair has no {args.draft!r} draft (got {pair.draft_design})")
-    sim = SimConfig(Path(args.work_dir) / args.draft, args.prompts, window=args.window,
-                    max_new_tokens=args.max_new_tokens, sampled_fraction=args.sampled_fraction)  # fmt: skip
+    sim = SimConfig(
+        Path(args.work_dir) / args.draft,
+        args.prompts,
+        window=args.window,
+        max_new_tokens=args.max_new_tokens,
+        sampled_fraction=args.sampled_fraction,
+    )
     if args.simulate_only:
         print(f"{len(simulate(pair, sim))} shards in {sim.out_dir}")
         return 0
-    cfg = TrainConfig(args.steps, args.batch_size, args.lr, args.weight_decay, width=args.width, seed=args.seed,
-                      variants=variants, dropout=args.dropout,
-                      ship_variants=ship, block_sizes=blocks, seq_len=args.seq_len, eval_block=args.eval_block)  # fmt: skip
+    cfg = TrainConfig(
+        args.steps,
+        args.batch_size,
+        args.lr,
+        args.weight_decay,
+        width=args.width,
+        seed=args.seed,
+        variants=variants,
+        dropout=args.dropout,
+        ship_variants=ship,
+        block_sizes=blocks,
+        seq_len=args.seq_len,
+        eval_block=args.eval_block,
+    )
     run(pair, args.draft, sim, cfg, Path(args.out_dir), train_only=args.train_only, default_head=args.default_head)
     return 0

@@ -74,6 +74,12 @@ class LenientVerifier:
             a, accepted, nxt = rules.verify_drafts(p, q, x, full[gamma], generator, self.leniency)
             expected = rules.expected_acceptance(p, q, self.leniency)
         p_x, q_x = p[idx, x], q[idx, x]
-        trace = {"p_x": p_x.tolist(), "q_x": q_x.tolist(), "accept_prob": a.tolist(),
-                 "expected_accept": expected.tolist(), "leniency": self.leniency, "t0": self.t0}  # fmt: skip
+        trace = {
+            "p_x": p_x.tolist(),
+            "q_x": q_x.tolist(),
+            "accept_prob": a.tolist(),
+            "expected_accept": expected.tolist(),
+            "leniency": self.leniency,
+            "t0": self.t0,
+        }
         return Verdict(a, accepted, nxt, p_x, trace)

@@ -95,9 +95,14 @@ class EnsembleVerifier:
         p_x, q_x = p[idx, x], q[idx, x]
         nu_x = w * p_x + (1.0 - w) * q_x
         trace = {
-            "w": w.tolist(), "p_x": p_x.tolist(), "q_x": q_x.tolist(), "nu_x": nu_x.tolist(),
-            "accept_prob": a.tolist(), "expected_accept": expected.tolist(), "t0": self.t0,
-        }  # fmt: skip
+            "w": w.tolist(),
+            "p_x": p_x.tolist(),
+            "q_x": q_x.tolist(),
+            "nu_x": nu_x.tolist(),
+            "accept_prob": a.tolist(),
+            "expected_accept": expected.tolist(),
+            "t0": self.t0,
+        }
         return Verdict(a, accepted, nxt, p_x, trace)
 
 

@@ -71,12 +71,21 @@ class BlockConfig:
     def llama_config(self) -> LlamaConfig:
         """A LlamaConfig carrying the sizes, for transformers' MLP, norm and rotary modules."""
         return LlamaConfig(
-            hidden_size=self.hidden_size, num_attention_heads=self.num_heads, num_key_value_heads=self.num_kv_heads,
-            head_dim=self.head_dim, intermediate_size=self.intermediate_size, rms_norm_eps=self.rms_norm_eps,
-            rope_theta=self.rope_theta, rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
-            num_hidden_layers=self.num_layers, vocab_size=1, hidden_act="silu", bos_token_id=None,
-            eos_token_id=None, pad_token_id=None,
-        )  # fmt: skip
+            hidden_size=self.hidden_size,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            intermediate_size=self.intermediate_size,
+            rms_norm_eps=self.rms_norm_eps,
+            rope_theta=self.rope_theta,
+            rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
+            num_hidden_layers=self.num_layers,
+            vocab_size=1,
+            hidden_act="silu",
+            bos_token_id=None,
+            eos_token_id=None,
+            pad_token_id=None,
+        )
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
