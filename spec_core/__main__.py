@@ -9,6 +9,7 @@ import argparse
 import statistics
 import sys
 
+from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
 
 
@@ -32,7 +33,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "float32, float16 or int8 (weight-only int8 target)",
     )
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    add_threads(p, None)
 
 
 def _add_sampling_args(p: argparse.ArgumentParser) -> None:

@@ -210,6 +210,12 @@ class Generation:
             draft.add(chunk)
         return draft
 
+    def run(self) -> GenerationResult:
+        """Every round to the end (EOS, ``max_new_tokens`` or ``should_stop``), then :meth:`result`."""
+        for _ in self.rounds():
+            pass
+        return self.result()
+
     def result(self) -> GenerationResult:
         return GenerationResult(
             text=self.pair.tokenizer.decode(self.new_tokens, skip_special_tokens=True),
@@ -324,7 +330,4 @@ def generate(
 ) -> GenerationResult:
     """Run a whole generation; returns text, token ids, events and :class:`Stats`."""
     sampling = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    run = Generation(pair, prompt, method, max_new_tokens, sampling, chat)
-    for _ in run.rounds():
-        pass
-    return run.result()
+    return Generation(pair, prompt, method, max_new_tokens, sampling, chat).run()

@@ -148,7 +148,11 @@ def is_lossy(method: str) -> bool:
         spec = parse_method(method)
     except SpecScopeError:
         return False
-    return spec.kind == "speculative" and spec.verifier is not None and spec.verifier.family != "lossless"
+    from spec_core.verifiers import VERIFIERS
+
+    if spec.kind != "speculative" or spec.verifier is None:
+        return False
+    return not getattr(VERIFIERS[spec.verifier.family], "lossless", False)  # the verifier's own word
 
 
 @functools.lru_cache(maxsize=2)
@@ -160,8 +164,7 @@ def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
         pair = load_pair(name, dtype=precision)
     except SpecScopeError as err:
         raise SpecScopeError(f"cannot load the model pair {name!r}: {err}") from err
-    for _ in Generation(pair, "Hello", "fixed:2", max_new_tokens=4, sampling=SamplingConfig()).rounds():
-        pass
+    Generation(pair, "Hello", "fixed:2", max_new_tokens=4, sampling=SamplingConfig()).run()
     return pair
 
 

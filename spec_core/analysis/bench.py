@@ -100,10 +100,7 @@ def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: Samp
             "verify_s": float("nan"),
             "new_tokens": n,
         }
-    run = Generation(pair, prompt, method, max_new_tokens, sampling, display=False)  # time the method, not a viewer
-    for _ in run.rounds():
-        pass
-    r = run.result()
+    r = Generation(pair, prompt, method, max_new_tokens, sampling, display=False).run()  # the method, not a viewer
     return {
         "token_ids": r.token_ids,
         "wall_s": r.stats.wall_s,

@@ -22,6 +22,7 @@ import torch
 
 from spec_core import rules
 from spec_core.assets import BLOCK_DIR
+from spec_core.cli_args import add_threads
 from spec_core.drafters.block.assets import load_block_model
 from spec_core.rules import BLOCK_LOSSES
 
@@ -159,7 +160,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--n-prompts", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    add_threads(ap, 0)
     ap.add_argument("--out", default=str(ROOT / "runs" / "block" / "analysis.json"))
     ap.add_argument("--overhead-steps", type=int, default=0, help="also time D-PACE vs decay training steps")
     ap.add_argument("--data", default="data/train", help="training shards (for --overhead-steps)")

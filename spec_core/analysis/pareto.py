@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 
 from spec_core import rules
+from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
 from spec_core.methods import parse_method
 from spec_core.rewards import TASKS, load_items, run_item
@@ -384,7 +385,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--figure", default="", help="also write the plotly figure as HTML here")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    add_threads(ap, 1)
     ap.add_argument(
         "--workers",
         type=int,

@@ -60,10 +60,7 @@ def measure_runs(pair, prompt: str, policies: Sequence[str], max_new_tokens: int
 
     out = {}
     for name in ["ar", *policies]:
-        run = Generation(pair, prompt, name, max_new_tokens, SamplingConfig())
-        for _ in run.rounds():
-            pass
-        out[name] = run.result()
+        out[name] = Generation(pair, prompt, name, max_new_tokens, SamplingConfig()).run()
     return out
 
 

@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 
 from spec_core.analysis.costs import median_ms
+from spec_core.cli_args import add_threads
 from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         help="JSON of RoundCosts fields (widths, target_ms, draft_ms, engine_ms, head_ms) instead of "
         "measuring now, e.g. costs measured alone on the machine",
     )
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads(ap, 1)
     ap.add_argument(
         "--overhead-prompts",
         default=None,

@@ -33,6 +33,7 @@ import torch
 
 from spec_core.analysis.costs import median_ms
 from spec_core.analysis.policies import RecordedRounds, replay
+from spec_core.cli_args import add_threads
 from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="which simulated rounds: all (default), greedy only, or sampled (T = 0.7) only",
     )
     ap.add_argument("--costs", default=None, help="JSON of CostProfile fields instead of this machine's cached costs")
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads(ap, 1)
     ap.add_argument("--out", default="runs/preverifier.csv", help="the table (CSV)")
     ap.add_argument("--assets-dir", default=None, help="where the shipped heads are (default assets/heads)")
     return ap

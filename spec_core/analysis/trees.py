@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from spec_core.analysis.costs import measure_costs, predicted_ms
+from spec_core.cli_args import add_threads
 from spec_core.drafters.tree import TreeShape
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
@@ -118,7 +119,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--draft", default="feature", help="feature (default) or standalone")
     ap.add_argument("--dtype", default="float32", help="τ depends on the models only: float32 runs fastest on CPU")
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads(ap, 1)
     ap.add_argument("--out", default="runs/trees.csv")
     a = ap.parse_args(argv)
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 from torch import nn
 from transformers import LlamaForCausalLM
 
-from spec_core.assets import DRAFTS_DIR, available, load_asset, read_card, save_asset
+from spec_core.assets import DRAFTS_DIR, available, load_asset, save_asset
 from spec_core.drafters.networks import FeatureDraft, build_standalone, trainable_state
 from spec_core.errors import SpecScopeError
 
@@ -20,10 +20,6 @@ def save_draft(draft: nn.Module, name: str, card: dict, directory: Path = DRAFTS
 
 def available_drafts(directory: Path = DRAFTS_DIR) -> list[str]:
     return available(directory)
-
-
-def draft_card(name: str, directory: Path = DRAFTS_DIR) -> dict:
-    return read_card(name, directory, "draft")
 
 
 def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR) -> tuple[nn.Module, dict]:

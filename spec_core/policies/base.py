@@ -31,7 +31,6 @@ class DraftSoFar:
 
 
 class DraftLengthPolicy(Protocol):
-    name: str
     stop_reason: str  # why the last round's drafting stopped ("window", "threshold", "max", "budget", ...)
 
     def next_chunk(self, so_far: DraftSoFar) -> int:

@@ -61,7 +61,6 @@ class HeuristicLength(FixedLength):
 
     def __init__(self, start: int = 5):
         super().__init__(_window(start, "heuristic:START"))
-        self.name = "heuristic" if start == 5 else f"heuristic:{start}"
 
     @classmethod
     def parse(cls, arg: str | None) -> int:
@@ -79,7 +78,6 @@ class HeuristicLength(FixedLength):
 class NoDraft:
     """Draft nothing: the policy of the empty drafter (plain decoding, ``ar``)."""
 
-    name = "none"
     stop_reason = ""
 
     def next_chunk(self, so_far: DraftSoFar) -> int:

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from spec_core import rules
 from spec_core.assets import BLOCK_DIR
+from spec_core.cli_args import add_threads
 from spec_core.drafters.block.assets import save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.rules import BLOCK_LOSSES
@@ -356,7 +357,7 @@ def parse_args(argv: list[str]) -> BlockTrainConfig:
     ap.add_argument("--name", default="")
     ap.add_argument("--shards", type=int, default=d.shards, help="use the first N shards (0 = all)")
     ap.add_argument("--no-autocast", action="store_true", help="train in float32 (slower)")
-    ap.add_argument("--threads", type=int, default=d.threads)
+    add_threads(ap, d.threads)
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     if not 0.0 <= a.alpha <= 1.0:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from spec_core.assets import DRAFTS_DIR
+from spec_core.cli_args import add_threads
 from spec_core.drafters.assets import save_draft
 from spec_core.drafters.networks import FeatureDraft, build_standalone
 from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
@@ -370,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         help="train on this fraction of the training shards; the held-out shards stay the same (data scaling)",
     )
     ap.add_argument("--seed", type=int, default=defaults.seed)
-    ap.add_argument("--threads", type=int, default=defaults.threads)
+    add_threads(ap, defaults.threads)
     ap.add_argument("--device", default=defaults.device)
     ap.add_argument("--work-dir", type=Path, default=defaults.work_dir)
     ap.add_argument("--out-dir", type=Path, default=defaults.out_dir)

@@ -39,6 +39,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from spec_core.assets import HEADS_DIR
+from spec_core.cli_args import add_threads
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.heads.preverifier import (
@@ -123,8 +124,7 @@ def simulation_prompts(cfg: SimConfig) -> list[tuple[str, str]]:
 def simulate_prompt(pair, prompt: str, cfg: SimConfig, sampling: SamplingConfig) -> dict[str, torch.Tensor]:
     """One generation with the long window: per drafted token (N of them) and per round (R)."""
     run = _RecordingGeneration(pair, prompt, f"fixed:{cfg.window}", cfg.max_new_tokens, sampling, window=cfg.window)
-    for _ in run.rounds():
-        pass
+    run.run()
     rounds = run.recorder.rounds
     if not rounds:
         return {}
@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=str(HEADS_DIR))
     ap.add_argument("--simulate-only", action="store_true", help="write the data shards and stop")
     ap.add_argument("--train-only", action="store_true", help="train on the shards already written (no simulation)")
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads(ap, 1)
     args = ap.parse_args(argv)
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     ship = tuple(v.strip() for v in args.ship.split(",") if v.strip())

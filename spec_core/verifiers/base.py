@@ -39,7 +39,6 @@ class Verdict:
 
 
 class Verifier(Protocol):
-    name: str
     lossless: bool  # the output is distributed exactly as the target's
     needs_target_hidden: bool  # whether ``inputs.target_hidden`` must be filled (costs a little per round)
     # verifies_trees: bool  (optional, False when absent) whether it also walks a branching draft

@@ -44,7 +44,6 @@ class DiversedVerifier(EnsembleVerifier):
 
     def __init__(self, head: EnsembleHead, params: DiversedParams = DiversedParams()):
         self.head, self.t0 = head, params.t0
-        self.name = "diversed" if params.head == DEFAULT_HEAD else f"diversed:head={params.head}"
 
     @classmethod
     def parse(cls, arg: str | None) -> DiversedParams:

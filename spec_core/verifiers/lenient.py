@@ -39,7 +39,6 @@ class LenientVerifier:
 
     def __init__(self, params: LenientParams):
         self.leniency, self.t0 = params.leniency, params.t0
-        self.name = f"lenient:{params.leniency:g}"
 
     @classmethod
     def parse(cls, arg: str | None) -> LenientParams:

@@ -22,7 +22,6 @@ class LosslessVerifier:
     """Standard speculative sampling; greedy at temperature 0 (accept while x_i == argmax p_i)."""
 
     prefix: ClassVar[str] = "lossless"
-    name = "lossless"
     lossless = True
     needs_target_hidden = False
     verifies_trees = True

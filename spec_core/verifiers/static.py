@@ -67,7 +67,6 @@ class EnsembleVerifier:
     lossless = False
     needs_target_hidden = False
     t0: str = DEFAULT_T0
-    name = "ensemble"
 
     def weights(self, inputs: RoundInputs) -> torch.Tensor:  # [γ] in [0, 1]
         raise NotImplementedError
@@ -113,7 +112,6 @@ class StaticVerifier(EnsembleVerifier):
 
     def __init__(self, params: StaticParams):
         self.weight, self.t0 = params.weight, params.t0
-        self.name = f"static:{params.weight:g}"
 
     @classmethod
     def parse(cls, arg: str | None) -> StaticParams:
