@@ -29,6 +29,7 @@ UPLOADS = {
     "record": ("Playground", "#pg-upload", "#pg-text"),
     "sweep": ("Analyzer", "#an-pareto-up", "#an-pareto-text"),
 }
+SLACK_S = 1.0  # a page's own fixed costs (updates, pauses): they dominate a sub-second tiny-pair run
 TOGETHER = 3.0  # two visitors at once finish within this many times one alone
 
 
@@ -175,7 +176,7 @@ def check_two_visitors(loader, n: int, timeout_ms: int) -> str:
         demo.close()
     report = f"alone {alone:.1f} s, together {took[0]:.1f} / {took[1]:.1f} s; load {os.getloadavg()}"
     print(report)
-    assert max(took) <= TOGETHER * alone, report
+    assert max(took) <= TOGETHER * alone + SLACK_S, report  # the embedded run is seconds long: the slack is noise there
     for page_texts in texts:  # each page's lanes are its own, and each equals its method run alone
         assert page_texts == solo, (page_texts, solo)
     return report
