@@ -138,9 +138,10 @@ def verdict_text(
             else ("even accepting every draft would not break even at this length")
         )
         verb = "but" if m < 1 else "and"
+        drafting = (width - 1) * profile.draft_ms / profile.step_ms
         why = (
             f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
-            f"{price:.1f}× a plain step on this machine, so {need_text}"
+            f"{price:.1f}× a plain step on this machine and drafting them {drafting:.1f}× more, so {need_text}"
         )
     busy = " The machine was busy: measured and predicted disagree (" + (
         f"predicted {speed.predicted:.2f}×)." if speed.predicted is not None else "no prediction)."

@@ -203,7 +203,8 @@ def live_frames(
     pair = pair_loader(request.pair_name, request.precision)
     run.precision = getattr(pair, "precision", "") or request.precision
     generations = _generations(pair, request, run.errors)
-    chosen = " chosen by auto" if request.precision == "auto" and not os.environ.get("SPECSCOPE_PRECISION") else ""
+    pinned = os.environ.get("SPECSCOPE_PRECISION", "auto").strip() not in ("", "auto")
+    chosen = " chosen by auto" if request.precision == "auto" and not pinned else ""
     where = f"{pair.name} ({pair.device.type} · {run.precision}{chosen}), {sampling_text(request.sampling)}"
     run.status = f"Generating on {where}…"
     yield run.frame()

@@ -79,7 +79,7 @@ def divergence_note(frame: LiveFrame, method: str) -> str:
     return (
         f'<p class="spec-diverge-note">◆ Parts from ar at new token {d.position + 1}. In ar\'s 1-token step the '
         f"target's two best tokens there are {html.escape(repr(a))} (p = {pa:.3f}) and {html.escape(repr(b))} "
-        f"(p = {pb:.3f}), {d.logit_gap:.3f} apart in logit.{own} A near-tie that {html.escape(frame.precision)} "
+        f"(p = {pb:.3f}), {d.logit_gap:.3f} apart in logit.{own} A near-tie that {html.escape(frame.arithmetic or frame.precision)} "
         "rounding flipped; hover or tap the marked token.</p>"
     )
 
