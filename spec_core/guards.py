@@ -190,26 +190,3 @@ def weights_problem(path: str | Path) -> str:
     except Exception as err:  # safetensors raises its own SafetensorError (not an OSError) for a bad header
         return f"{path} is not a readable safetensors file ({str(err).strip()[:160] or type(err).__name__})"
     return ""
-
-
-def ui_errors(fn: Callable) -> Callable:
-    """Turn :class:`SpecScopeError` (bad input, an unavailable model) into a ``gr.Error`` the page shows (the app's
-    handlers; gradio is imported here, on first use, so the engine never needs it)."""
-    import functools
-    import inspect
-
-    import gradio as gr
-
-    def stream(*args, **kwargs):
-        try:
-            yield from fn(*args, **kwargs)
-        except SpecScopeError as err:
-            raise gr.Error(str(err)) from err
-
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except SpecScopeError as err:
-            raise gr.Error(str(err)) from err
-
-    return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
