@@ -23,8 +23,10 @@ import functools
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -79,6 +81,15 @@ class ModelPair:
         """The target that learned parts (drafts, block drafters, heads) are built from: its weights are the
         ones they were trained against, whatever arithmetic ``target`` itself runs."""
         return self.base_target if self.base_target is not None else self.target
+
+    def learned(self, kind: str, name: str, build: Callable[[], Any]) -> Any:
+        """A learned part of this pair (a block drafter, a head, an assistant), built once and kept in ``extras``
+        under the one key scheme ``KIND:NAME`` (``KIND`` alone when unnamed): ``block:dpace``, ``head:pacer``,
+        ``diversed-head:diversed``, ``hf-assistant``. Tests and ablations inject a part under the same key."""
+        key = f"{kind}:{name}" if name else kind
+        if key not in self.extras:
+            self.extras[key] = build()
+        return self.extras[key]
 
     def pieces(self, tokens) -> tuple[str, ...]:
         """The text of each token alone (decoded once per token id, then cached: events carry pieces)."""

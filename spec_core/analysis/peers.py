@@ -29,16 +29,15 @@ class PeerResult:
 def _assistant(pair):
     if pair.draft_design in ("standalone", "truncated"):
         return pair.draft
-    if "hf_assistant" not in pair.extras:
-        from spec_core.drafters.assets import available_drafts, load_draft
-        from spec_core.drafters.networks import build_truncated
+    from spec_core.drafters.assets import available_drafts, load_draft
+    from spec_core.drafters.networks import build_truncated
 
+    def load():
         if "standalone" in available_drafts():
-            model, _ = load_draft(pair.parts_target, "standalone")
-        else:
-            model = build_truncated(pair.parts_target)
-        pair.extras["hf_assistant"] = model.to(pair.device)
-    return pair.extras["hf_assistant"]
+            return load_draft(pair.parts_target, "standalone")[0].to(pair.device)
+        return build_truncated(pair.parts_target).to(pair.device)
+
+    return pair.learned("hf-assistant", "", load)
 
 
 @torch.inference_mode()

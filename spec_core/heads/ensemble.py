@@ -93,17 +93,16 @@ def head_drafter(card: dict) -> str:
 
 def load_head(pair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:
     """The head ``name`` for ``pair``, cached in ``pair.extras``; refuses a head trained with another draft."""
-    key = f"diversed-head:{name}"
-    if key in pair.extras:
-        return pair.extras[key]
-    card = read_card(name, HEADS_DIR, "ensemble head", TRAIN_HINT)
-    want = (pair.draft_card or {}).get("sha256")
-    if card.get("draft_sha256") != want:
-        raise SpecScopeError(
-            f"ensemble head {name!r} was trained with draft sha256 {str(card.get('draft_sha256'))[:12]}…, "
-            f"this pair's draft is {str(want)[:12]}…; {TRAIN_HINT}"
-        )
-    tensors, card = load_asset(name, HEADS_DIR, "ensemble head", TRAIN_HINT)
-    head = head_from_tensors(tensors, int(card["draft_hidden"]), int(card["target_hidden"])).to(pair.device)
-    pair.extras[key] = (head, card)
-    return head, card
+
+    def load():
+        card = read_card(name, HEADS_DIR, "ensemble head", TRAIN_HINT)
+        want = (pair.draft_card or {}).get("sha256")
+        if card.get("draft_sha256") != want:
+            raise SpecScopeError(
+                f"ensemble head {name!r} was trained with draft sha256 {str(card.get('draft_sha256'))[:12]}…, "
+                f"this pair's draft is {str(want)[:12]}…; {TRAIN_HINT}"
+            )
+        tensors, card = load_asset(name, HEADS_DIR, "ensemble head", TRAIN_HINT)
+        return head_from_tensors(tensors, int(card["draft_hidden"]), int(card["target_hidden"])).to(pair.device), card
+
+    return pair.learned("diversed-head", name, load)

@@ -146,12 +146,11 @@ class PacerLength:
             raise SpecScopeError("pacer needs the loaded pair: its pre-verifier is matched to the pair's draft")
         from spec_core.heads.preverifier import find_head, load_head
 
-        key = f"{HEAD_KEY}:{params.head}" if params.head else HEAD_KEY
-        if key not in pair.extras:
+        def load():
             name = find_head(pair.draft_card, params.head)
-            head, _ = load_head(name)
-            pair.extras[key] = (head.to(pair.device), name)
-        head, name = pair.extras[key]
+            return load_head(name)[0].to(pair.device), name
+
+        head, name = pair.learned(HEAD_KEY, params.head, load)
         return cls(params, head, name, embed=pair.target.get_input_embeddings())
 
     # -- the stop rule -------------------------------------------------------------------------------------

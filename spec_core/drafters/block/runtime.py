@@ -94,13 +94,13 @@ def make_block_drafter(pair, spec: str) -> BlockDrafter:
     loss = spec.partition(":")[2]
     if loss not in BLOCK_LOSSES:
         raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {spec!r}")
-    key = f"block:{loss}"
-    if key not in pair.extras:
+
+    def load():
         if pair.name != "embedded":
             raise SpecScopeError(
                 f"{spec!r} needs a block drafter trained for the target; the shipped ones are for the embedded "
                 f"pair only, not {pair.name!r}"
             )
-        model, _ = load_block_model(pair.parts_target, loss)
-        pair.extras[key] = model.to(pair.device)
-    return BlockDrafter(pair.extras[key])
+        return load_block_model(pair.parts_target, loss)[0].to(pair.device)
+
+    return BlockDrafter(pair.learned("block", loss, load))
