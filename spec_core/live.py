@@ -140,6 +140,13 @@ class _Run:
         )
 
 
+def _machine_measured() -> bool:
+    """Whether ``auto`` can answer from a cached table (or is pinned) without measuring first."""
+    from spec_core.precision import PRECISION_ENV, cached_machine_costs
+
+    return os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto") or cached_machine_costs() is not None
+
+
 def is_lossy(method: str) -> bool:
     """A lane whose verifier may change the target's output (everything but lossless verification)."""
     from spec_core.methods import parse_method
@@ -199,6 +206,8 @@ def live_frames(
     t_start = time.perf_counter()
     run = _Run(request, {m: [] for m in request.methods}, {})
     run.status = f"Loading the model pair {request.pair_name!r} ({request.precision}; first use loads and warms it up)…"
+    if request.precision == "auto" and not _machine_measured():
+        run.status += " Measuring this machine's arithmetic once (about a minute): auto then runs the fastest."
     yield run.frame()
     pair = pair_loader(request.pair_name, request.precision)
     run.precision = getattr(pair, "precision", "") or request.precision
