@@ -182,10 +182,13 @@ def accelerator_profile(draft_ratio: float, step_ms: float = 1.0) -> CostProfile
     )
 
 
-def profile_from_events(lanes: Mapping[str, Sequence], name: str = "this run", about: str = "") -> CostProfile | None:
+def profile_from_events(
+    lanes: Mapping[str, Sequence], name: str = "this run", about: str = "", one_step_ms: float | None = None
+) -> CostProfile | None:
     """A profile measured in a run's own rounds: medians per verification width, per draft forward, of the engine's
-    work and of a pre-verifier call (round 0 of each lane follows the prefill: left out). None without a plain
-    one-token pass to anchor it."""
+    work and of a pre-verifier call (round 0 of each lane follows the prefill: left out). A plain one-token pass
+    anchors it: the run's own ``ar`` rounds, or ``one_step_ms`` timed beside them (a lane run alone); None
+    without either."""
     by_width: dict[int, list[float]] = {}
     drafts, engine, heads = [], [], []
     for events in lanes.values():
@@ -201,6 +204,8 @@ def profile_from_events(lanes: Mapping[str, Sequence], name: str = "this run", a
             if shape.draft_forwards:
                 drafts.append(propose / shape.draft_forwards)
             engine.append(max(e.engine_s * 1000 - head, 0.0))
+    if one_step_ms is not None:
+        by_width[1] = [one_step_ms]
     if 1 not in by_width:
         return None
     widths = sorted(by_width)

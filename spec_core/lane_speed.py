@@ -200,43 +200,33 @@ def lane_speed(
 def probe_profile(
     pair, events: Sequence[RoundEvent], context_ids: Sequence[int], repeats: int = 3
 ) -> CostProfile | None:
-    """This run's costs with the plain step measured beside it: the run's own rounds give the draft and engine
-    costs, and the target is timed here over 1 token and over the run's widest verification, at the run's own
-    context, interleaved (a lane run alone, as ``/generate`` runs it, has no ``ar`` lane to anchor it)."""
+    """This run's costs with the plain step measured beside it: the run's own rounds give the verification, draft,
+    engine and head costs, and a one-token target step is timed here at the run's own context (a lane run alone,
+    as ``/generate`` runs it, has no ``ar`` lane to anchor it)."""
     import torch
 
     from spec_core.cached_lm import CachedLM
     from spec_core.precision import interleaved_median_ms
 
-    own = profile_from_events({"lane": events}) if events else None
-    widths = sorted({1, *(round_shape(e).width for e in events[1:])})
-    if len(context_ids) < 2:
-        return own
+    if len(context_ids) < 2 or not events:
+        return None
     with torch.inference_mode():
         lm = CachedLM(pair.target, hidden=False)
         lm.reset()
         ids = torch.tensor(list(context_ids))
         lm.forward(ids, all_logits=False)
         base = lm.length
-        feed = ids[-max(widths) :] if len(ids) >= max(widths) else ids.repeat(max(widths) // len(ids) + 1)
 
-        def call(n):
-            lm.forward(feed[:n])
+        def step():
+            lm.forward(ids[-1:])
             lm.crop(base)
 
-        probe = [1, widths[-1]] if len(widths) > 1 else [1]
-        timed = interleaved_median_ms({w: (lambda w=w: call(w)) for w in probe}, repeats)
-    ms = {w: timed[w] for w in probe}
-    if own is not None:
-        ms |= {w: max(m, ms[1]) for w, m in zip(own.widths, own.target_ms) if w != 1}
-    return CostProfile(
-        tuple(ms),
-        tuple(ms.values()),
-        own.draft_ms if own else 0.0,
-        own.engine_ms if own else 0.0,
-        own.head_ms if own else 0.0,
+        one = interleaved_median_ms({1: step}, repeats)[1]
+    return profile_from_events(
+        {"lane": events},
         name=f"this machine · {pair.precision}",
         about="this run's rounds, plus a one-token step timed beside them",
+        one_step_ms=one,
     )
 
 

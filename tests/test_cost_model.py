@@ -114,3 +114,11 @@ def test_text_distance_names_the_place_and_share():
     lossy = speed.text_distance([1, 9, 9, 4], [1, 2, 3, 4], lossy=True)
     assert "token 2" in lossy and "50%" in lossy and lossy.startswith("Lossy")
     assert "near-tie" in speed.text_distance([1, 2, 5], [1, 2, 3], lossy=False)
+
+
+def test_a_lane_run_alone_is_anchored_by_a_step_timed_beside_it():
+    lane = [_round(i, 2, 1, 0.050) for i in range(10)]  # no ar lane: /generate runs one method
+    assert profile_from_events({"lane": lane}) is None
+    p = profile_from_events({"lane": lane}, one_step_ms=40.0)
+    assert p.step_ms == pytest.approx(41.0) and p.draft_ms == pytest.approx(2.0)  # the drafting is priced too
+    assert p.events_speedup(lane) <= Stats.from_events(lane).tau
