@@ -18,6 +18,7 @@ Runs shorter than :data:`MIN_TIMED_TOKENS` are not timed: a handful of rounds ca
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -180,47 +181,30 @@ def lane_speed(
     if base.new_tokens < MIN_TIMED_TOKENS:
         return LaneSpeed(stats.tokens_per_s, None, None, f"ar: {TOO_FEW}")
     profile = profile or profile_from_events(lanes)
-    predicted = profile.events_speedup(events) if profile is not None else None
+    measured = stats.tokens_per_s / base.tokens_per_s
     if not full:
-        return LaneSpeed(stats.tokens_per_s, stats.tokens_per_s / base.tokens_per_s, predicted)
-    need = breakeven(events, profile)[1] if profile is not None and stats.drafted_tokens else None
-    need = need if need is not None and np.isfinite(need) else None
-    gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
-    speed = LaneSpeed(
-        stats.tokens_per_s,
-        stats.tokens_per_s / base.tokens_per_s,
-        predicted,
-        spread=speedup_spread(events, ar),
-        breakeven_acceptance=need,
-        gpu_like=gpu,
-    )
-    return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events, lossy_note)})
+        return LaneSpeed(stats.tokens_per_s, measured, profile.events_speedup(events) if profile else None)
+    return _priced(stats, events, profile, draft_ratio, measured, speedup_spread(events, ar), lossy_note)
 
 
-def probe_profile(
-    pair, events: Sequence[RoundEvent], context_ids: Sequence[int], repeats: int = 3
-) -> CostProfile | None:
+def probe_profile(pair, events: Sequence[RoundEvent], target_lm, pending: int, repeats: int = 3) -> CostProfile | None:
     """This run's costs with the plain step measured beside it: the run's own rounds give the verification, draft,
-    engine and head costs, and a one-token target step is timed here at the run's own context (a lane run alone,
-    as ``/generate`` runs it, has no ``ar`` lane to anchor it)."""
+    engine and head costs, and a one-token target step is timed on the run's own cache (``target_lm``, which holds
+    every token but the ``pending`` one), then cropped back: a lane run alone, as ``/generate`` runs it, has no
+    ``ar`` lane to anchor it, and no second prefill is needed."""
     import torch
 
-    from spec_core.cached_lm import CachedLM
     from spec_core.precision import interleaved_median_ms
 
-    if len(context_ids) < 2 or not events:
+    if not events or target_lm is None or target_lm.cache is None:
         return None
+    held, token = target_lm.length, torch.tensor([pending])
+
+    def step():
+        target_lm.forward(token, all_logits=False)
+        target_lm.crop(held)
+
     with torch.inference_mode():
-        lm = CachedLM(pair.target, hidden=False)
-        lm.reset()
-        ids = torch.tensor(list(context_ids))
-        lm.forward(ids, all_logits=False)
-        base = lm.length
-
-        def step():
-            lm.forward(ids[-1:])
-            lm.crop(base)
-
         one = interleaved_median_ms({1: step}, repeats)[1]
     return profile_from_events(
         {"lane": events},
@@ -230,10 +214,30 @@ def probe_profile(
     )
 
 
+def _priced(
+    stats: Stats,
+    events: Sequence[RoundEvent],
+    profile: CostProfile | None,
+    draft_ratio: float,
+    measured: float | None = None,
+    spread: tuple[float, float] | None = None,
+    lossy_note: str = "",
+) -> LaneSpeed:
+    """A lane's prediction, break-even, accelerator figure and verdict under ``profile`` (with ``ar``'s measured
+    ratio and its spread when the run had an ``ar`` lane)."""
+    predicted = profile.events_speedup(events) if profile is not None else None
+    need = breakeven(events, profile)[1] if profile is not None and stats.drafted_tokens else None
+    need = need if need is not None and np.isfinite(need) else None
+    gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
+    speed = LaneSpeed(stats.tokens_per_s, measured, predicted, spread=spread, breakeven_acceptance=need, gpu_like=gpu)
+    return dataclasses.replace(speed, verdict=verdict_text(stats, speed, profile, events, lossy_note))
+
+
 def run_verdict(
     pair,
     events: Sequence[RoundEvent],
-    context_ids: Sequence[int],
+    target_lm,
+    pending: int,
     draft_ratio: float | None = None,
 ) -> LaneSpeed:
     """The verdict of a lane run alone (``/generate``): predicted, from its own rounds and a plain step timed
@@ -246,16 +250,9 @@ def run_verdict(
             1.0 if events else None,
             "plain decoding",
             verdict="Plain decoding: one target step per token (the baseline).",
-            breakeven_acceptance=None,
         )
-    profile = probe_profile(pair, events, context_ids)
-    predicted = profile.events_speedup(events) if profile is not None else None
-    need = breakeven(events, profile)[1] if profile is not None else None
-    need = need if need is not None and np.isfinite(need) else None
-    ratio = draft_ratio if draft_ratio is not None else DEFAULT_DRAFT_RATIO
-    gpu = accelerator_profile(ratio).events_speedup(events)
-    speed = LaneSpeed(stats.tokens_per_s, None, predicted, breakeven_acceptance=need, gpu_like=gpu)
-    return LaneSpeed(**{**speed.__dict__, "verdict": verdict_text(stats, speed, profile, events)})
+    profile = probe_profile(pair, events, target_lm, pending)
+    return _priced(stats, events, profile, draft_ratio if draft_ratio is not None else DEFAULT_DRAFT_RATIO)
 
 
 def draft_ratio(pair) -> float | None:

@@ -362,5 +362,6 @@ def stats_stream(pair, request: GenerateRequest, every_s: float = STREAM_EVERY_S
         raise SpecScopeError(f"{request.spec.name} cannot run: {err}") from err
     result = run.result()
     final = Stats.from_events(run.events, wall_s=run.wall_s, method=request.spec.name)
-    verdict = run_verdict(pair, run.events, [*run.prompt_ids, *run.new_tokens], draft_ratio(pair))
+    pending = [*run.prompt_ids, *run.new_tokens][-1]  # the one token the target cache does not hold yet
+    verdict = run_verdict(pair, run.events, run.target_lm, pending, draft_ratio(pair))
     yield {**final.as_dict(), **verdict.as_stats(), "precision": pair.precision, "text": result.text, "finished": True}

@@ -55,23 +55,33 @@ def interleaved_median_ms(calls: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-@torch.inference_mode()
-def target_forward_ms(pair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
-    """Median ms of a target forward over each width, ``context`` tokens already cached."""
+def target_calls(pair, widths=WIDTHS, context: int = CONTEXT, hidden: bool = False) -> dict:
+    """Width → a call that runs one target forward over that many new tokens after ``context`` cached ones, then
+    crops back (ordinary token ids, seeded; any id fits a tiny test model). ``costs`` times them beside its
+    draft steps; :func:`target_forward_ms` alone."""
     from spec_core.cached_lm import CachedLM
 
+    context = max(2, int(context))
     vocab = pair.target.config.vocab_size
     low, high = (100, 1000) if vocab > 1000 else (0, vocab)
-    ids = torch.randint(low, high, (max(context, max(widths)),), generator=torch.Generator().manual_seed(0))
-    lm = CachedLM(pair.target, hidden=False)
+    ids = torch.randint(low, high, (context,), generator=torch.Generator().manual_seed(0))
+    feed = ids.repeat(max(widths) // context + 1)  # enough tokens for the widest pass
+    lm = CachedLM(pair.target, hidden=hidden)
     lm.reset()
-    lm.forward(ids[:context], all_logits=False)
+    with torch.inference_mode():
+        lm.forward(ids, all_logits=False)
 
+    @torch.inference_mode()
     def call(n):
-        lm.forward(ids[:n])
+        lm.forward(feed[:n])
         lm.crop(context)
 
-    return interleaved_median_ms({n: (lambda n=n: call(n)) for n in widths}, repeats)
+    return {n: (lambda n=n: call(n)) for n in sorted({1, *widths})}
+
+
+def target_forward_ms(pair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
+    """Median ms of a target forward over each width, ``context`` tokens already cached."""
+    return interleaved_median_ms(target_calls(pair, widths, context), repeats)
 
 
 def measure_profile(pair, repeats: int = 6) -> CostProfile:

@@ -159,12 +159,6 @@ class TreeRound:
         """D, the deepest level: one batched draft forward per level."""
         return max(self.depths, default=0)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """The field ``key`` (``default`` if there is none): for readers written against the untyped dict this
-        record replaced (``spec_core/analysis/costs.py: round_shape``). New code reads the fields, or
-        :attr:`RoundEvent.verify_width` and :attr:`RoundEvent.draft_forwards`."""
-        return getattr(self, key, default)
-
     @classmethod
     def from_record(cls, record: Any) -> TreeRound | None:
         """Rebuild from a JSON line's object (``dataclasses.asdict`` of one); None for an empty or missing one."""

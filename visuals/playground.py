@@ -246,12 +246,13 @@ def summary_text(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay,
     return (
         f"**{chosen.policy}** takes **{chosen.rounds} rounds** for these {chosen.tokens} tokens (τ {chosen.tau:.2f}); "
         f"it drafts {chosen.drafted} tokens and the target throws away {chosen.wasted}: predicted {speed(chosen)}. "
-        f"The **oracle**, which drafts exactly what the target will keep, needs {oracle.rounds} rounds "
+        f"The **oracle**, which knows what the target will keep and drafts the cheapest plan (never a wasted draft), "
+        f"needs {oracle.rounds} rounds "
         f"({speed(oracle)}); the best fixed window, **{best.policy}**, {best.rounds} ({speed(best)}).{gain}\n\n"
         f"<small>Record: {meta.get('source', 'a saved record')}, {meta.get('dtype', '?')} "
         f"{meta.get('draft', '')} draft, recorded in {meta.get('record_s', float('nan')):.1f} s; speed from the "
         f"cost model with {where}. In float32 the replay equals real runs round for round; in "
-        f"bfloat16 a real run may part from this text at a near-tie.</small>"
+        f"bfloat16 or int8 a real run may part from this text at a near-tie.</small>"
     )
 
 

@@ -131,21 +131,22 @@ def run_bench(
     bare names run on ``pair``. ``speedup_vs_ar`` is against the bare ``ar``; ``speedup_vs_best_ar`` against the
     fastest plain decoding of any precision in the run (every ``ar@…`` and ``ar``), prompt by prompt.
     """
-    specs = {m: parse_method(m) for m in methods}
+    specs = {m: parse_method(m) for m in ["ar", *methods]}  # parsed once: kinds and precisions read below
     pairs = {None: pair}
     for spec in specs.values():
         if spec.precision not in pairs and spec.precision != pair.precision:
             if pair_for is None:
                 raise SpecScopeError(f"{spec.name!r} asks for another precision; this run has only {pair.precision}")
             pairs[spec.precision] = pair_for(spec.precision)
-    on = {m: pairs.get(parse_method(m).precision, pair) for m in ["ar", *methods]}
+    on = {m: pairs.get(spec.precision, pair) for m, spec in specs.items()}
     # every precision in the run gets its own plain decoding: a lossless method is compared with the ar of its
     # own arithmetic (first_divergence, same_as_ar), and the fastest ar of any precision is the yardstick
     for spec_pair in {id(p): p for p in on.values()}.values():
-        if not any(on[m] is spec_pair and specs.get(m, parse_method(m)).kind == "ar" for m in on):
+        if not any(on[m] is spec_pair and specs[m].kind == "ar" for m in on):
             name = f"ar@{spec_pair.precision}"
-            on[name] = spec_pair
+            on[name], specs[name] = spec_pair, parse_method(name)
             methods = [*methods, name]
+    plain = {m for m, spec in specs.items() if spec.kind == "ar"}
     methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
     if repeats < 1 or max_new_tokens < 1:
         raise SpecScopeError("repeats and max_new_tokens must be >= 1")
@@ -166,10 +167,8 @@ def run_bench(
         ar_runs = raw[("ar", p["id"])]
         ar_tps = statistics.median(r["new_tokens"] / r["wall_s"] for r in ar_runs)
         tps_of = {m: statistics.median(r["new_tokens"] / r["wall_s"] for r in raw[(m, p["id"])]) for m in methods}
-        best_ar = max(v for m, v in tps_of.items() if parse_method(m).kind == "ar")
-        own_ar = {
-            id(on[m]): raw[(m, p["id"])][0]["token_ids"] for m in reversed(methods) if parse_method(m).kind == "ar"
-        }
+        best_ar = max(v for m, v in tps_of.items() if m in plain)
+        own_ar = {id(on[m]): raw[(m, p["id"])][0]["token_ids"] for m in reversed(methods) if m in plain}
         for m in methods:
             runs = raw[(m, p["id"])]
             wall = statistics.median(r["wall_s"] for r in runs)

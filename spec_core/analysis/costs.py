@@ -23,7 +23,7 @@ from spec_core.cached_lm import CachedLM, LMOutput
 from spec_core.cost_model import CostProfile, expected_tau, round_shape
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
-from spec_core.precision import interleaved_median_ms
+from spec_core.precision import interleaved_median_ms, target_calls
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
@@ -58,17 +58,8 @@ def measure_costs(
     vocab = pair.target.config.vocab_size
     low, high = (100, 1000) if vocab > 1000 else (0, vocab)  # ordinary token ids (any id fits a tiny test model)
     ids = torch.randint(low, high, (context,), generator=torch.Generator().manual_seed(0)).tolist()
-    target = CachedLM(pair.target)
-    target.reset()
-    target.forward(torch.tensor(ids), all_logits=False)
-
-    def target_call(n):
-        target.forward(torch.tensor(feed[:n]))
-        target.crop(context)
-
     widths = tuple(sorted({1, *widths}))
-    feed = ids * (max(widths) // context + 1)  # enough tokens for the widest pass
-    calls = {("target forward", n): (lambda n=n: target_call(n)) for n in widths}
+    calls = {("target forward", n): call for n, call in target_calls(pair, widths, context, hidden=True).items()}
     for name, draft in drafts.items():
         drafter = FeatureDrafter(draft) if hasattr(draft, "fc") else StandaloneDrafter(draft)
         probe = CachedLM(pair.target, layers=drafter.target_layers)  # the states this drafter reads
