@@ -126,6 +126,16 @@ def uniform_weights(q: torch.Tensor) -> torch.Tensor:
     return torch.ones_like(q)
 
 
+def decay_gamma(block_size: int) -> float:
+    """DFlash's decay constant γ_w for a block of ``block_size`` (anchor + drafted tokens): 4 for B ≤ 8 and 7 for
+    B ≥ 16 (arXiv 2602.06036), linear between (B = 12: 5.5), so the training and the lens agree for any B."""
+    if block_size <= 8:
+        return 4.0
+    if block_size >= 16:
+        return 7.0
+    return 4.0 + 3.0 * (block_size - 8) / 8
+
+
 def decay_weights(q: torch.Tensor, gamma_w: float) -> torch.Tensor:
     """DFlash's fixed schedule w_k = exp(−(k − 1)/γ_w) for block positions k = 1..B (anchor excluded).
 

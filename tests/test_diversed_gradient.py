@@ -176,3 +176,45 @@ def test_exact_gradient_fails_for_the_token_score():
     head, rollouts, reward, trainer_score = head_toy()
     g_exact, g_tok = exact_and_estimated(rollouts, reward, head.linear.weight, trainer_score("token"))
     assert (g_tok - g_exact).norm() > 0.4 * g_exact.norm()
+
+
+
+P_TOY, Q_TOY = torch.tensor([0.6, 0.4], dtype=torch.float64), torch.tensor([0.1, 0.9], dtype=torch.float64)
+
+
+def argmax_rule_rewards(w: torch.Tensor) -> torch.Tensor:
+    """``[N]`` rewards of one drafted position under the temperature-0 ``argmax`` rule for N values of w: p = [.6, .4]
+    (the target's choice 0), q = [.1, .9] (the greedy draft 1); the draft is kept (reward 1) iff argmax ν = 1,
+    which is w < 0.8, else the target's 0 is emitted (reward 0.25)."""
+    from spec_core import rules
+
+    nu = rules.ensemble(P_TOY.expand(w.shape[0], 2), Q_TOY.expand(w.shape[0], 2), w)  # [N, 2]
+    return torch.where(nu.argmax(-1) == 1, 1.0, 0.25).double()
+
+
+def test_toy_argmax_rule_is_the_engines():
+    """The vectorised toy agrees with :func:`rules.verify_argmax_ensemble` on both sides of its step."""
+    from spec_core import rules
+
+    for w, kept in ((0.79, 1), (0.81, 0)):
+        nu = rules.ensemble(P_TOY[None], Q_TOY[None], torch.tensor([w], dtype=torch.float64))
+        assert rules.verify_argmax_ensemble(nu, torch.tensor([1]), 0)[1] == kept
+        assert float(argmax_rule_rewards(torch.tensor([w], dtype=torch.float64))[0]) == (1.0 if kept else 0.25)
+
+
+@pytest.mark.parametrize("mu,sigma", [(0.5, 1.0), (2.0, 0.7), (1.386, 0.3)])
+def test_exact_gradient_gaussian_exploration_of_the_argmax_rule(mu, sigma):
+    """At temperature 0 the argmax rule is a step in w, so the trainer explores z ~ N(μ, σ²), w = σ(z). The
+    expectation of R(z)·∂/∂μ :func:`gaussian_score`, integrated over z by fine quadrature (no sampling), equals
+    the closed form ∂/∂μ E[R] = −0.75·φ((logit 0.8 − μ)/σ)/σ."""
+    from spec_core.train.diversed import gaussian_score
+
+    mean = torch.tensor(mu, dtype=torch.float64, requires_grad=True)
+    z = torch.linspace(mu - 10 * sigma, mu + 10 * sigma, 400_001, dtype=torch.float64)
+    density = torch.exp(-((z - mu) ** 2) / (2 * sigma**2)) / (sigma * (2 * torch.pi) ** 0.5)
+    rewards = argmax_rule_rewards(torch.sigmoid(z))
+    estimate = (gaussian_score(mean, z, sigma) * rewards * density).sum() * (z[1] - z[0])
+    (g_est,) = torch.autograd.grad(estimate, mean)
+    u = (float(torch.logit(torch.tensor(0.8, dtype=torch.float64))) - mu) / sigma
+    g_exact = -0.75 * torch.exp(torch.tensor(-(u**2) / 2, dtype=torch.float64)) / ((2 * torch.pi) ** 0.5 * sigma)
+    assert float(g_est) == pytest.approx(float(g_exact), rel=1e-3, abs=1e-6)

@@ -228,7 +228,8 @@ def test_lens_weights_match_the_rules():
     import torch
 
     assert w["dpace"] == pytest.approx(rules.dpace_weights(torch.tensor(q)).tolist(), rel=1e-6)
-    assert lens.decay_gamma(9) == 7.0 and lens.decay_gamma(8) == 4.0
+    assert rules.decay_gamma(8) == 4.0 and rules.decay_gamma(12) == 5.5 and rules.decay_gamma(16) == 7.0
+    assert w["decay"] == pytest.approx(rules.decay_weights(torch.tensor(q), rules.decay_gamma(5)).tolist())
 
 
 def test_training_lens_figure_uses_a_real_block():
@@ -238,6 +239,7 @@ def test_training_lens_figure_uses_a_real_block():
     assert "round 0" in first.layout.title.text and "one block" in first.layout.title.text
     fig = lens.training_lens_figure({"heuristic": lane}, round_index=1)
     assert "round 1" in fig.layout.title.text and "heuristic" in fig.layout.title.text
+    assert "B = 5" in fig.layout.title.text and "γ_w = 4" in fig.layout.title.text  # the block size it weighs
     by_name = {t.name: t for t in fig.data}
     assert list(by_name["q_j: the draft's probability of the target's token"].y) == gold
     dpace = by_name["D-PACE (from q_j)"]

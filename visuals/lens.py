@@ -5,7 +5,8 @@ For a block the draft just proposed, q_j is the draft's probability of the *targ
 cross-entropy −log q_j; the schedules differ in the weight each position's loss gets:
 
 - uniform — every position the same;
-- DFlash's decay, w_k = exp(−(k − 1)/γ_w) (DFlash, arXiv 2602.06036; γ_w = 4 for B = 8, 7 for B = 16);
+- DFlash's decay, w_k = exp(−(k − 1)/γ_w) (DFlash, arXiv 2602.06036; γ_w = 4 for B ≤ 8, 7 for B ≥ 16, linear
+  between: :func:`spec_core.rules.decay_gamma`);
 - D-PACE, w_j = Σ_{k≥j} Π_{i≤k} q̃_i with q̃ = (1 − α)q + α (arXiv 2605.18810; docs/ALGORITHMS.md §3):
   positions the verifier is likely to reach, and whose acceptance would unlock a long continuation, weigh most.
 
@@ -32,15 +33,10 @@ DPACE_ALPHA = 0.5  # D-PACE's smoothing; stable for α in [0.3, 0.7], α = 0 col
 SCHEME_LABELS = {"uniform": "uniform", "decay": "DFlash's decay (fixed)", "dpace": "D-PACE (from q_j)"}
 
 
-def decay_gamma(block_len: int) -> float:
-    """DFlash's γ_w: 4 for blocks of 8, 7 for blocks of 16 (block = anchor + drafted tokens)."""
-    return 4.0 if block_len <= 8 else 7.0
-
-
 def lens_weights(gold_probs: Sequence[float], alpha: float = DPACE_ALPHA) -> dict[str, list[float]]:
     """Raw per-position weights of the three schedules for one block's q_1..q_γ."""
     q = torch.tensor(list(gold_probs), dtype=torch.float64)  # [γ]
-    gamma_w = decay_gamma(len(gold_probs) + 1)
+    gamma_w = rules.decay_gamma(len(gold_probs) + 1)
     return {
         "uniform": rules.uniform_weights(q).tolist(),
         "decay": rules.decay_weights(q, gamma_w).tolist(),
@@ -151,7 +147,8 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
         )
     base_layout(
         fig,
-        f"Training lens: {method}, round {event.index} ({event.draft_len} drafted tokens)",
+        f"Training lens: {method}, round {event.index}: a block of B = {len(q) + 1} "
+        f"(the anchor + {event.draft_len} drafted; decay γ_w = {rules.decay_gamma(len(q) + 1):g})",
         "position in the block",
         "share of the block's loss weight",
         note=f"rests on one block: round {event.index}'s {len(q)} drafted positions",

@@ -74,13 +74,14 @@ def block_weights(q: list[float], alpha: float = 0.5, gamma_w: float = 4.0) -> d
     return out
 
 
-def run_method(pair, prompts, method: str, max_new_tokens: int) -> dict:
+def run_method(pair, prompts, method: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0) -> dict:
+    """Every prompt through the engine (prompt n sampled with seed ``seed + n`` when ``temperature`` > 0)."""
     from spec_core.engine import generate
 
     rows, events = [], []
-    for pid, cat, prompt in prompts:
+    for n, (pid, cat, prompt) in enumerate(prompts):
         t0 = time.perf_counter()
-        res = generate(pair, prompt, method, max_new_tokens=max_new_tokens, temperature=0.0)
+        res = generate(pair, prompt, method, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + n)
         wall = time.perf_counter() - t0
         rows.append(
             {
@@ -160,6 +161,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--n-prompts", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--temperature", type=float, default=0.0, help="engine runs sample at T > 0 (τ under sampling)")
+    ap.add_argument("--seed", type=int, default=0, help="prompt n samples with seed SEED + n")
     add_threads(ap, 0)
     ap.add_argument("--out", default=str(ROOT / "runs" / "block" / "analysis.json"))
     ap.add_argument("--overhead-steps", type=int, default=0, help="also time D-PACE vs decay training steps")
@@ -195,7 +198,9 @@ def main(argv: list[str]) -> int:
         from spec_core.train import block as tb
 
         _, held_seqs, _ = tb.load_sequences(Path(a.data), tb.BlockTrainConfig(loss="dpace").heldout_shards, a.shards)
-    ar = run_method(pair, prompts, "ar", a.max_new_tokens)
+    if a.temperature < 0:
+        ap.error("--temperature must be ≥ 0")
+    ar = run_method(pair, prompts, "ar", a.max_new_tokens, a.temperature, a.seed)
     ar_ids = {r["prompt_id"]: r["token_ids"] for r in ar["rows"]}
     ar_tps = statistics.mean(r["tokens_per_s"] for r in ar["rows"])
     results, saved = {}, dict(pair.extras)
@@ -203,7 +208,7 @@ def main(argv: list[str]) -> int:
         model, card = load_block_model(pair.parts_target, name, directory)
         loss = card["loss"]
         pair.extras[f"block:{loss}"] = model.to(pair.device)  # route block:LOSS to this asset for the run
-        run = run_method(pair, prompts, f"block:{loss}", a.max_new_tokens)
+        run = run_method(pair, prompts, f"block:{loss}", a.max_new_tokens, a.temperature, a.seed)
         pair.extras.clear()
         pair.extras.update(saved)
         block_len = model.config.block_size - 1
@@ -218,6 +223,8 @@ def main(argv: list[str]) -> int:
         results[name] = {
             "loss": loss,
             "alpha": tc["alpha"],
+            "block_size": model.config.block_size,
+            "seed": tc.get("seed"),
             "tau_mean": statistics.mean(r["tau"] for r in run["rows"]),
             "tau_by_prompt": {r["prompt_id"]: r["tau"] for r in run["rows"]},
             "tokens_per_s": statistics.mean(r["tokens_per_s"] for r in run["rows"]),
@@ -260,6 +267,7 @@ def main(argv: list[str]) -> int:
         "prompts": [p[0] for p in prompts],
         "max_new_tokens": a.max_new_tokens,
         "dtype": a.dtype,
+        "temperature": a.temperature,
         "ar": {"tokens_per_s": ar_tps},
         "drafters": results,
         "training_overhead": overhead,
@@ -273,10 +281,11 @@ def main(argv: list[str]) -> int:
 
 def markdown_table(analysis: dict) -> str:
     """τ, acceptance by position and training cost per drafter, as a Markdown table."""
+    temp = analysis.get("temperature", 0.0)
     lines = [
-        "| drafter | α | τ (engine) | held-out τ est. | held-out P(acc ≥ 1, 2, 3) | engine P(acc ≥ 1, 2, 3) | "
-        "same as ar | median step (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| drafter | B | seed | α | τ (engine, T = {temp:g}) | held-out τ est. | held-out P(acc ≥ 1, 2, 3) | "
+        "engine P(acc ≥ 1, 2, 3) | same as ar | median step (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in analysis["drafters"].items():
         c = r["accept_curve"]
@@ -285,7 +294,7 @@ def markdown_table(analysis: dict) -> str:
         hpick = ", ".join(f"{h['accept_by_position'][k]:.3f}" for k in (0, 1, 2))
         alpha = r["alpha"] if r["loss"].startswith("dpace") else "–"
         lines.append(
-            f"| {name} | {alpha} | {r['tau_mean']:.3f} | {h['tau_estimate']:.3f} | {hpick} | "
+            f"| {name} | {r.get('block_size', '?')} | {r.get('seed', '?')} | {alpha} | {r['tau_mean']:.3f} | {h['tau_estimate']:.3f} | {hpick} | "
             f"{pick} | {r['identical_to_ar']}/{len(analysis['prompts'])} | "
             f"{r['train']['median_step_s']:.3f} |"
         )

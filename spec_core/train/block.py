@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 class BlockTrainConfig:
     loss: str  # one of BLOCK_LOSSES
     alpha: float = 0.5  # D-PACE smoothing q̃ = (1 − α)q + α (weights only)
-    gamma_w: float = 0.0  # decay constant; 0 = DFlash's choice (4 for B = 8, 7 for B = 16)
+    gamma_w: float = 0.0  # decay constant; 0 = DFlash's choice (rules.decay_gamma: 4 for B = 8, 7 for B = 16)
     block_size: int = 8  # B (anchor + B − 1 drafted tokens)
     num_layers: int = 1
     steps: int = 1000
@@ -74,7 +74,7 @@ class BlockTrainConfig:
 
     @property
     def decay(self) -> float:
-        return self.gamma_w or {8: 4.0, 16: 7.0}.get(self.block_size, self.block_size / 2)
+        return self.gamma_w or rules.decay_gamma(self.block_size)
 
     @property
     def asset_name(self) -> str:
@@ -337,7 +337,7 @@ def parse_args(argv: list[str]) -> BlockTrainConfig:
     ap = argparse.ArgumentParser(prog="python -m spec_core train block", description=__doc__.splitlines()[0])
     ap.add_argument("--loss", choices=BLOCK_LOSSES, required=True)
     ap.add_argument("--alpha", type=float, default=d.alpha, help="D-PACE smoothing α (weights only)")
-    ap.add_argument("--gamma-w", type=float, default=d.gamma_w, help="decay constant (0: 4 for B=8, 7 for B=16)")
+    ap.add_argument("--gamma-w", type=float, default=d.gamma_w, help="decay constant (0: 4 for B=8, 5.5 for B=12, 7 for B=16)")
     ap.add_argument("--block-size", type=int, default=d.block_size, help="B, the anchor + B−1 drafted tokens")
     ap.add_argument("--num-layers", type=int, default=d.num_layers)
     ap.add_argument("--steps", type=int, default=d.steps)

@@ -63,8 +63,10 @@ TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head un
 class TrainConfig:
     name: str = "diversed"  # asset name in --out-dir
     estimator: str = "decision"  # the score: "decision" (unbiased) | "token" (Σ log ν_t(y_t), biased; kept to show it)
+    # | "gaussian" (temperature 0: the argmax rule decides deterministically, so the rollouts explore w_t instead)
+    explore: float = 0.0  # σ of the Gaussian noise on the head's logit in "gaussian" rollouts
     policy: str = "fixed:4"  # draft-length policy of the rollouts
-    temperature: float = 1.0  # rollouts sample ν (> 0)
+    temperature: float = 1.0  # rollouts sample ν (> 0), or 0 with the "gaussian" estimator
     epochs: int = 2  # the authors' default
     batch_size: int = 8  # items per update (the authors' default), each rolled out --group times
     group: int = 1  # rollouts per item; > 1 uses the leave-one-out baseline of the item's other rollouts
@@ -94,9 +96,19 @@ class RecordingVerifier(DiversedVerifier):
     whether the draft was accepted, p and q of the drafted token x and of the emitted token y (y = x when
     accepted, the recovered token at the rejection), TV(p, q) and both hidden states."""
 
-    def __init__(self, head: EnsembleHead, params: DiversedParams):
+    def __init__(self, head: EnsembleHead, params: DiversedParams, explore: float = 0.0, seed: int = 0):
         super().__init__(head, params)
         self.rounds: list[dict[str, torch.Tensor]] = []
+        self.explore = explore  # σ of the Gaussian exploration on the head's logit (0: none)
+        self.noise = torch.Generator().manual_seed(seed)
+        self.sampled_logit: torch.Tensor | None = None  # [γ] the perturbed logits of the current round
+
+    def weights(self, inputs: RoundInputs) -> torch.Tensor:
+        if self.explore <= 0:
+            return super().weights(inputs)
+        mean = self.head.logit(inputs.draft_hidden, inputs.target_hidden[: inputs.gamma]).detach().float()  # [γ]
+        self.sampled_logit = mean + self.explore * torch.randn(mean.shape, generator=self.noise)
+        return torch.sigmoid(self.sampled_logit)
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None):
         verdict = super().verify(inputs, sampling, generator)
@@ -106,11 +118,16 @@ class RecordingVerifier(DiversedVerifier):
         emitted = torch.cat(
             [inputs.draft_tokens[: verdict.accepted], inputs.draft_tokens.new_tensor([verdict.next_token])]
         )[:n]  # [n] y_t
-        p = rules.warp_probs(inputs.target_logits[:n], sampling.temperature, sampling.top_k, sampling.top_p)  # [n, V]
+        if sampling.greedy:  # the argmax rule's ν reads the temperature-1 softmaxes (so does its 1 − TV)
+            p = torch.softmax(inputs.target_logits[:n].float(), -1)  # [n, V]
+        else:
+            p = rules.warp_probs(inputs.target_logits[:n], sampling.temperature, sampling.top_k, sampling.top_p)
         q = inputs.draft_probs[:n].float()  # [n, V]
         idx = torch.arange(n)
+        explored = {} if self.sampled_logit is None else {"z": self.sampled_logit[:n].clone()}
         self.rounds.append(
             {
+                **explored,
                 "draft_hidden": inputs.draft_hidden[:n].float(),
                 "target_hidden": inputs.target_hidden[:n].float(),
                 "accepted": idx < verdict.accepted,
@@ -140,7 +157,8 @@ def rollout(
     pair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int
 ) -> tuple[float, dict[str, torch.Tensor] | None, str]:
     """One ensemble rollout: (reward, the recorded positions concatenated or None, text)."""
-    verifier = RecordingVerifier(head, DiversedParams(head=TRAIN_HEAD, t0="argmax"))
+    explore = cfg.explore if cfg.estimator == "gaussian" else 0.0
+    verifier = RecordingVerifier(head, DiversedParams(head=TRAIN_HEAD, t0="argmax"), explore, seed)
     limit = min(item.max_new_tokens, cfg.max_new_tokens) if cfg.max_new_tokens else item.max_new_tokens
     sampling = SamplingConfig(temperature=cfg.temperature, seed=seed)
     pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(cfg.policy)})  # what the
@@ -189,10 +207,18 @@ def split_train_val(
     return train_items, val_items
 
 
-ESTIMATORS = ("decision", "token")
+ESTIMATORS = ("decision", "token", "gaussian")
 ADVANTAGE_NORMS = ("batch", "none")
 CHOICES = {"estimator": ESTIMATORS, "advantage_norm": ADVANTAGE_NORMS}  # the command line's fixed choices
 LOG_FLOOR = 1e-12  # probabilities are floored here before the log (a recorded 0 would give −inf)
+
+
+def gaussian_score(logit: torch.Tensor, sampled: torch.Tensor, sigma: float) -> torch.Tensor:
+    """``[T]`` log N(z_t; μ_t, σ²) up to a constant: the score of the exploration the ``gaussian`` estimator adds
+    at temperature 0, where the argmax rule is a deterministic function of w_t. The rollout used w_t = σ(z_t),
+    z_t = μ_t + σ·ε_t with μ_t the head's logit; REINFORCE on that policy is unbiased for ∇ E_ε[R]
+    (tests/test_diversed_gradient.py), and the shipped head is the mean μ, run without noise."""
+    return -((sampled - logit) ** 2) / (2.0 * sigma * sigma)
 
 
 def score_logprobs(w: torch.Tensor, rec: dict[str, torch.Tensor], estimator: str = "decision") -> torch.Tensor:
@@ -211,6 +237,8 @@ def score_logprobs(w: torch.Tensor, rec: dict[str, torch.Tensor], estimator: str
       draft (the next token may then be a bonus from p) or from a rejection (the next round starts). Biased;
       kept to show it (tests/test_diversed_gradient.py).
     """
+    if estimator == "gaussian":
+        raise SpecScopeError("the gaussian estimator scores the head's logit: use loss_terms(..., explore=σ)")
     if estimator == "token":
         return (w * rec["p_y"] + (1.0 - w) * rec["q_y"]).clamp_min(LOG_FLOOR).log()
     if estimator != "decision":
@@ -226,12 +254,14 @@ def score_logprobs(w: torch.Tensor, rec: dict[str, torch.Tensor], estimator: str
 
 
 def loss_terms(
-    head: EnsembleHead, rec: dict[str, torch.Tensor], estimator: str = "decision"
+    head: EnsembleHead, rec: dict[str, torch.Tensor], estimator: str = "decision", explore: float = 0.0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(``[T]`` :func:`score_logprobs` per position, Σ_t (1 − TV(q_t, ν_t)), ``[T]`` w_t) of one rollout,
-    differentiable in the head."""
-    w = head(rec["draft_hidden"], rec["target_hidden"])  # [T]
-    return score_logprobs(w, rec, estimator), (1.0 - w * rec["tv"]).sum(), w
+    """(``[T]`` score per position — :func:`score_logprobs`, or :func:`gaussian_score` with σ = ``explore`` —,
+    Σ_t (1 − TV(q_t, ν_t)), ``[T]`` w_t) of one rollout, differentiable in the head."""
+    logit = head.logit(rec["draft_hidden"], rec["target_hidden"])  # [T]
+    w = torch.sigmoid(logit)
+    score = gaussian_score(logit, rec["z"], explore) if estimator == "gaussian" else score_logprobs(w, rec, estimator)
+    return score, (1.0 - w * rec["tv"]).sum(), w
 
 
 def normalise_advantages(advantages: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -265,14 +295,14 @@ def update_head(
     if not kept:
         return None
     with torch.no_grad():  # the head that rolled out: the ratio's denominator
-        old = [loss_terms(head, rec, cfg.estimator)[0] for rec, _ in kept]
+        old = [loss_terms(head, rec, cfg.estimator, cfg.explore)[0] for rec, _ in kept]
     params = [p for group in opt.param_groups for p in group["params"]]
     first = None
     for _ in range(cfg.updates):
         opt.zero_grad()
         total = torch.zeros(())
         for (rec, a), logp_old in zip(kept, old):
-            logp, keep, _ = loss_terms(head, rec, cfg.estimator)
+            logp, keep, _ = loss_terms(head, rec, cfg.estimator, cfg.explore)
             total = total - clipped_surrogate(logp, logp_old, a, cfg.clip_eps) - cfg.lam * keep
         loss = total / len(rollouts)
         loss.backward()
@@ -340,8 +370,15 @@ def select_epoch(history: list[dict], lossless_acceptance: float | None, min_rat
 
 def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
     """Run the REINFORCE loop; returns the head and the card (resumes from ``cfg.work_dir``)."""
-    if cfg.temperature <= 0:
-        raise SpecScopeError("training rollouts sample the ensemble: --temperature must be > 0")
+    if cfg.estimator == "gaussian" and cfg.explore <= 0:
+        raise SpecScopeError("--estimator gaussian explores w_t with Gaussian noise on the logit: give --explore σ > 0")
+    if cfg.temperature <= 0 and cfg.estimator != "gaussian":
+        raise SpecScopeError(
+            "at --temperature 0 the argmax rule is deterministic, so the decisions carry no gradient: "
+            "use --estimator gaussian --explore σ (noise on w_t), or a temperature > 0"
+        )
+    if cfg.temperature < 0:
+        raise SpecScopeError(f"--temperature must be ≥ 0, got {cfg.temperature}")
     if not train_items:
         raise SpecScopeError("no training items")
     if cfg.estimator not in ESTIMATORS:
@@ -372,7 +409,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
     )
     t0 = time.perf_counter()
     if val_items and state["lossless"] is None:  # the reference the selection compares acceptance with
-        state["lossless"] = evaluate_method(pair, val_items, f"{cfg.policy}+lossless")
+        state["lossless"] = evaluate_method(pair, val_items, f"{cfg.policy}+lossless", cfg.temperature)
         print(json.dumps({"lossless": state["lossless"]}), flush=True)
     for epoch in range(state["epoch"], cfg.epochs):
         order = list(range(len(train_items)))
@@ -430,7 +467,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
             bar.update()
         head.eval()
-        heldout = evaluate(pair, head, val_items, cfg.policy) if val_items else {}
+        heldout = evaluate(pair, head, val_items, cfg.policy, cfg.temperature) if val_items else {}
         state["history"].append(
             {
                 "epoch": epoch + 1,
