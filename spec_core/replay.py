@@ -355,6 +355,19 @@ def load_record(path: str | Path) -> TextRecord:
 # -- the app's sources: the live tab's last run, a saved record, an events file -------------------------------------
 
 
+def default_costs(precision: str | None = None) -> RoundCosts:
+    """The costs a record without its own is replayed under: this machine's cached table for ``precision``
+    (``costs --machine``; never measured here, a view must not wait), else :data:`DEFAULT_COSTS`."""
+    from spec_core.precision import cached_machine_costs
+
+    table = cached_machine_costs() or {}
+    profile = table.get(precision or "") if precision else None
+    if profile is None or not profile.draft_ms:
+        return DEFAULT_COSTS
+    named = dataclasses.replace(profile, name="this machine", about=f"this machine's cached cost table ({precision})")
+    return named if named.head_ms else dataclasses.replace(named, head_ms=DEFAULT_COSTS.head_ms)
+
+
 def costs_from_events(lanes) -> RoundCosts | None:
     """The costs measured in a run's own rounds (:func:`spec_core.cost_model.profile_from_events`: medians per
     width, made monotone, the engine's work and PACER's head per call); None if too little ran."""

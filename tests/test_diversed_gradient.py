@@ -178,7 +178,6 @@ def test_exact_gradient_fails_for_the_token_score():
     assert (g_tok - g_exact).norm() > 0.4 * g_exact.norm()
 
 
-
 P_TOY, Q_TOY = torch.tensor([0.6, 0.4], dtype=torch.float64), torch.tensor([0.1, 0.9], dtype=torch.float64)
 
 

@@ -21,6 +21,7 @@ from spec_core.replay import (
     PolicyReplay,
     TextRecord,
     best_fixed,
+    default_costs,
     pacer_grid,
     replay_all,
 )
@@ -261,7 +262,9 @@ def playground_view(record: TextRecord | None, family: str, k, conf, b, t, rho, 
     if record is None:
         return EMPTY, empty_figure(), empty_figure(), empty_figure()
     if record.costs is None:
-        record = dataclasses.replace(record, costs=DEFAULT_COSTS, meta={**record.meta, "costs": "default"})
+        costs = default_costs(record.meta.get("dtype"))
+        where = "default" if costs is DEFAULT_COSTS else "this machine's cached"
+        record = dataclasses.replace(record, costs=costs, meta={**record.meta, "costs": where})
     policy = chosen_policy(family, k, conf, b, t, rho, max_len)
     name = _name(policy)
     policies = [*(f"fixed:{w}" for w in FIXED_WINDOWS), "heuristic", f"confidence:{float(conf):g}"]

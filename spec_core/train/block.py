@@ -337,7 +337,9 @@ def parse_args(argv: list[str]) -> BlockTrainConfig:
     ap = argparse.ArgumentParser(prog="python -m spec_core train block", description=__doc__.splitlines()[0])
     ap.add_argument("--loss", choices=BLOCK_LOSSES, required=True)
     ap.add_argument("--alpha", type=float, default=d.alpha, help="D-PACE smoothing α (weights only)")
-    ap.add_argument("--gamma-w", type=float, default=d.gamma_w, help="decay constant (0: 4 for B=8, 5.5 for B=12, 7 for B=16)")
+    ap.add_argument(
+        "--gamma-w", type=float, default=d.gamma_w, help="decay constant (0: 4 for B=8, 5.5 for B=12, 7 for B=16)"
+    )
     ap.add_argument("--block-size", type=int, default=d.block_size, help="B, the anchor + B−1 drafted tokens")
     ap.add_argument("--num-layers", type=int, default=d.num_layers)
     ap.add_argument("--steps", type=int, default=d.steps)
