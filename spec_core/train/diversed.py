@@ -6,7 +6,9 @@ E[R(x_{1:T}) + λ Σ_t (1 − TV(q_t, ν_t))] with ν_t = w_t·p_t + (1 − w_t)
 where the authors' code's sign looks inverted (docs/ALGORITHMS.md §2).
 
 1. Rollouts: the real speculative engine (``fixed:4+diversed`` at ``--temperature``, default 1) with the head
-   being trained. For each emitted drafted position the recorder keeps the draft's and the target's hidden
+   being trained. At temperature 0 the ``argmax`` rule decides deterministically, so ``--estimator gaussian
+   --explore σ`` perturbs the head's logit with N(0, σ²) noise in the rollouts and scores that noise
+   (:func:`gaussian_score`); the head ships as the noise-free mean. For each emitted drafted position the recorder keeps the draft's and the target's hidden
    states, whether the draft was accepted, p_t and q_t of the drafted token x_t and of the emitted token y_t,
    and TV(p_t, q_t).
 2. The score (``--estimator``, :func:`score_logprobs`). A rollout's text is a function of every random choice
@@ -26,7 +28,7 @@ where the authors' code's sign looks inverted (docs/ALGORITHMS.md §2).
    and the gradient is plain REINFORCE), and the gradient's norm clipped to ``--max-grad-norm`` (0 = off).
    1 − TV(q, ν) = 1 − w·TV(p, q) for a probability mixture, so the regulariser is exact and differentiable.
 4. AdamW (the authors' lr 5e-4), progress bar, a validation check after each epoch (quality and acceptance
-   of ``fixed:4+diversed`` at temperature 0 on the *last* ``--val-per-task`` items of each task of the
+   of ``fixed:4+diversed`` at the rollouts' ``--temperature``, the one the head ships under, on the *last* ``--val-per-task`` items of each task of the
    **train** split, which are never rolled out; the eval split stays untouched for ``pareto``), checkpoint
    after each epoch in ``--work-dir`` (rerun the same command to resume), and the asset (safetensors + card)
    in ``--out-dir``.
