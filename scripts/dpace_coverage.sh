@@ -8,16 +8,17 @@ export PYTHONPATH="$PWD"
 OUT="${1:-runs/dpace_coverage}"
 mkdir -p "$OUT/assets"
 COMMON="--steps ${STEPS:-600} --shards ${SHARDS:-12} --batch-seqs 2 --anchors 16 --eval-every 150 --threads 1 --no-progress"
-for B in 8 12 16; do
-  for seed in 0 1; do
-    for loss in decay dpace; do
-      name="$loss-b$B-s$seed"
-      [ -f "$OUT/assets/$name.json" ] && continue
-      nice -n 5 .venv/bin/python -m spec_core train block --loss $loss --block-size $B --seed $seed --name "$name" \
-        --out-dir "$OUT/assets" --work-dir "$OUT/work/$name" $COMMON > "$OUT/$name.log" 2>&1
-    done
+# the first seed of every block size first, then the second seeds (a run that stops early still has B = 8, 12, 16)
+for run in 8:0 12:0 16:0 8:1 12:1 16:1; do
+  B=${run%:*} seed=${run#*:}
+  for loss in decay dpace; do
+    name="$loss-b$B-s$seed"
+    [ -f "$OUT/assets/$name.json" ] && continue
+    nice -n 5 .venv/bin/python -m spec_core train block --loss $loss --block-size $B --seed $seed --name "$name" \
+      --out-dir "$OUT/assets" --work-dir "$OUT/work/$name" $COMMON > "$OUT/$name.log" 2>&1
   done
 done
+[ -n "${TRAIN_ONLY:-}" ] && exit 0
 for T in 0 0.7; do
   nice -n 5 .venv/bin/python -m spec_core analyze block --losses "" --extra "$OUT/assets" --temperature $T \
     --n-prompts 6 --max-new-tokens 64 --shards ${SHARDS:-12} --heldout-blocks 1024 --threads 1 \

@@ -17,7 +17,7 @@ from spec_core.assets import HEADS_DIR, file_sha256, load_asset, save_asset
 from spec_core.engine import generate
 from spec_core.errors import SpecScopeError
 from spec_core.heads import ensemble
-from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head
+from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head, pair_hidden_sizes
 from spec_core.rewards import (
     TASKS,
     arithmetic_reward,
@@ -309,9 +309,39 @@ def test_update_head_steps_clips_and_reuses_the_rollout_ratio(monkeypatch):
     assert td.update_head(head, torch.optim.SGD(head.parameters(), lr=1.0), [(None, 1.0)], TrainConfig()) is None
 
 
-def test_training_refuses_temperature_zero(tmp_path):
-    with pytest.raises(SpecScopeError, match="temperature must be > 0"):
+def test_training_at_temperature_zero_needs_the_gaussian_estimator(tmp_path):
+    """The argmax rule is deterministic: a decision score would be zero, so temperature 0 is refused unless the
+    rollouts explore w_t (``--estimator gaussian --explore σ``)."""
+    with pytest.raises(SpecScopeError, match="argmax rule is deterministic"):
         train(make_tiny_pair(), TrainConfig(temperature=0.0, work_dir=str(tmp_path)), tiny_items(2), [])
+    with pytest.raises(SpecScopeError, match="give --explore"):
+        cfg = TrainConfig(temperature=0.0, estimator="gaussian", work_dir=str(tmp_path))
+        train(make_tiny_pair(), cfg, tiny_items(2), [])
+
+
+def test_training_at_temperature_zero_explores_and_moves_the_head(tmp_path):
+    """Gaussian exploration at temperature 0: the rollouts record the perturbed logits z_t, the rollouts of one
+    item differ (the noise changes the argmax rule's decisions), and training moves the head's weights."""
+    pair = make_tiny_pair()
+    cfg = TrainConfig(
+        temperature=0.0,
+        estimator="gaussian",
+        explore=2.0,
+        epochs=1,
+        batch_size=3,
+        group=2,
+        lam=1.0,
+        lr=0.05,
+        work_dir=str(tmp_path / "work"),
+        progress=False,
+    )
+    head = EnsembleHead(*pair_hidden_sizes(pair))
+    _, rec, _ = rollout(pair, head, tiny_items(1)[0], cfg, seed=3)
+    assert rec is not None and rec["z"].shape == rec["tv"].shape
+    assert not torch.allclose(rec["z"], head.logit(rec["draft_hidden"], rec["target_hidden"]))  # noise was added
+    trained, card = train(pair, cfg, tiny_items(6), tiny_items(2))
+    assert card["steps"] == 2 and card["training"]["estimator"] == "gaussian"
+    assert trained.linear.weight.abs().sum() > 0  # zero-initialised weights moved
 
 
 # -- the shipped head ------------------------------------------------------------------------------------------

@@ -113,10 +113,12 @@ def test_replay_agrees_with_the_policy(seed):
 
 
 def test_parse_defaults_subsets_and_composition():
-    assert parse_params(None) == PacerParams()
+    assert parse_params(None) == PacerParams(auto_t=True)  # no t: tuned for the machine when built
     p = parse_params("b=3,rho=1.2")
-    assert (p.block, p.rho, p.threshold) == (3, 1.2, PacerParams().threshold)
-    assert parse_params("b=2,t=0.5,rho=1.1,max=16") == PacerParams(2, 0.5, 1.1, 16)
+    assert (p.block, p.rho, p.threshold, p.auto_t) == (3, 1.2, PacerParams().threshold, True)
+    assert parse_params("b=2,t=0.5,rho=1.1,max=16") == PacerParams(2, 0.5, 1.1, 16)  # a given t is kept
+    assert parse_params("t=auto,b=2") == PacerParams(block=2, auto_t=True)
+    assert parse_params("t=auto").describe() == "pacer:b=1,t=auto,rho=1.1,max=8"
     spec = parse_method("pacer+lossless")
     assert spec.policy.family == "pacer" and spec.verifier.family == "lossless"
     assert parse_method("pacer:head=nopos").policy.params.head == "nopos"
@@ -131,6 +133,7 @@ def test_parse_defaults_subsets_and_composition():
         "pacer:b=x",
         "pacer:t=1.5",
         "pacer:t=-0.1",
+        "pacer:t=automatic",
         "pacer:rho=0",
         "pacer:rho=9",
         "pacer:max=0",

@@ -55,7 +55,7 @@ def test_parse_values_and_options():
     assert parse_verifier("static:0.7").params == StaticParams(0.7, "argmax")
     assert parse_verifier("static:0,t0=onehot").params == StaticParams(0.0, "onehot")
     assert parse_verifier("lenient:0.5").params == LenientParams(0.5, "argmax")
-    assert parse_verifier("diversed").params.head == "diversed"
+    assert parse_verifier("diversed").params.head == ""  # the shipped head for the run's temperature
     assert parse_verifier("diversed:head=mine,t0=onehot").params.t0 == "onehot"
     spec = parse_method("fixed:4+static:0.7")
     assert spec.policy.text == "fixed:4" and spec.verifier.params.weight == 0.7

@@ -379,7 +379,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--policy", default="fixed:4", help="draft-length policy shared by every configuration")
     ap.add_argument("--verifiers", default="", help="';'-separated verifier parts instead of the default sweep")
     ap.add_argument("--t0", default="argmax", choices=("argmax", "onehot"), help="temperature-0 definition")
-    ap.add_argument("--head", default="diversed", help="ensemble head asset for the diversed row ('' = none)")
+    ap.add_argument(
+        "--head",
+        default="shipped",
+        help="ensemble head asset for the diversed row ('shipped': the head `diversed` uses at --temperature; '' = none)",
+    )
     ap.add_argument("--summarise", default="", help="comma list of *.items.jsonl: rebuild the table, run nothing")
     ap.add_argument("--compare", default="", help="an earlier sweep CSV (same items): print these rows against it")
     ap.add_argument("--figure", default="", help="also write the plotly figure as HTML here")
@@ -435,11 +439,13 @@ def main(argv: list[str]) -> int:
         SamplingConfig(temperature=a.temperature).validate()
         torch.set_num_threads(a.threads)
         from spec_core.assets import HEADS_DIR, available
+        from spec_core.heads.ensemble import shipped_head
         from spec_core.models import load_pair
 
-        head = a.head if a.head and a.head in available(HEADS_DIR) else None
-        if a.head and head is None:
-            print(f"(no ensemble head {a.head!r} in {HEADS_DIR}: the diversed row is skipped)")
+        wanted = shipped_head(a.temperature) if a.head == "shipped" else a.head
+        head = wanted if wanted and wanted in available(HEADS_DIR) else None
+        if wanted and head is None:
+            print(f"(no ensemble head {wanted!r} in {HEADS_DIR}: the diversed row is skipped)")
         if a.verifiers:
             configs = [Config.parse(v) for v in a.verifiers.split(";") if v]
         else:

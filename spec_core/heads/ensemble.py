@@ -20,7 +20,20 @@ from torch import nn
 from spec_core.assets import HEADS_DIR, load_asset, read_card
 from spec_core.errors import SpecScopeError
 
-DEFAULT_HEAD = "diversed"
+DEFAULT_HEAD = "diversed"  # trained at temperature 0 under the argmax rule: what `diversed` uses greedily
+SAMPLED_HEAD = "diversed-sampled"  # trained on sampled rollouts: what `diversed` uses at temperature > 0
+
+
+def shipped_head(temperature: float) -> str:
+    """The head ``diversed`` (no ``head=``) verifies with at ``temperature``: each ships under the rule and
+    temperature it was trained with (docs/DIVERSED.md); :data:`DEFAULT_HEAD` alone when no sampled head ships."""
+    from spec_core.assets import available
+
+    if temperature > 0 and SAMPLED_HEAD in available(HEADS_DIR):
+        return SAMPLED_HEAD
+    return DEFAULT_HEAD
+
+
 TRAIN_HINT = "train one with `python -m spec_core train diversed`"
 
 

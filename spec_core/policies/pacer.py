@@ -10,13 +10,15 @@ PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length
    t_{k+1} = ρ · t_k (the test grows stricter as the draft grows) and the next block is drafted;
 4. the draft also stops at ``max`` tokens and at the round's budget.
 
-Method names: ``pacer`` and ``pacer:b=2,t=0.5,rho=1.1,max=16`` (any subset; ``head=hybrid`` picks SpecScope's
+Method names: ``pacer`` and ``pacer:b=2,t=0.5,rho=1.1,max=16`` (any subset; without ``t`` — or with ``t=auto`` — the
+threshold is tuned for this machine's costs when the method is built, :mod:`spec_core.policies.pacer_tuning`; ``head=hybrid`` picks SpecScope's
 first head, which reads the draft's probabilities, ``head=nopos`` that head without position embedding). The defaults below were tuned by replaying the stop rule on rounds recorded on *training* prompts with the
 measured forward costs (``python -m spec_core analyze policies``; docs/PACER.md), never on the benchmark.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -41,9 +43,12 @@ class PacerParams:
     max_len: int = 8  # the draft never exceeds this many tokens
     head: str = ""  # head variant ("" = the shipped head; "hybrid" = the head that reads log q; "nopos" = its
     #   ablation without position embedding)
+    # t tuned for this machine's costs when built (`pacer`, `pacer:t=auto`; spec_core/policies/pacer_tuning.py)
+    auto_t: bool = False
 
     def describe(self) -> str:
-        text = f"pacer:b={self.block},t={self.threshold:g},rho={self.rho:g},max={self.max_len}"
+        t = "auto" if self.auto_t else f"{self.threshold:g}"
+        text = f"pacer:b={self.block},t={t},rho={self.rho:g},max={self.max_len}"
         return text + (f",head={self.head}" if self.head else "")
 
 
@@ -61,8 +66,12 @@ def parse_params(arg: str | None) -> PacerParams:
             raise SpecScopeError(f"pacer: expected key=value with keys {sorted(KEYS)}, got {item.strip()!r}")
         if KEYS[key] in values:
             raise SpecScopeError(f"pacer: {key} given twice")
+        if KEYS[key] == "threshold" and value == "auto":
+            values["threshold"], values["auto_t"] = PacerParams.threshold, True
+            continue
         kind = {"block": int, "max_len": int, "head": str}.get(KEYS[key], float)
         values[KEYS[key]] = value if kind is str else number(value, kind, f"pacer:{key}")
+    values.setdefault("auto_t", "threshold" not in values)  # no t given: tuned for this machine
     p = PacerParams(**values)
     if not 1 <= p.max_len <= 64:
         raise SpecScopeError(f"pacer: max needs 1 <= max <= 64, got {p.max_len}")
@@ -122,8 +131,9 @@ class PacerLength:
 
     prefix: ClassVar[str] = "pacer"
 
-    def __init__(self, params: PacerParams, head, head_name: str = "", embed=None):
+    def __init__(self, params: PacerParams, head, head_name: str = "", embed=None, threshold_note: str = ""):
         self.params, self.head, self.head_name, self.embed = params, head, head_name, embed
+        self.threshold_note = threshold_note or f"t = {params.threshold:g}, as given"
         self.name, self.stop_reason = params.describe(), ""
         cfg = getattr(head, "cfg", None)
         self.paper = getattr(cfg, "design", "") == "paper"  # reads hidden states, tokens and positions only
@@ -151,7 +161,13 @@ class PacerLength:
             return load_head(name)[0].to(pair.device), name
 
         head, name = pair.learned(HEAD_KEY, params.head, load)
-        return cls(params, head, name, embed=pair.target.get_input_embeddings())
+        note = ""
+        if params.auto_t:  # the threshold this machine's costs favour (policies/pacer_tuning.py)
+            from spec_core.policies.pacer_tuning import machine_threshold
+
+            t, note = machine_threshold(pair, params, name)
+            params = dataclasses.replace(params, threshold=t)
+        return cls(params, head, name, embed=pair.target.get_input_embeddings(), threshold_note=note)
 
     # -- the stop rule -------------------------------------------------------------------------------------
 
@@ -211,6 +227,7 @@ class PacerLength:
             "predicted": [x for b in self.blocks for x in b.predicted],
             "block": self.params.block,
             "threshold0": self.params.threshold,
+            "threshold_note": self.threshold_note,
             "rho": self.params.rho,
             "max": self.params.max_len,
             "head": self.head_name,

@@ -619,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft", default="feature", help="embedded draft asset: feature (default) or standalone")
     ap.add_argument("--prompts", type=int, default=SimConfig.num_prompts, help="training prompts to simulate")
     ap.add_argument("--window", type=int, default=SimConfig.window, help="the long window of the simulated rounds")
+    ap.add_argument("--prompt-seed", type=int, default=PROMPT_SEED, help="which training prompts are simulated")
     ap.add_argument("--max-new-tokens", type=int, default=SimConfig.max_new_tokens)
     ap.add_argument("--sampled-fraction", type=float, default=SimConfig.sampled_fraction)
     ap.add_argument("--steps", type=int, default=TrainConfig.steps)
@@ -686,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
         window=args.window,
         max_new_tokens=args.max_new_tokens,
         sampled_fraction=args.sampled_fraction,
+        seed=args.prompt_seed,
     )
     if args.simulate_only:
         print(f"{len(simulate(pair, sim))} shards in {sim.out_dir}")

@@ -6,7 +6,10 @@ each drafted position, so the rule can follow the target where a token matters (
 through where it does not (w ≈ 0). The verification itself is the static ensemble's (:mod:`.static`), at every
 temperature and with the same temperature-0 definitions (``t0=argmax`` default, ``t0=onehot``).
 
-``diversed`` uses the shipped head ``assets/heads/diversed``; ``diversed:head=NAME`` another one. The head reads
+``diversed`` uses the shipped head for the run's temperature (:func:`spec_core.heads.ensemble.shipped_head`):
+``assets/heads/diversed`` greedily, trained at temperature 0 under the ``argmax`` rule, and
+``assets/heads/diversed-sampled`` when sampling, trained on sampled rollouts; ``diversed:head=NAME`` one head at
+every temperature. The head reads
 the drafter's hidden states, so it only serves the drafter it was trained on (its card's ``drafter``): the
 shipped head was trained on the pair's default (feature) draft, and ``block:LOSS+diversed`` is refused when the
 method is built unless the head named was trained on that block drafter.
@@ -20,8 +23,9 @@ from typing import ClassVar
 import torch
 
 from spec_core.errors import SpecScopeError
-from spec_core.heads.ensemble import DEFAULT_HEAD, EnsembleHead, head_drafter, load_head
-from spec_core.types import RoundInputs
+from spec_core.heads.ensemble import EnsembleHead, head_drafter, load_head, shipped_head
+from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, EnsembleVerifier, parse_options
 
 
@@ -31,7 +35,7 @@ def _drafter_words(drafter: str) -> str:
 
 @dataclass(frozen=True)
 class DiversedParams:
-    head: str = DEFAULT_HEAD  # asset name in assets/heads
+    head: str = ""  # asset name in assets/heads ("" = the shipped head for the temperature: shipped_head)
     t0: str = DEFAULT_T0
     drafter: str = "default"  # whose hidden states the head reads: the method's drafter, set by parse_method
 
@@ -42,8 +46,12 @@ class DiversedVerifier(EnsembleVerifier):
     prefix: ClassVar[str] = "diversed"
     needs_target_hidden = True
 
-    def __init__(self, head: EnsembleHead, params: DiversedParams = DiversedParams()):
+    def __init__(
+        self, head: EnsembleHead, params: DiversedParams = DiversedParams(), sampled: EnsembleHead | None = None
+    ):
         self.head, self.t0 = head, params.t0
+        self.heads = {True: head, False: sampled or head}  # greedy? → the head that verifies
+        self.head_names = {True: params.head or shipped_head(0.0), False: params.head or shipped_head(1.0)}
 
     @classmethod
     def parse(cls, arg: str | None) -> DiversedParams:
@@ -53,18 +61,31 @@ class DiversedVerifier(EnsembleVerifier):
     def build(cls, params: DiversedParams, pair=None) -> DiversedVerifier:
         if pair is None:
             raise SpecScopeError("diversed needs the loaded model pair: its ensemble head is matched to the draft")
-        head, card = load_head(pair, params.head)
+        names = [params.head] if params.head else list(dict.fromkeys([shipped_head(0.0), shipped_head(1.0)]))
+        heads = [cls._checked_head(pair, name, params.drafter) for name in names]
+        return cls(heads[0], params, sampled=heads[-1])
+
+    @staticmethod
+    def _checked_head(pair, name: str, drafter: str) -> EnsembleHead:
+        """The head ``name``, refused unless it was trained on ``drafter``'s hidden states."""
+        head, card = load_head(pair, name)
         trained_on = head_drafter(card)
-        if trained_on != params.drafter:
+        if trained_on != drafter:
             use = _drafter_words(trained_on) + (" (e.g. fixed:4+diversed)" if trained_on == "default" else "")
-            policy = "fixed:4" if params.drafter == "default" else params.drafter
+            policy = "fixed:4" if drafter == "default" else drafter
             raise SpecScopeError(
-                f"diversed on {_drafter_words(params.drafter)}: ensemble head {params.head!r} was trained on "
+                f"diversed on {_drafter_words(drafter)}: ensemble head {name!r} was trained on "
                 f"{_drafter_words(trained_on)}'s hidden states, so its w_t on these would be untrained guesses. "
                 f"Use it with {use}, or train a head on these states (`python -m spec_core train diversed --policy "
                 f"{policy} --name NAME`) and verify with diversed:head=NAME"
             )
-        return cls(head, params)
+        return head
+
+    def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:
+        self.head = self.heads[sampling.greedy]  # the head trained under this temperature's rule
+        verdict = super().verify(inputs, sampling, generator)
+        verdict.trace["head"] = self.head_names[sampling.greedy]
+        return verdict
 
     def weights(self, inputs: RoundInputs) -> torch.Tensor:
         if inputs.target_hidden is None:

@@ -1,0 +1,186 @@
+"""PACER's threshold tuned to this machine's costs: what ``pacer`` (``t=auto``) drafts with.
+
+PACER (arXiv 2602.01274) stops drafting when a block's mean predicted acceptance falls under a threshold t that
+grows by ρ after each block. Which t is best depends on what a drafted token costs against what an accepted one
+saves, and that is the machine's arithmetic: where a pass over 4 tokens costs 1.1 plain steps (bf16 on a CPU
+with bf16 units) drafting on is cheap and a low t wins; where it costs 2.2 steps (bf16 without them) a high t
+does. So ``pacer`` replays its own stop rule on rounds recorded once with the shipped pre-verifier (the
+asset ``assets/results/pacer-rounds-<draft>``: each round's drafted tokens' â and how many the target kept,
+on training prompts, never the benchmark's) under this machine's cost table for the pair's precision
+(``spec_core.precision``; never measured here, a build must not wait) and keeps the t predicted fastest.
+When either is missing — no table yet, another draft, a head retrained since the rounds were recorded — it
+keeps the t the head shipped with (:data:`SHIPPED_THRESHOLD`) and says why.
+
+Write the asset: ``python -m spec_core.policies.pacer_tuning runs/pacer_tune/feature`` (shards from
+``python -m spec_core train pacer --simulate-only``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from spec_core.assets import ASSETS_DIR, HEADS_DIR, file_sha256
+from spec_core.cost_model import CostProfile
+from spec_core.policies.pacer import PacerParams, replay_length
+
+RESULTS_DIR = ASSETS_DIR / "results"
+SHIPPED_THRESHOLD = PacerParams.threshold  # t when nothing can be tuned (chosen on int8 costs, docs/PACER.md)
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05 … 0.95
+TUNED_KEY = "pacer-threshold"  # pair.learned kind of a tuned t
+
+
+def rounds_name(draft_design: str) -> str:
+    return f"pacer-rounds-{draft_design}"
+
+
+def prediction_key(head_name: str, block: int) -> str:
+    """The rounds asset's key of one head's â at one block size (a paper head's scores depend on b)."""
+    return f"{head_name}@b{block}"
+
+
+@dataclass(frozen=True)
+class TuningRounds:
+    """Recorded rounds: R rounds drafted with a long window, N drafted tokens laid end to end."""
+
+    gamma: torch.Tensor  # [R] tokens drafted
+    accepted: torch.Tensor  # [R] tokens the target kept
+    predicted: dict[str, torch.Tensor]  # prediction_key → [N] â
+    card: dict
+
+    def per_round(self, key: str) -> list[torch.Tensor]:
+        return list(torch.split(self.predicted[key].float(), self.gamma.tolist()))
+
+
+def load_rounds(draft_design: str, directory: Path = RESULTS_DIR) -> TuningRounds | None:
+    """The shipped rounds for a draft design, or None."""
+    from safetensors.torch import load_file
+
+    path = directory / f"{rounds_name(draft_design)}.safetensors"
+    card_path = path.with_suffix(".json")
+    if not path.exists() or not card_path.exists():
+        return None
+    tensors = load_file(str(path))
+    predicted = {k.removeprefix("predicted/"): v for k, v in tensors.items() if k.startswith("predicted/")}
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    return TuningRounds(tensors["gamma"].long(), tensors["accepted"].long(), predicted, card)
+
+
+def replayed_speedup(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile) -> float:
+    """The cost model's speedup over ``ar`` of PACER's stop rule on the recorded rounds (one ``ar`` step per token
+    against the rounds' drafting, verification and pre-verifier calls)."""
+    per_round = rounds.per_round(key)
+    lengths = np.array([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)])
+    calls = (lengths + params.block - 1) // params.block
+    tokens = np.minimum(rounds.accepted.numpy(), lengths) + 1
+    ms = costs.round_ms(lengths + 1, lengths, calls)
+    return float(costs.step_ms * tokens.sum() / ms.sum())
+
+
+def tune(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile) -> tuple[float, float]:
+    """(t, predicted speedup): the grid's fastest threshold for ``params``' b, ρ and max under ``costs``."""
+    scored = [(replayed_speedup(rounds, key, dataclasses.replace(params, threshold=t), costs), t) for t in THRESHOLDS]
+    speed, t = max(scored)
+    return t, speed
+
+
+def machine_profile(pair) -> CostProfile | None:
+    """This machine's cached profile for the pair's precision (None when not measured yet)."""
+    from spec_core.precision import cached_machine_costs
+
+    if getattr(pair, "device", "cpu") != "cpu" and str(getattr(pair, "device", "cpu")) != "cpu":
+        return None  # the table is the CPU's
+    profile = (cached_machine_costs() or {}).get(getattr(pair, "precision", "") or "")
+    return profile if profile is not None and profile.draft_ms else None
+
+
+def machine_threshold(pair, params: PacerParams, head_name: str) -> tuple[float, str]:
+    """(t, why) for ``pacer`` with ``t=auto`` on ``pair``: tuned under this machine's costs when it can be, else
+    :data:`SHIPPED_THRESHOLD` and the reason. Cached on the pair per head, b, ρ, max and precision."""
+
+    def compute() -> tuple[float, str]:
+        rounds = load_rounds(getattr(pair, "draft_design", "") or "feature")
+        profile = machine_profile(pair)
+        key = prediction_key(head_name, params.block)
+        shipped = f"t = {SHIPPED_THRESHOLD:g}, the shipped value"
+        if rounds is None or key not in rounds.predicted:
+            return SHIPPED_THRESHOLD, f"{shipped}: no recorded rounds for head {head_name!r} at b = {params.block}"
+        if rounds.card.get("draft_sha256") != (pair.draft_card or {}).get("sha256"):
+            return SHIPPED_THRESHOLD, f"{shipped}: the recorded rounds were drafted by another draft"
+        head_file = HEADS_DIR / f"{head_name}.safetensors"
+        if not head_file.exists() or rounds.card.get("heads", {}).get(head_name) != file_sha256(head_file):
+            return SHIPPED_THRESHOLD, f"{shipped}: head {head_name!r} changed since the rounds were scored"
+        if profile is None:
+            return SHIPPED_THRESHOLD, (
+                f"{shipped}: this machine's cost table is not measured yet (`python -m spec_core costs --machine`)"
+            )
+        head_ms = float(rounds.card.get("head_ms", {}).get(head_name, 0.0))
+        t, speed = tune(rounds, key, params, dataclasses.replace(profile, head_ms=head_ms))
+        return t, (
+            f"t = {t:g}, tuned for this machine: the fastest of t = 0.05 … 0.95 when PACER's rule is replayed on "
+            f"{len(rounds.gamma):,} recorded rounds under its {profile.extra.get('precision', pair.precision)} costs "
+            f"(predicted {speed:.2f}× ar)"
+        )
+
+    name = f"{head_name}|b{params.block}|rho{params.rho:g}|max{params.max_len}|{getattr(pair, 'precision', '')}"
+    return pair.learned(TUNED_KEY, name, compute)
+
+
+def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
+    """Score the simulated rounds in ``shards`` with the shipped pre-verifiers for ``pair``'s draft and write the
+    asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
+    from safetensors.torch import save_file
+
+    from spec_core.analysis.preverifier import head_call_ms, head_scorer
+    from spec_core.heads.preverifier import find_head, load_head
+    from spec_core.train.pacer import load_data, token_embeddings
+
+    paths = sorted(shards.glob("shard_*.safetensors"))
+    if not paths:
+        raise FileNotFoundError(f"no shard_*.safetensors in {shards}: run `train pacer --simulate-only` first")
+    data = load_data(paths)
+    gamma, accepted = data["round_gamma"].long(), data["round_accepted"].long()
+    tensors = {"gamma": gamma.to(torch.int16), "accepted": accepted.to(torch.int16)}
+    every = torch.ones(len(data["position"]), dtype=torch.bool)
+    heads_sha, heads_ms = {}, {}
+    for variant in ("", "paper"):
+        name = find_head(pair.draft_card, variant)
+        head, _ = load_head(name)
+        heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
+        heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
+        if getattr(head.cfg, "design", "") == "paper" and head.cfg.use_token and "token_embed" not in data:
+            data["token_embed"] = token_embeddings(pair, data["token"])
+        score = head_scorer(head, data)
+        for b in blocks:
+            tensors[f"predicted/{prediction_key(name, b)}"] = score(every, b).float().to(torch.float16)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{rounds_name(pair.draft_design)}.safetensors"
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path))
+    card = {
+        "kind": "pacer-tuning-rounds",
+        "paper": "PACER, arXiv 2602.01274",
+        "draft_sha256": (pair.draft_card or {}).get("sha256"),
+        "heads": heads_sha,
+        "head_ms": heads_ms,
+        "rounds": int(gamma.shape[0]),
+        "drafted_tokens": int(gamma.sum()),
+        "source": f"{len(paths)} shards of `train pacer --simulate-only` (training prompts, never prompts/*.jsonl)",
+        "blocks": list(blocks),
+    }
+    path.with_suffix(".json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    from spec_core.models import load_pair
+
+    torch.set_num_threads(1)
+    where = write_rounds(Path(sys.argv[1]), load_pair("embedded", "cpu", "bfloat16"))
+    print(f"wrote {where}")

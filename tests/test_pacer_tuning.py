@@ -1,0 +1,63 @@
+"""PACER's threshold tuned to the machine's costs (spec_core/policies/pacer_tuning.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from spec_core.cost_model import CostProfile
+from spec_core.policies import pacer_tuning as tuning
+from spec_core.policies.pacer import PacerParams
+
+
+def synthetic_rounds(n: int = 400, seed: int = 0) -> tuning.TuningRounds:
+    """Rounds of 8 drafts whose predicted cumulative acceptance â is calibrated: the round keeps token i with
+    probability â_i / â_{i−1}, so the recorded counts agree with the predictions."""
+    g = torch.Generator().manual_seed(seed)
+    preds, accepted = [], []
+    for _ in range(n):
+        first = float(torch.rand((), generator=g)) * 0.9 + 0.05
+        decay = float(torch.rand((), generator=g)) * 0.5 + 0.4
+        a = torch.tensor([first * decay**i for i in range(8)])
+        keep, prev = 0, 1.0
+        for i in range(8):
+            if float(torch.rand((), generator=g)) < float(a[i]) / prev:
+                keep, prev = i + 1, float(a[i])
+            else:
+                break
+        preds.append(a)
+        accepted.append(keep)
+    return tuning.TuningRounds(torch.full((n,), 8), torch.tensor(accepted), {"h@b1": torch.cat(preds)}, {"rounds": n})
+
+
+def test_flat_verification_costs_tune_a_lower_threshold_than_steep_ones():
+    """Where a wider pass costs about one step (bf16 units, a GPU), drafting on is cheap and a low t wins; where
+    a pass over k tokens costs k steps, a high t does."""
+    rounds = synthetic_rounds()
+    widths = (1, 2, 4, 8, 16)
+    flat = CostProfile(widths=widths, target_ms=(50.0, 51.0, 52.0, 54.0, 58.0), draft_ms=2.0, engine_ms=0.2)
+    steep = CostProfile(widths=widths, target_ms=(50.0, 100.0, 200.0, 400.0, 800.0), draft_ms=2.0, engine_ms=0.2)
+    t_flat, s_flat = tuning.tune(rounds, "h@b1", PacerParams(), flat)
+    t_steep, s_steep = tuning.tune(rounds, "h@b1", PacerParams(), steep)
+    assert t_flat < t_steep
+    assert s_flat > s_steep
+    # the tuned t is the grid's best: no other t replays faster
+    for t in tuning.THRESHOLDS:
+        other = PacerParams(threshold=t)
+        assert tuning.replayed_speedup(rounds, "h@b1", other, flat) <= s_flat + 1e-12
+
+
+def test_replayed_speedup_prices_each_round_by_the_cost_model():
+    """Two rounds by hand: t = 1 stops after one draft in both; ms = 2 rounds of (1 draft + a 2-token pass)."""
+    rounds = tuning.TuningRounds(
+        torch.tensor([2, 2]), torch.tensor([1, 0]), {"k": torch.tensor([0.9, 0.8, 0.1, 0.05])}, {}
+    )
+    costs = CostProfile(widths=(1, 2, 4), target_ms=(10.0, 12.0, 15.0), draft_ms=1.0, engine_ms=0.0)
+    got = tuning.replayed_speedup(rounds, "k", PacerParams(threshold=1.0), costs)
+    tokens = (1 + 1) + (0 + 1)  # kept drafts + the target's token, per round
+    assert abs(got - 10.0 * tokens / (2 * (1.0 + 12.0))) < 1e-9
+
+
+def test_machine_threshold_says_why_it_keeps_the_shipped_t(tiny_pair):
+    """A pair with no recorded rounds for its head (the tiny test pair) keeps the shipped t and says so."""
+    t, why = tuning.machine_threshold(tiny_pair, PacerParams(auto_t=True), "no-such-head")
+    assert t == tuning.SHIPPED_THRESHOLD and "shipped" in why and "no recorded rounds" in why
