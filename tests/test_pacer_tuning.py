@@ -61,3 +61,49 @@ def test_machine_threshold_says_why_it_keeps_the_shipped_t(tiny_pair):
     """A pair with no recorded rounds for its head (the tiny test pair) keeps the shipped t and says so."""
     t, why = tuning.machine_threshold(tiny_pair, PacerParams(auto_t=True), "no-such-head")
     assert t == tuning.SHIPPED_THRESHOLD and "shipped" in why and "no recorded rounds" in why
+
+
+def test_the_shipped_rounds_match_the_shipped_heads_and_draft():
+    """The recorded rounds were scored by the heads that ship now (a retrained head must be scored again:
+    ``python -m spec_core.policies.pacer_tuning SHARDS``), with the draft that ships."""
+    import json
+
+    from spec_core.assets import DRAFTS_DIR, HEADS_DIR, file_sha256
+
+    rounds = tuning.load_rounds("feature")
+    assert rounds is not None and len(rounds.gamma) > 1000
+    assert rounds.card["draft_sha256"] == json.loads((DRAFTS_DIR / "feature.json").read_text())["sha256"]
+    for head, sha in rounds.card["heads"].items():
+        assert file_sha256(HEADS_DIR / f"{head}.safetensors") == sha
+        for b in rounds.card["blocks"]:
+            assert rounds.predicted[tuning.prediction_key(head, b)].shape[0] == int(rounds.gamma.sum())
+    assert int(rounds.accepted.max()) <= 8 and bool((rounds.accepted <= rounds.gamma).all())
+
+
+def test_pacer_on_the_embedded_pair_tunes_t_to_the_machines_costs(embedded_f32, monkeypatch):
+    """``pacer`` (t=auto) on the embedded pair: flat verification costs tune a lower t than steep ones, the
+    policy's trace says which and why, and ``pacer:t=0.6`` keeps its t."""
+    from spec_core import precision
+    from spec_core.policies.pacer import PacerLength, parse_params
+
+    widths = (1, 2, 4, 8, 16)
+    table = {
+        "flat": CostProfile(widths=widths, target_ms=(50.0, 51.0, 52.0, 54.0, 58.0), draft_ms=4.0, engine_ms=0.3),
+        "steep": CostProfile(widths=widths, target_ms=(50.0, 95.0, 190.0, 380.0, 760.0), draft_ms=4.0, engine_ms=0.3),
+    }
+
+    def forget_tuned_t():  # the pair caches a tuned t per head, b, ρ, max and precision
+        for key in [k for k in embedded_f32.extras if str(k).startswith(tuning.TUNED_KEY)]:
+            del embedded_f32.extras[key]
+
+    chosen = {}
+    for name, profile in table.items():
+        monkeypatch.setattr(precision, "cached_machine_costs", lambda p=profile: {embedded_f32.precision: p})
+        forget_tuned_t()
+        policy = PacerLength.build(parse_params(None), embedded_f32)
+        chosen[name] = policy.params.threshold
+        assert "tuned for this machine" in policy.threshold_note and policy.trace()["threshold0"] == chosen[name]
+    assert chosen["flat"] < chosen["steep"]
+    fixed = PacerLength.build(parse_params("t=0.6"), embedded_f32)
+    assert fixed.params.threshold == 0.6 and fixed.threshold_note == "t = 0.6, as given"
+    forget_tuned_t()
