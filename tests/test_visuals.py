@@ -405,3 +405,14 @@ def test_hovers_and_step_through_show_what_the_method_parts_said():
     verify_step = stepthrough.round_step_html(e, "verify")
     assert ">0.900<" in verify_step and ">0.310<" in verify_step
     assert "â (PACER)" not in stepthrough.round_step_html(ev(0, ["a"], 1, "b"), "draft")
+
+
+def test_pacer_threshold_caption_says_where_t_came_from():
+    """The caption under PACER's threshold view names the lane's t and why (tuned for this machine, or given)."""
+    from visuals import pacer as pacer_view
+
+    blocks = [{"start": 0, "predicted": [0.3], "mean": 0.3, "threshold": 0.35, "decision": "stop"}]
+    trace = {"blocks": blocks, "threshold_note": "t = 0.35, tuned for this machine", "predicted": [0.3]}
+    lane = [ev(0, ["a"], 0, method="pacer", policy_trace=trace)]
+    text = pacer_view.threshold_caption({"pacer": lane})
+    assert "1 block, 0 passed and 1 stopped" in text and "t = 0.35, tuned for this machine" in text

@@ -200,7 +200,12 @@ def threshold_caption(lanes: Lanes) -> str:
         if points:
             passed = sum(p["decision"] == "pass" for p in points)
             stopped = sum(p["decision"] == "stop" for p in points)
-            parts.append(f"{method}: {len(points)} blocks, {passed} passed and {stopped} stopped the draft")
+            note = next((e.policy_trace.get("threshold_note") for e in events if e.policy_trace), "")
+            why = f" (its {note})" if note else ""
+            n = len(points)
+            parts.append(
+                f"{method}: {n} block{'' if n == 1 else 's'}, {passed} passed and {stopped} stopped the draft{why}"
+            )
     return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
 
 
