@@ -15,7 +15,7 @@ for run in 8:0 12:0 16:0 8:1 12:1 16:1; do
     name="$loss-b$B-s$seed"
     [ -f "$OUT/assets/$name.json" ] && continue
     nice -n 5 .venv/bin/python -m spec_core train block --loss $loss --block-size $B --seed $seed --name "$name" \
-      --out-dir "$OUT/assets" --work-dir "$OUT/work/$name" $COMMON > "$OUT/$name.log" 2>&1
+      --out-dir "$OUT/assets" --work-dir "$OUT/checkpoints/$name" $COMMON > "$OUT/$name.log" 2>&1
   done
 done
 [ -n "${TRAIN_ONLY:-}" ] && exit 0
