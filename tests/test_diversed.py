@@ -100,7 +100,7 @@ def test_rollout_records_one_row_per_emitted_drafted_token():
     assert (rec["p_x"][~acc] < rec["q_x"][~acc]).all()  # only a draft with p(x) < q(x) can be rejected
     assert (rec["p_y"][~acc] > rec["q_y"][~acc]).all()  # the recovered token lies in norm(max(0, p − q))
     # against the engine's trace (the same seed replays the same rollout)
-    pair.extras["diversed-head:diversed"] = (head, {})
+    pair.extras["diversed-head:diversed"] = pair.extras["diversed-head:diversed-sampled"] = (head, {})
     out = generate(pair, item.prompt, "fixed:4+diversed", item.max_new_tokens, temperature=1.0, seed=0)
     flags, p_x = [], []
     for e in out.events:
@@ -511,7 +511,7 @@ def test_weights_view_and_rules_are_registered_and_drawn_from_events():
     head = EnsembleHead(32, 32)
     with torch.no_grad():
         head.linear.weight.normal_(0, 0.5)
-    pair.extras["diversed-head:diversed"] = (head, {})
+    pair.extras["diversed-head:diversed"] = pair.extras["diversed-head:diversed-sampled"] = (head, {})
     lanes = {
         m: list(generate(pair, "lanes", m, 16, temperature=1.0, seed=1, chat=False).events)
         for m in ("fixed:4+diversed", "fixed:4+static:0.7", "fixed:4")

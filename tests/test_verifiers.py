@@ -263,7 +263,10 @@ def test_engine_static_first_token_matches_nu():
 @pytest.mark.parametrize("temperature", [0.0, 0.9])
 def test_composes_with_policies_and_traces_every_drafted_token(method, temperature):
     pair = make_tiny_pair()
-    pair.extras["diversed-head:diversed"] = (EnsembleHead(32, 32), {})  # zero-initialised: w = 0.5 everywhere
+    pair.extras["diversed-head:diversed"] = pair.extras["diversed-head:diversed-sampled"] = (
+        EnsembleHead(32, 32),
+        {},
+    )  # zero-initialised: w = 0.5 everywhere
     method = method.replace("diversed,t0", "diversed:t0")
     out = generate(pair, "compose", method, 24, temperature=temperature, seed=5, chat=False)
     drafted = [e for e in out.events if e.draft_len]
@@ -282,7 +285,7 @@ def test_diversed_with_a_constant_head_equals_static(sampling):
     """A zero-initialised head gives w = 0.5 everywhere: ``diversed`` must then be ``static:0.5`` token for token
     (which checks that the target's hidden states reach the head and that w is applied per drafted token)."""
     pair = make_tiny_pair()
-    pair.extras["diversed-head:diversed"] = (EnsembleHead(32, 32), {})
+    pair.extras["diversed-head:diversed"] = pair.extras["diversed-head:diversed-sampled"] = (EnsembleHead(32, 32), {})
     for seed in range(3):
         a = generate(pair, "same", "fixed:4+diversed", 24, seed=seed, chat=False, **sampling)
         b = generate(pair, "same", "fixed:4+static:0.5", 24, seed=seed, chat=False, **sampling)
@@ -296,7 +299,7 @@ def test_diversed_weights_follow_the_head():
     head = EnsembleHead(32, 32)
     with torch.no_grad():
         head.linear.weight.normal_(0, 0.5)
-    pair.extras["diversed-head:diversed"] = (head, {})
+    pair.extras["diversed-head:diversed"] = pair.extras["diversed-head:diversed-sampled"] = (head, {})
     out = generate(pair, "varied", "fixed:4+diversed", 24, temperature=1.0, seed=2, chat=False)
     ws = [w for e in out.events for w in e.verifier_trace.get("w", [])]
     assert len(set(round(w, 4) for w in ws)) > 3 and all(0 <= w <= 1 for w in ws)
@@ -327,7 +330,7 @@ def test_diversed_refuses_a_drafter_its_head_was_not_trained_on(tmp_path):
 
     assert head_drafter(json.loads((HEADS_DIR / "diversed.json").read_text())) == "default"  # the shipped head
     pair = block_pair()
-    pair.extras["diversed-head:diversed"] = (EnsembleHead(32, 32), {})
+    pair.extras["diversed-head:diversed"] = pair.extras["diversed-head:diversed-sampled"] = (EnsembleHead(32, 32), {})
     with pytest.raises(
         SpecScopeError,
         match="diversed on block:dpace: ensemble head 'diversed' was trained on the default draft's hidden states",
@@ -368,3 +371,23 @@ def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():
     rows = tuple(torch.randn(300, generator=g) for _ in range(4))
     stacked = RoundInputs(torch.tensor([7, 3, 9, 0]), rows, None, torch.zeros(4, 2), logits).draft_logits
     assert stacked.shape == (4, 300) and torch.equal(stacked[2], rows[2])
+
+
+def test_diversed_verifies_with_the_head_trained_under_the_runs_rule(monkeypatch):
+    """``diversed`` (no head=) uses the greedy head at temperature 0 and the sampled head when sampling; each
+    round's trace names the head; ``diversed:head=NAME`` uses NAME at every temperature."""
+    from spec_core.heads import ensemble
+
+    monkeypatch.setattr(ensemble, "available", lambda directory: [ensemble.DEFAULT_HEAD, ensemble.SAMPLED_HEAD])
+    assert ensemble.shipped_head(0.0) == "diversed" and ensemble.shipped_head(0.7) == "diversed-sampled"
+    pair = make_tiny_pair()
+    greedy, sampled = EnsembleHead(32, 32, init_w=0.9), EnsembleHead(32, 32, init_w=0.1)
+    pair.extras["diversed-head:diversed"] = (greedy, {})
+    pair.extras["diversed-head:diversed-sampled"] = (sampled, {})
+    for temperature, name, w in ((0.0, "diversed", 0.9), (0.8, "diversed-sampled", 0.1)):
+        out = generate(pair, "rule", "fixed:2+diversed", 12, temperature=temperature, seed=1, chat=False)
+        traces = [e.verifier_trace for e in out.events if e.draft_len]
+        assert traces and all(t["head"] == name and t["w"][0] == pytest.approx(w) for t in traces)
+    pair.extras["diversed-head:mine"] = (greedy, {})
+    out = generate(pair, "rule", "fixed:2+diversed:head=mine", 12, temperature=0.8, seed=1, chat=False)
+    assert all(e.verifier_trace["head"] == "mine" for e in out.events if e.draft_len)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from spec_core.assets import HEADS_DIR, load_asset, read_card
+from spec_core.assets import HEADS_DIR, available, load_asset, read_card
 from spec_core.errors import SpecScopeError
 
 DEFAULT_HEAD = "diversed"  # trained at temperature 0 under the argmax rule: what `diversed` uses greedily
@@ -27,8 +27,6 @@ SAMPLED_HEAD = "diversed-sampled"  # trained on sampled rollouts: what `diversed
 def shipped_head(temperature: float) -> str:
     """The head ``diversed`` (no ``head=``) verifies with at ``temperature``: each ships under the rule and
     temperature it was trained with (docs/DIVERSED.md); :data:`DEFAULT_HEAD` alone when no sampled head ships."""
-    from spec_core.assets import available
-
     if temperature > 0 and SAMPLED_HEAD in available(HEADS_DIR):
         return SAMPLED_HEAD
     return DEFAULT_HEAD
