@@ -65,7 +65,7 @@ def test_machine_threshold_says_why_it_keeps_the_shipped_t(tiny_pair):
 
 def test_the_shipped_rounds_match_the_shipped_heads_and_draft():
     """The recorded rounds were scored by the heads that ship now (a retrained head must be scored again:
-    ``python -m spec_core.policies.pacer_tuning SHARDS``), with the draft that ships."""
+    ``python -m spec_core.analysis.pacer_rounds SHARDS``), with the draft that ships."""
     import json
 
     from spec_core.assets import DRAFTS_DIR, HEADS_DIR, file_sha256
@@ -107,3 +107,21 @@ def test_pacer_on_the_embedded_pair_tunes_t_to_the_machines_costs(embedded_f32, 
     fixed = PacerLength.build(parse_params("t=0.6"), embedded_f32)
     assert fixed.params.threshold == 0.6 and fixed.threshold_note == "t = 0.6, as given"
     forget_tuned_t()
+
+
+def test_the_rounds_writer_scores_simulated_rounds_with_the_shipped_heads(embedded_f32, tmp_path):
+    """Simulate two short prompts, score them with the shipped heads, read the asset back: every head and block
+    size has one â per drafted token, and the card names the heads' sha256 (what ``t=auto`` checks)."""
+    from spec_core.analysis.pacer_rounds import write_rounds
+    from spec_core.train.pacer import SimConfig, simulate
+
+    cfg = SimConfig(tmp_path / "feature", 2, shard_size=1, max_new_tokens=12, prompts=("Name three colours.", "Hi!"))
+    simulate(embedded_f32, cfg, progress=False)
+    path = write_rounds(cfg.out_dir, embedded_f32, tmp_path / "out", blocks=(1, 2))
+    rounds = tuning.load_rounds(embedded_f32.draft_design, path.parent)
+    assert rounds is not None and rounds.card["rounds"] == len(rounds.gamma) > 0
+    assert set(rounds.card["heads"]) == {"pacer-feature", "pacer-feature-paper"}
+    for head in rounds.card["heads"]:
+        for b in (1, 2):
+            values = rounds.predicted[tuning.prediction_key(head, b)]
+            assert values.shape[0] == int(rounds.gamma.sum()) and bool(((values >= 0) & (values <= 1)).all())

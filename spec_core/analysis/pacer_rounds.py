@@ -1,0 +1,82 @@
+"""The rounds PACER's ``t=auto`` replays (:mod:`spec_core.policies.pacer_tuning`), scored by the shipped heads.
+
+PACER (arXiv 2602.01274). ``python -m spec_core.analysis.pacer_rounds runs/pacer_tune/feature`` reads the shards of
+``python -m spec_core train pacer --simulate-only --prompt-seed 5151`` (rounds drafted with ``fixed:8`` on
+training prompts), scores every drafted token with the pair's shipped pre-verifiers (the hybrid and the paper
+head, at b = 1, 2, 4) and writes ``assets/results/pacer-rounds-<draft>.{safetensors,json}``: each round's drafted
+and kept counts and â per token, with the heads' sha256 (a retrained head must be scored again).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from spec_core.assets import HEADS_DIR, file_sha256
+from spec_core.policies.pacer_tuning import RESULTS_DIR, prediction_key, rounds_name
+
+
+def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
+    """Score the simulated rounds in ``shards`` with the shipped pre-verifiers for ``pair``'s draft and write the
+    asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
+    from safetensors.torch import save_file
+
+    from spec_core.analysis.preverifier import head_call_ms, head_scorer
+    from spec_core.heads.preverifier import find_head, load_head
+    from spec_core.train.pacer import load_data, token_embeddings
+
+    paths = sorted(shards.glob("shard_*.safetensors"))
+    if not paths:
+        raise FileNotFoundError(f"no shard_*.safetensors in {shards}: run `train pacer --simulate-only` first")
+    data = load_data(paths)
+    gamma, accepted = data["round_gamma"].long(), data["round_accepted"].long()
+    tensors = {"gamma": gamma.to(torch.int16), "accepted": accepted.to(torch.int16)}
+    every = torch.ones(len(data["position"]), dtype=torch.bool)
+    heads_sha, heads_ms = {}, {}
+    for variant in ("", "paper"):
+        name = find_head(pair.draft_card, variant)
+        head, _ = load_head(name)
+        heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
+        heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
+        if getattr(head.cfg, "design", "") == "paper" and head.cfg.use_token and "token_embed" not in data:
+            data["token_embed"] = token_embeddings(pair, data["token"])
+        score = head_scorer(head, data)
+        for b in blocks:
+            tensors[f"predicted/{prediction_key(name, b)}"] = score(every, b).float().to(torch.float16)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{rounds_name(pair.draft_design)}.safetensors"
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path))
+    card = {
+        "kind": "pacer-tuning-rounds",
+        "paper": "PACER, arXiv 2602.01274",
+        "draft_sha256": (pair.draft_card or {}).get("sha256"),
+        "heads": heads_sha,
+        "head_ms": heads_ms,
+        "rounds": int(gamma.shape[0]),
+        "drafted_tokens": int(gamma.sum()),
+        "source": f"{len(paths)} shards of `train pacer --simulate-only` (training prompts, never prompts/*.jsonl)",
+        "blocks": list(blocks),
+    }
+    path.with_suffix(".json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def main(argv: list[str]) -> int:
+    """``python -m spec_core.analysis.pacer_rounds SHARDS_DIR``: score and write the rounds asset."""
+    from spec_core.models import load_pair
+
+    if len(argv) != 1:
+        print("usage: python -m spec_core.analysis.pacer_rounds SHARDS_DIR (from `train pacer --simulate-only`)")
+        return 2
+    torch.set_num_threads(1)
+    where = write_rounds(Path(argv[0]), load_pair("embedded", "cpu", "bfloat16"))
+    print(f"wrote {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
