@@ -215,7 +215,7 @@ def test_paper_head_trains_and_drives_the_engine_losslessly(tiny_paper):
 def test_hybrid_head_still_parses_and_runs(tiny_paper):
     pair, sim, *_, assets, _ = tiny_paper
     spec = parse_method("pacer:head=hybrid,b=1")
-    assert spec.policy.params == PacerParams(block=1, head="hybrid")
+    assert spec.policy.params == PacerParams(block=1, head="hybrid", auto_t=True)
     hybrid, _ = load_head("pacer-feature-hybrid", assets)
     assert isinstance(hybrid, PreVerifier)
     pair.extras.clear()
