@@ -591,3 +591,18 @@ def test_shipped_sweeps_load_into_the_analyzer_panel(tmp_path):
         read_sweep(tmp_path / "one.csv")
     with pytest.raises(SpecScopeError, match="could not read"):
         read_sweep(tmp_path / "absent.csv")
+
+
+def test_the_pareto_panel_names_each_head():
+    """With two DIVERSED rows (the greedy head and the sampled one) each point is labelled by its head and the
+    sentence describes the shipped greedy head first, then the other."""
+    from spec_core.analysis.pareto import read_sweep
+    from visuals.diversed import pareto_figure, point_label, sweep_summary
+
+    df = read_sweep(ROOT / "assets" / "results" / "pareto_t0.csv")
+    assert set(df.loc[df["method"] == "diversed", "param"]) == {"diversed", "diversed-sampled"}
+    text = sweep_summary(df)
+    assert text.index("head diversed.") < text.index("With the head diversed-sampled:")
+    labels = next(t for t in pareto_figure(df).data if t.name == "diversed").text
+    assert sorted(labels) == ["diversed", "diversed-sampled"]
+    assert point_label("diversed", "mine") == "diversed:head=mine" and point_label("lenient", "0.5") == "lenient:0.5"

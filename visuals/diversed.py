@@ -149,10 +149,7 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
         rows = df[df["method"] == method]
         if rows.empty:
             continue
-        labels = [
-            f"{method}:{p}" if isinstance(p, str) and p and method == "lenient" else method
-            for p in rows["param"].astype(str)
-        ]
+        labels = [point_label(method, p) for p in rows["param"].astype(str)]
         fig.add_trace(
             go.Scatter(
                 x=rows["acceptance_rate"],
@@ -183,6 +180,15 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
     return fig
 
 
+def point_label(method: str, param: str) -> str:
+    """``lenient:0.5``; a DIVERSED row by its head (``diversed``, ``diversed-sampled``); else the method."""
+    if method == "lenient" and param:
+        return f"lenient:{param}"
+    if method == "diversed" and param and param != "nan":
+        return param if param.startswith("diversed") else f"diversed:head={param}"
+    return method
+
+
 ON_FRONTIER = 0.005  # quality within this of the static line counts as on it (one eval item moves quality by ~0.1)
 
 
@@ -209,21 +215,30 @@ def sweep_summary(df: pd.DataFrame) -> str:
             f"Target alone: quality {lossless['quality']:.3f} at acceptance {lossless['acceptance_rate']:.3f}; "
             f"draft alone: quality {draft['quality']:.3f}."
         )
-    div = row("diversed")
-    if div is not None:
+    heads = df[df["method"] == "diversed"]
+    shipped = heads[heads["param"].astype(str) == "diversed"]  # the greedy default first, then any other head
+    ordered = pd.concat([shipped, heads.drop(shipped.index)]) if len(heads) else heads
+    for n, (_, div) in enumerate(ordered.iterrows()):
         frontier = float(div["frontier_quality"])  # the static sweep at DIVERSED's acceptance (read_sweep)
         gap = float(div["quality"]) - frontier  # within ON_FRONTIER it sits on the line (a sweep of a few items)
         where = "above" if gap > ON_FRONTIER else "below" if gap < -ON_FRONTIER else "on"
         ratio = (
             f" (it keeps {div['acceptance_rate'] / lossless['acceptance_rate']:.2f} times as many drafts as the "
             "lossless rule: a ratio of acceptance rates, not a speedup)"
+            if lossless is not None and n == 0
+            else f" ({div['acceptance_rate'] / lossless['acceptance_rate']:.2f}× lossless)"
             if lossless is not None
             else ""
         )
+        label = point_label("diversed", str(div["param"]))
+        lead = "DIVERSED" if n == 0 else "With the head"
         parts.append(
-            f"DIVERSED: acceptance {div['acceptance_rate']:.3f}{ratio}, quality {div['quality']:.3f} — "
-            f"{where} the static frontier ({frontier:.3f} at that acceptance)."
+            f"{lead}{'' if n == 0 else ' ' + label}: acceptance {div['acceptance_rate']:.3f}{ratio}, quality "
+            f"{div['quality']:.3f} — {where} the static frontier ({frontier:.3f} at that acceptance)"
+            + (f", head {label}." if n == 0 and (len(ordered) > 1 or label != "diversed") else ".")
         )
+        if n:
+            continue
         mix = df[(df["method"] == TASK_STATIC) & (df["acceptance_rate"] >= div["acceptance_rate"])]
         if len(mix):
             parts.append(

@@ -147,8 +147,8 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
         )
     base_layout(
         fig,
-        f"Training lens: {method}, round {event.index}: a block of B = {len(q) + 1} "
-        f"(the anchor + {event.draft_len} drafted; decay γ_w = {rules.decay_gamma(len(q) + 1):g})",
+        f"Training lens: {method}, round {event.index} (B = {len(q) + 1}: anchor + {event.draft_len} drafted; "
+        f"γ_w = {rules.decay_gamma(len(q) + 1):g})",
         "position in the block",
         "share of the block's loss weight",
         note=f"rests on one block: round {event.index}'s {len(q)} drafted positions",
