@@ -184,6 +184,12 @@ def cached_machine_costs() -> dict[str, CostProfile] | None:
         return None
 
 
+def cached_profile(precision: str | None) -> CostProfile | None:
+    """This machine's cached profile for ``precision`` when one with draft costs was measured (never measures)."""
+    profile = (cached_machine_costs() or {}).get(precision or "")
+    return profile if profile is not None and profile.draft_ms else None
+
+
 def predicted_tokens_per_s(profile: CostProfile) -> tuple[float, int]:
     """(tokens/s, k) of the best fixed window at this profile's measured acceptance: the default lane's stand-in."""
     alpha = float(profile.extra.get("acceptance", 0.0))

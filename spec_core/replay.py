@@ -358,11 +358,10 @@ def load_record(path: str | Path) -> TextRecord:
 def default_costs(precision: str | None = None) -> RoundCosts:
     """The costs a record without its own is replayed under: this machine's cached table for ``precision``
     (``costs --machine``; never measured here, a view must not wait), else :data:`DEFAULT_COSTS`."""
-    from spec_core.precision import cached_machine_costs
+    from spec_core.precision import cached_profile
 
-    table = cached_machine_costs() or {}
-    profile = table.get(precision or "") if precision else None
-    if profile is None or not profile.draft_ms:
+    profile = cached_profile(precision)
+    if profile is None:
         return DEFAULT_COSTS
     named = dataclasses.replace(profile, name="this machine", about=f"this machine's cached cost table ({precision})")
     return named if named.head_ms else dataclasses.replace(named, head_ms=DEFAULT_COSTS.head_ms)

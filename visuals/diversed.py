@@ -222,14 +222,15 @@ def sweep_summary(df: pd.DataFrame) -> str:
         frontier = float(div["frontier_quality"])  # the static sweep at DIVERSED's acceptance (read_sweep)
         gap = float(div["quality"]) - frontier  # within ON_FRONTIER it sits on the line (a sweep of a few items)
         where = "above" if gap > ON_FRONTIER else "below" if gap < -ON_FRONTIER else "on"
-        ratio = (
-            f" (it keeps {div['acceptance_rate'] / lossless['acceptance_rate']:.2f} times as many drafts as the "
-            "lossless rule: a ratio of acceptance rates, not a speedup)"
-            if lossless is not None and n == 0
-            else f" ({div['acceptance_rate'] / lossless['acceptance_rate']:.2f}× lossless)"
-            if lossless is not None
-            else ""
-        )
+        ratio = ""
+        if lossless is not None:
+            times = div["acceptance_rate"] / lossless["acceptance_rate"]
+            ratio = (
+                f" (it keeps {times:.2f} times as many drafts as the lossless rule: a ratio of acceptance rates, "
+                "not a speedup)"
+                if n == 0
+                else f" ({times:.2f}× lossless)"
+            )
         label = point_label("diversed", str(div["param"]))
         lead = "DIVERSED" if n == 0 else "With the head"
         parts.append(

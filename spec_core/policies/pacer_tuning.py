@@ -91,12 +91,11 @@ def tune(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile
 
 def machine_profile(pair) -> CostProfile | None:
     """This machine's cached profile for the pair's precision (None when not measured yet)."""
-    from spec_core.precision import cached_machine_costs
+    from spec_core.precision import cached_profile
 
-    if getattr(pair, "device", "cpu") != "cpu" and str(getattr(pair, "device", "cpu")) != "cpu":
+    if str(getattr(pair, "device", "cpu")) != "cpu":
         return None  # the table is the CPU's
-    profile = (cached_machine_costs() or {}).get(getattr(pair, "precision", "") or "")
-    return profile if profile is not None and profile.draft_ms else None
+    return cached_profile(getattr(pair, "precision", ""))
 
 
 def machine_threshold(pair, params: PacerParams, head_name: str) -> tuple[float, str]:
