@@ -9,6 +9,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+PREFILL_WIDE = 16  # a first pass this wide runs on ``prefill_model`` when there is one
 MIN_ROOM = 256  # positions a layer's buffer holds at first; it doubles when full
 
 
@@ -90,8 +91,17 @@ class CachedLM:
     through ``DynamicCache.crop`` (never by slicing tensors by hand).
     """
 
-    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] = (), hidden: bool = True):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        layers: tuple[int, ...] = (),
+        hidden: bool = True,
+        prefill_model: torch.nn.Module | None = None,
+    ):
         self.model = model
+        # a model with the same weights in another arithmetic that runs the first, wide pass (a prompt's prefill)
+        # faster: the bf16 original of an int8 target (ModelPair.prefill_target)
+        self.prefill_model = prefill_model
         self.layers = layers  # indices into hidden_states (0 = embeddings, i = output of decoder layer i)
         self.hidden = hidden or bool(layers)  # collecting every layer's states costs time: only when read
         self.cache: DynamicCache | None = None
@@ -121,7 +131,10 @@ class CachedLM:
         """
         if self.cache is None:
             self.reset()
-        out = self.model(
+        model = self.model
+        if self.prefill_model is not None and self.length == 0 and tokens.numel() >= PREFILL_WIDE:
+            model = self.prefill_model
+        out = model(
             input_ids=tokens.view(1, -1).to(self.device),
             past_key_values=self.cache,
             use_cache=True,

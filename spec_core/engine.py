@@ -132,6 +132,7 @@ class Generation:
             pair.target,
             layers=drafter.target_layers,
             hidden=drafter.needs_target_hidden or verifier.needs_target_hidden,
+            prefill_model=getattr(pair, "prefill_target", None),
         )
         target.reset()
         self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)

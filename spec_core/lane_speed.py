@@ -261,6 +261,9 @@ def draft_ratio(pair) -> float | None:
         return None
     target = sum(p.numel() for p in pair.parts_target.parameters())
     own = sum(p.numel() for p in pair.draft.parameters())
+    own += sum(  # an int8 draft (spec_core.int8) keeps its linears' weights as int8 buffers
+        b.numel() for n, b in pair.draft.named_buffers() if n.endswith("weight_int8") and not n.startswith("head_proj")
+    )
     head = getattr(pair.draft, "vocab_subset", None)  # a feature draft reads its trimmed head rows too
     shared = int(head.numel()) * int(pair.target.config.hidden_size) if head is not None and head.numel() else 0
     return (own + shared) / target if target else None

@@ -114,3 +114,71 @@ def test_int8_pair_runs_lossless_methods_against_its_own_ar(one_thread):
         with torch.inference_mode():
             top = pair.target(ids[None]).logits[0, -1].float().topk(2).values
         assert float(top[0] - top[1]) < 0.25  # bf16 logits: a tie or one rounding step apart
+
+
+def test_int8_draft_reads_int8_weights_and_keeps_its_choices():
+    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.int8 import int8_draft
+    from tests.conftest import tiny_llama
+
+    target = tiny_llama(64, seed=5, hidden=64).to(torch.bfloat16)
+    torch.manual_seed(6)
+    draft = FeatureDraft(target, num_layers=1, init_from_target=True, head_size=48).eval()
+    quant = int8_draft(draft)
+    assert quant is not draft and any(isinstance(m, nn.Linear) for m in draft.modules())  # the original is kept
+    assert not any(isinstance(m, nn.Linear) for m in quant.modules()) and isinstance(quant.head_proj, Int8Linear)
+    assert quant.embed[0] is draft.embed[0] and quant.head[0] is draft.head[0]  # the target's, shared
+    feats, ids = torch.randn(1, 6, 64, dtype=torch.bfloat16), torch.randint(0, 64, (1, 6))
+    with torch.inference_mode():
+        a, b = draft.logits(draft(feats, ids)).float(), quant.logits(quant(feats, ids)).float()
+    assert torch.isinf(b[..., 48:]).all()  # still the trimmed head's support
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() >= 0.8
+    assert int8_draft(nn.Linear(2, 2)).__class__ is nn.Linear  # another design is returned as it is
+
+
+def test_a_prompt_prefill_runs_on_the_prefill_model_and_nothing_after(tiny_pair, monkeypatch):
+    from spec_core import int8
+    from spec_core.cached_lm import PREFILL_WIDE, CachedLM
+
+    base = tiny_pair.target.to(torch.bfloat16)
+    quant = int8_target(base)
+    used = []
+    base.register_forward_hook(lambda m, a, k: used.append("bf16"))
+    quant.register_forward_hook(lambda m, a, k: used.append("int8"))
+    lm = CachedLM(quant, hidden=False, prefill_model=base)
+    lm.reset()
+    lm.forward(torch.randint(0, 16, (PREFILL_WIDE,)), all_logits=False)  # the prompt
+    lm.forward(torch.tensor([1, 2]))  # a verification pass
+    lm.reset()
+    lm.forward(torch.randint(0, 16, (PREFILL_WIDE - 1,)))  # a short prompt stays in int8
+    assert used == ["bf16", "int8", "int8"] and lm.length == PREFILL_WIDE - 1
+
+    tiny_pair.target, tiny_pair.base_target, tiny_pair.precision = quant, base, "int8"
+    monkeypatch.setattr(int8, "native_bf16", lambda: True)
+    assert tiny_pair.prefill_target is base
+    monkeypatch.setattr(int8, "native_bf16", lambda: False)
+    assert tiny_pair.prefill_target is None
+    tiny_pair.precision = "bfloat16"
+    assert tiny_pair.prefill_target is None
+
+
+def test_native_bf16_respects_a_capped_instruction_set(monkeypatch):
+    from spec_core import int8
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert int8.native_bf16() is False
+
+
+def test_bench_measures_a_lane_named_twice_once(tiny_pair, monkeypatch, one_thread):
+    from spec_core.analysis import bench
+
+    runs = []
+    real = bench.run_once
+    monkeypatch.setattr(bench, "run_once", lambda pair, m, *a: runs.append(m) or real(pair, m, *a))
+    prompts = [{"id": "a", "category": "chat", "prompt": "abcabc"}, {"id": "b", "category": "chat", "prompt": "cab"}]
+    df = bench.run_bench(tiny_pair, prompts, ["ar@float32", "fixed:2"], max_new_tokens=6, repeats=2, progress=False)
+    assert runs.count("ar@float32") == 0 and runs.count("ar") == 2 * 2 + 1  # the run's own ar, and one warm-up
+    assert list(dict.fromkeys(df["method"])) == ["ar", "ar@float32", "fixed:2"]  # reported under both names
+    alias, ar = df[df.method == "ar@float32"], df[df.method == "ar"]
+    assert alias["tokens_per_s"].tolist() == ar["tokens_per_s"].tolist()
+    assert (ar["speedup_vs_best_ar"] == 1.0).all()  # the fastest plain decoding is that one lane, not a lucky rerun

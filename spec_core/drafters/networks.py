@@ -88,6 +88,7 @@ class FeatureDraft(nn.Module):
         # distribution with a smaller support keeps speculative sampling exact: q is what tokens are drawn from.
         self.register_buffer("vocab_subset", torch.arange(head_size, dtype=torch.long), persistent=True)
         self._head_rows: torch.Tensor | None = None
+        self.head_proj: nn.Module | None = None  # features → the trimmed head's logits, when set (an int8 draft)
         with torch.no_grad():  # start as "embedding passes through": fc ≈ [0 | I]
             self.fc.weight.zero_()
             self.fc.weight[:, hidden:].copy_(torch.eye(hidden))
@@ -144,7 +145,7 @@ class FeatureDraft(nn.Module):
         """Full-vocabulary logits ``[..., V]`` (−inf outside the trimmed head's vocabulary, if any)."""
         if self.vocab_subset.numel() == 0:
             return self.head[0](features)
-        sub = features @ self.head_rows().T  # [..., V']
+        sub = self.head_proj(features) if self.head_proj is not None else features @ self.head_rows().T  # [..., V']
         full = sub.new_full((*features.shape[:-1], self.head[0].weight.shape[0]), float("-inf"))
         return full.index_copy_(-1, self.vocab_subset, sub)
 

@@ -1,0 +1,54 @@
+"""Grouped-query attention for a few queries without copying the cache (spec_core/attention.py)."""
+
+from __future__ import annotations
+
+import torch
+
+from spec_core import attention
+from spec_core.cached_lm import CachedLM, attention_mask
+from tests.conftest import tiny_llama
+
+
+def _passes(model, ctx, new, mask_of=None):
+    """Logits of a pass over ``new`` after ``ctx`` was cached (optionally with a 4D mask built from ``mask_of``)."""
+    lm = CachedLM(model, hidden=False)
+    lm.reset()
+    lm.forward(ctx, all_logits=False)
+    mask = attention_mask(mask_of, lm.length, model, lm.device) if mask_of is not None else None
+    return lm.forward(new, mask=mask).logits
+
+
+def test_folded_groups_equal_transformers_sdpa_bit_for_bit(monkeypatch):
+    model = tiny_llama(32, seed=3, layers=2, hidden=32)  # 4 query heads over 2 key/value heads
+    ctx, new = torch.randint(0, 32, (40,)), torch.randint(0, 32, (5,))
+    tree = torch.tensor(  # a branching draft: each node sees the pending token and its own ancestors
+        [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 1, 0, 1, 0], [1, 0, 1, 0, 1]], dtype=torch.bool
+    )
+    model.set_attn_implementation("sdpa")
+    chain_ref, tree_ref = _passes(model, ctx, new), _passes(model, ctx, new, tree)
+
+    calls = []
+    sdpa = attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        attention.F, "scaled_dot_product_attention", lambda q, *a, **k: calls.append(q.shape) or sdpa(q, *a, **k)
+    )
+    assert attention.use_grouped_sdpa(model) is model and model.config._attn_implementation == attention.NAME
+    chain, tree_out = _passes(model, ctx, new), _passes(model, ctx, new, tree)
+    assert torch.equal(chain, chain_ref) and torch.equal(tree_out, tree_ref)
+    # the folded path ran for both passes, every layer: 2 key/value heads, each with its 2 heads' 5 queries
+    assert calls.count(torch.Size([1, 2, 10, 8])) == 2 * 2
+
+
+def test_one_query_and_other_attentions_are_left_to_transformers():
+    model = tiny_llama(32, seed=4)
+    model.set_attn_implementation("eager")
+    assert attention.use_grouped_sdpa(model).config._attn_implementation == "eager"
+    model.set_attn_implementation("sdpa")
+    ctx = torch.randint(0, 32, (12,))
+    one = _passes(model, ctx, torch.tensor([7]))
+    attention.use_grouped_sdpa(model)
+    assert torch.equal(_passes(model, ctx, torch.tensor([7])), one)
+
+
+def test_the_embedded_target_loads_with_folded_groups(embedded_f32):
+    assert embedded_f32.target.config._attn_implementation == attention.NAME
