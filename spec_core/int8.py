@@ -9,6 +9,10 @@ the same numbers, rounded to 8 bits per output channel (symmetric, scale = max |
 torchao's ``Int8WeightOnlyConfig`` does the same job through transformers' ``TorchAoConfig``; measured on the
 project's AVX2 machine it was slower than both bfloat16 and this module (docs/RESULTS.md, "Arithmetic per
 machine"), and it is not a dependency: this module is the one op and its packing, nothing more.
+
+An int8 pair runs the feature draft in int8 too (:func:`int8_draft`: a draft step and its commit 4.2 → 2.7 ms, the
+same acceptance), and, on a CPU with native bf16 (:func:`native_bf16`), a prompt's prefill on the bf16 original,
+where the int8 kernel's per-row work makes it several times slower (docs/RESULTS.md, "Session 11").
 """
 
 from __future__ import annotations
