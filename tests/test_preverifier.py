@@ -287,8 +287,8 @@ def test_playground_replays_the_paper_head_exactly_at_every_block_size():
 
 @pytest.mark.embedded
 def test_shipped_paper_and_hybrid_heads_on_the_embedded_pair():
-    """`pacer:head=paper` (the paper head, no probability input) and `pacer:head=hybrid` (= `pacer`'s default head)
-    load for the feature draft and stay lossless."""
+    """`pacer` runs the paper head (no probability input), the same as `pacer:head=paper`; `pacer:head=hybrid`
+    loads the hybrid; all stay lossless."""
     import dataclasses
 
     from spec_core.errors import SpecScopeError
@@ -300,15 +300,38 @@ def test_shipped_paper_and_hybrid_heads_on_the_embedded_pair():
     except SpecScopeError as err:
         pytest.skip(f"the embedded pair is not installed: {err}")
     pair = dataclasses.replace(load_pair("embedded", dtype="float32", draft="feature"), extras={})
-    assert find_head(pair.draft_card, "hybrid") == find_head(pair.draft_card) == "pacer-feature"
+    assert find_head(pair.draft_card, "hybrid") == "pacer-feature"
     name = find_head(pair.draft_card, "paper")
+    assert find_head(pair.draft_card) == name == "pacer-feature-paper"
     head, card = load_head(name)
     assert isinstance(head, BlockPreVerifier) and card["inputs"] == ["hidden", "token_embedding", "position"]
     assert card["heldout"]["auc"] > 0.5 and (head.num_parameters() * 2) < 60_000  # a few tens of kB in bf16
     prompt = "Write a Python function that returns the square of a number."
     ar = generate(pair, prompt, "ar", max_new_tokens=16)
-    for method in ("pacer:head=paper", "pacer:head=hybrid"):
+    for method in ("pacer", "pacer:head=paper", "pacer:head=hybrid"):
         spec = generate(pair, prompt, method, max_new_tokens=16)
         assert spec.token_ids == ar.token_ids, method
         heads = {e.policy_trace["head"] for e in spec.events if e.draft_len}
-        assert heads == {name if method.endswith("paper") else "pacer-feature"}, method
+        assert heads == {"pacer-feature" if method.endswith("hybrid") else name}, method
+
+
+def test_pacer_finds_the_paper_head_first_and_the_only_head_otherwise(tmp_path):
+    from spec_core.errors import SpecScopeError
+    from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig, find_head, head_name, save_head
+
+    def ship(variant: str, head, sha: str) -> None:
+        card = {"draft": "feature", "draft_sha256": sha, "variant": variant}
+        save_head(head, head_name("feature", variant), card, tmp_path)
+
+    hybrid = PreVerifier(PreVerifierConfig(hidden_size=8))
+    paper = BlockPreVerifier(BlockPreVerifierConfig(hidden_size=8))
+    ship("", hybrid, "a" * 64)
+    ship("paper", paper, "a" * 64)
+    with pytest.raises(SpecScopeError):  # nothing for another draft
+        find_head({"sha256": "b" * 64}, "", tmp_path)
+    card = {"sha256": "a" * 64, "design": "feature"}
+    assert find_head(card, "", tmp_path) == "pacer-feature-paper"  # pacer: the paper's design
+    assert find_head(card, "hybrid", tmp_path) == "pacer-feature"  # the unsuffixed hybrid, by its variant's name
+    (tmp_path / "pacer-feature-paper.json").unlink()
+    (tmp_path / "pacer-feature-paper.safetensors").unlink()
+    assert find_head(card, "", tmp_path) == "pacer-feature"  # a draft without a paper head: its only head

@@ -35,8 +35,7 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
     tensors = {"gamma": gamma.to(torch.int16), "accepted": accepted.to(torch.int16)}
     every = torch.ones(len(data["position"]), dtype=torch.bool)
     heads_sha, heads_ms = {}, {}
-    for variant in ("", "paper"):
-        name = find_head(pair.draft_card, variant)
+    for name in dict.fromkeys(find_head(pair.draft_card, v) for v in ("paper", "hybrid")):  # `pacer`'s, and the hybrid
         head, _ = load_head(name)
         heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
         heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)

@@ -26,14 +26,14 @@ self-attention, causal within the block, and an MLP) and a linear read-out:
 Training packs the blocks of many decoding steps into one sequence under a block-diagonal causal mask
 (:func:`block_mask`), the paper's efficiency trick; a test checks that it equals training them one by one.
 
-**The hybrid head** (:class:`PreVerifier`, ``design = "hybrid"``, ``pacer``'s default, also ``pacer:head=hybrid``),
-SpecScope's first design, a per-token MLP that also reads the draft's log q_i and its running sum:
+**The hybrid head** (:class:`PreVerifier`, ``design = "hybrid"``, ``pacer:head=hybrid``), SpecScope's first design,
+a per-token MLP that also reads the draft's log q_i and its running sum:
 
     â_i = σ( MLP( LN(h_i) W_h + E[pos_i] + [log q_i, Σ_{j≤i} log q_j] W_q ) )
 
 It ranks about as well as the draft's own Π q (a confidence rule with a learned calibration), which is what the
-paper's layer is meant to avoid; it stays the default because, held out on the embedded pair, it ranks,
-calibrates and replays better than the paper head (docs/PACER.md has the numbers).
+paper's layer is meant to avoid. ``pacer`` runs the paper head (:func:`find_head`); the hybrid stays a named
+ablation, measured a little faster on the embedded pair (docs/PACER.md has the numbers).
 
 Assets live in ``assets/heads`` as ``pacer-<draft>[-variant]`` (safetensors + card), matched to the draft by the
 sha256 of the draft's weights; the card's ``config.design`` says which class reads them (absent: hybrid).
@@ -219,20 +219,23 @@ def load_head(name: str, directory=HEADS_DIR) -> tuple[PreVerifier | BlockPreVer
 def find_head(draft_card: dict, variant: str = "", directory=HEADS_DIR) -> str:
     """The name of the pre-verifier trained with the draft whose card is ``draft_card`` (matched by sha256).
 
-    ``variant="hybrid"`` also finds a draft's default head when that one is a hybrid head (a draft whose paper
-    head has not been trained yet)."""
+    ``variant=""`` is ``pacer``'s head: the paper head when one was trained for this draft (its card's variant is
+    ``paper``, or it is the draft's unsuffixed head), else the draft's unsuffixed head (a draft whose paper head
+    has not been trained yet: the standalone's). ``variant="hybrid"`` also finds the unsuffixed head when that
+    one is a hybrid head."""
     sha, design = draft_card.get("sha256"), draft_card.get("design", "feature")
-    fallback = None
-    for name in available(directory):
+    found: dict[str, str] = {}
+    for name in sorted(available(directory)):
         card = read_card(name, directory, "pre-verifier head")
         if card.get("kind") != KIND or not sha or card.get("draft_sha256") != sha:
             continue
-        if card.get("variant", "") == variant:
-            return name
-        if variant == "hybrid" and not card.get("variant") and card["config"].get("design", "hybrid") == "hybrid":
-            fallback = name
-    if fallback:
-        return fallback
+        found.setdefault(card.get("variant", ""), name)
+        if not card.get("variant") and card["config"].get("design", "hybrid") == "hybrid":
+            found.setdefault("hybrid-unsuffixed", name)
+    lookup = {"": ("paper", ""), "hybrid": ("hybrid", "hybrid-unsuffixed")}.get(variant, (variant,))
+    for key in lookup:
+        if key in found:
+            return found[key]
     what = f"{KIND} head{' (variant ' + variant + ')' if variant else ''}"
     extra = f" --variants {variant} --ship {variant}" if variant else ""
     raise SpecScopeError(

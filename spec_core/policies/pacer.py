@@ -41,8 +41,8 @@ class PacerParams:
     threshold: float = 0.6  # t_0: the first block passes when its mean predicted acceptance reaches it
     rho: float = 1.1  # ρ: the threshold's growth after each block that passes
     max_len: int = 8  # the draft never exceeds this many tokens
-    head: str = ""  # head variant ("" = the shipped head; "hybrid" = the head that reads log q; "nopos" = its
-    #   ablation without position embedding)
+    head: str = ""  # head variant ("" = the paper head, or the draft's only head; "hybrid" = the head that reads
+    #   log q; "nopos" = its ablation without position embedding)
     # t tuned for this machine's costs when built (`pacer`, `pacer:t=auto`; spec_core/policies/pacer_tuning.py)
     auto_t: bool = False
 
