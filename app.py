@@ -140,9 +140,14 @@ def figure_updates(frame: live.LiveFrame, first: bool) -> list[Any]:
 
 
 def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
-    def on_live(p, m1, m2, m3, t, tp, s, n, pname, precision, show):
+    stop_request = gr.State(live.StopRequest())  # one per visitor: Stop asks the run to end after its round
+
+    def on_live(p, m1, m2, m3, t, tp, s, n, pname, precision, show, stop_request=None):
         request = requests.parse_live_request(p, [m1, m2, m3], t, tp, s, n, pname, precision, pairs)
-        for k, frame in enumerate(live.live_frames(pair_loader, request)):
+        if not isinstance(stop_request, live.StopRequest):  # an API call without the page's state
+            stop_request = live.StopRequest()
+        stop_request.requested = False
+        for k, frame in enumerate(live.live_frames(pair_loader, request, should_stop=stop_request.asked)):
             lanes = live_page.lanes_parts(frame, N_LANES, show)
             if frame.done:  # text and counters first, the figures right after (drawing them takes a while)
                 yield [frame.status, *lanes, *[gr.update()] * (3 * N_VIEW_SLOTS), frame]
@@ -151,13 +156,18 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
     plots, outputs = tab.slots[2::3], [tab.status, *tab.lanes, *tab.slots, tab.state]
     event = tab.run.click(
         shown_errors(on_live, len(outputs)),
-        [*tab.inputs, tab.show_rejected],
+        [*tab.inputs, tab.show_rejected, stop_request],
         outputs,
         api_name="live",
         api_visibility="undocumented",
         show_progress="hidden",
     )
-    tab.stop.click(live.stopped, tab.state, tab.status, cancels=[event], api_visibility="private")
+
+    def on_stop(frame, stop_request):
+        stop_request.requested = True  # the run ends itself after its round and says what it made (no cancel:
+        return live.stopped(frame)  # a cancelled event can leave Gradio's "Error" on the outputs)
+
+    tab.stop.click(on_stop, [tab.state, stop_request], tab.status, api_visibility="private")
     tab.show_rejected.change(
         lambda frame, show: live_page.lanes_parts(frame, N_LANES, show) if frame else [gr.update()] * (3 * N_LANES),
         [tab.state, tab.show_rejected],

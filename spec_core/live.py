@@ -196,13 +196,29 @@ def _generations(pair, request: LiveRequest, errors: dict[str, str]) -> dict[str
     return runs
 
 
+class StopRequest:
+    """The Live tab's Stop for one visitor: the run polls it between rounds and ends itself with a last frame.
+
+    Cancelling the running Gradio event instead can leave Gradio's "Error" on the outputs, depending on where
+    the handler was when the cancel arrived."""
+
+    def __init__(self) -> None:
+        self.requested = False  # (no __call__: Gradio would call a callable State value to get its first value)
+
+    def asked(self) -> bool:
+        return self.requested
+
+
 def live_frames(
     pair_loader: PairLoader,
     request: LiveRequest,
     every_s: float = UPDATE_EVERY_S,
     settle_s: float = SETTLE_S,
+    should_stop: Callable[[], bool] | None = None,
 ) -> Iterator[LiveFrame]:
-    """Run the request's lanes interleaved; yield a frame every ``every_s`` seconds of decoding and a last one."""
+    """Run the request's lanes interleaved; yield a frame every ``every_s`` seconds of decoding and a last one.
+
+    ``should_stop`` (e.g. :meth:`StopRequest.asked`) is polled between rounds: the last frame then says what was made."""
     t_start = time.perf_counter()
     run = _Run(request, {m: [] for m in request.methods}, {})
     run.status = f"Loading the model pair {request.pair_name!r} ({request.precision}; first use loads and warms it up)…"
@@ -220,7 +236,7 @@ def live_frames(
     methods = list(generations)
     lanes = [_guarded(m, g.rounds(), run.errors) for m, g in generations.items()]
     resumed, period, page_s, updates = time.perf_counter(), every_s, 0.0, 0
-    for i, event in interleave(lanes):
+    for i, event in interleave(lanes, should_stop):
         run.lanes[methods[i]].append(event)
         if time.perf_counter() - resumed >= period:
             done = sum(len(e.emitted) for e in run.lanes[methods[i]])
@@ -231,6 +247,10 @@ def live_frames(
             resumed = time.perf_counter()
             page_s, updates = page_s + resumed - paused, updates + 1
             period = max(every_s, (resumed - paused) * (1 - PAGE_SHARE) / PAGE_SHARE)
+    if should_stop is not None and should_stop():  # the texts are cut: no divergence to read, no timing to explain
+        run.status = stopped(run.frame())
+        yield run.frame(done=True)
+        return
     t_explain = time.perf_counter()
     run.divergences = divergences(pair, generations, request)
     run.status = done_status(

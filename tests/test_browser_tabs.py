@@ -83,11 +83,14 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
                 page.locator("#run").click()
                 page.wait_for_function(
                     "document.querySelector('#status')?.innerText.includes('tokens)')", timeout=90_000
-                )  # a few rounds in (Stop before the first
-                page.locator("#stop").click()  # round marks the outputs with Gradio's "Error": a known limit)
+                )  # a few rounds in
+                page.locator("#stop").click()  # the run ends itself after its round: no cancel, no "Error" badge
                 page.wait_for_function(
                     "document.querySelector('#status')?.innerText.includes('Stopped')", timeout=30_000
                 )
+                page.wait_for_timeout(1500)  # the run's own last frame says it stopped too (it did not go on)
+                assert page.locator("#status").inner_text().count("Stopped. New tokens so far") == 1
+                assert error_badges(page) == 0, badge_places(page)
                 # the Playground still records (it answered "nothing to record yet" and drew four Error badges)
                 page.get_by_role("tab", name="Playground").click()
                 assert "reuse the Live tab's finished greedy run" in page.locator("#pg-source").inner_text()

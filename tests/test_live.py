@@ -245,3 +245,18 @@ def test_divergences_only_for_lossless_lanes_at_temperature_zero():
 def test_frame_stats_are_the_one_stats_type(frames):
     s = frames[-1].stats("fixed:4")
     assert isinstance(s, Stats) and s.method == "fixed:4" and s.new_tokens == 24 and s.finished
+
+
+def test_a_stop_request_ends_the_run_with_what_was_made():
+    request = requests.parse_live_request(
+        "Say hello.", ["fixed:2", "ar", requests.NONE_METHOD], 0.0, 1.0, 0, 400, "embedded", "bfloat16", ["embedded"]
+    )
+    stop = live.StopRequest()
+    seen = []
+    for frame in live.live_frames(tiny_loader, request, every_s=0.0, settle_s=0.0, should_stop=stop.asked):
+        seen.append(frame)
+        if any(frame.lanes.values()):  # the first frame with rounds: Stop
+            stop.requested = True
+    last = seen[-1]
+    assert last.done and last.status.startswith("Stopped. New tokens so far:")
+    assert 0 < sum(len(e.emitted) for e in last.lanes["fixed:2"]) < 400  # cut, not run to the end
