@@ -65,10 +65,11 @@ def test_a_sampled_or_stopped_live_run_keeps_the_last_greedy_one():
     assert playground_record.remember_greedy(kept, stopped, PROMPT, 12) is kept
     assert "reuse the Live tab's finished greedy run" in playground_record.source_text(kept, PROMPT, "bfloat16")
     assert "decode this prompt greedily" in playground_record.source_text(kept, "Another prompt", "bfloat16")
-    record, text, *figures = playground_record.on_record(
+    record, text, *figures, t = playground_record.on_record(
         tiny_loader, ["embedded"], kept, PROMPT, 12, "embedded", "bfloat16", *KNOBS
     )
     assert record.meta["source"].startswith("the live run's") and "rounds" in text and len(figures) == 3
+    assert t == KNOBS[playground_record.T_KNOB]  # the tiny pair has no pre-verifier to tune: t stays
 
 
 def test_the_playground_records_its_own_prompt_without_a_live_run(one_thread):
@@ -117,3 +118,10 @@ def test_a_huge_upload_is_refused_before_it_is_read(tmp_path):
     big.write_bytes(b'{"a": 1}\n' * 300)
     with pytest.raises(SpecScopeError, match="takes files up to"):
         guards.check_upload(big, "the events file", max_bytes=1024)
+
+
+def test_the_playground_t_starts_where_the_live_pacer_ran(embedded_f32):
+    from spec_core.policies.pacer import PacerLength, parse_params
+
+    t = playground_record.pacer_threshold(embedded_f32, 0.123)
+    assert t != 0.123 and t == PacerLength.build(parse_params(None), embedded_f32).params.threshold

@@ -55,6 +55,7 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     with gr.Row(equal_height=False):
         outs += [gr.Plot(show_label=False, elem_id=f"pg-{k}") for k in ("speed", "grid")]
     n_out = 1 + len(outs)  # the record state, the text, three figures
+    t_knob = knobs[1 + [k for k, *_ in playground.SLIDERS].index("t")]  # starts at the t the Live tab's pacer ran
     gr.on(
         [prompt.change, precision.change, live_greedy.change],
         source_text,
@@ -65,9 +66,9 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     )
     bound = functools.partial(on_record, pair_loader, pairs)
     recorded = record.click(
-        shown_errors(bound, n_out, at=1),
+        shown_errors(bound, n_out + 1, at=1),
         [live_greedy, prompt, max_new, pair, precision, *knobs],
-        [state, *outs],
+        [state, *outs, t_knob],
         api_visibility="private",
     )
     loaded = named_upload(lambda path, *rest: on_upload(pair_loader, pairs, path, *rest))

@@ -56,8 +56,23 @@ def source_text(live: LiveGreedyRun | None, prompt: str, precision: str) -> str:
     )
 
 
+T_KNOB = 4  # the knobs: the policy drawn, K, T, b, t, ρ, max (visuals.playground.SLIDERS after the radio)
+
+
+def pacer_threshold(pair, t_now: float) -> float:
+    """The t that ``pacer`` runs with on ``pair`` (``t=auto``: tuned to this machine's costs for its precision), so
+    the Playground's t slider starts where the Live tab's ``pacer`` was; ``t_now`` when there is no head to tune."""
+    from spec_core.errors import SpecScopeError
+    from spec_core.policies.pacer import PacerLength, PacerParams
+
+    try:
+        return float(PacerLength.build(PacerParams(auto_t=True), pair).params.threshold)
+    except SpecScopeError:  # no pre-verifier for this pair's draft
+        return float(t_now)
+
+
 def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt, max_new, pair_name, precision, *knobs):
-    """*Record this text*: the Playground's own prompt, greedy → [record, markdown, three figures]."""
+    """*Record this text*: the Playground's own prompt, greedy → [record, markdown, three figures, PACER's t]."""
     prompt = requests.parse_prompt(prompt)
     max_new = requests.parse_int(max_new, "max new tokens", 1, PLAYGROUND_MAX_NEW)
     pair_name = requests.parse_choice(pair_name, "model pair", pairs)
@@ -69,7 +84,9 @@ def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt,
         record = record_text(pair_for(precision), prompt, max_new)
         here = "this prompt, decoded greedily by the target alone (ar) in the Playground"
         record = dataclasses.replace(record, meta={**record.meta, "source": here})
-    return [record, *playground_view(record, *knobs)]
+    knobs = list(knobs)
+    knobs[T_KNOB] = pacer_threshold(pair_for(precision), knobs[T_KNOB])
+    return [record, *playground_view(record, *knobs), knobs[T_KNOB]]
 
 
 def _pair_for(pair_loader, pairs: list[str], name: str):
