@@ -15,6 +15,7 @@ is the fastest lane this machine can run, and the choice is shown with the numbe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -123,15 +124,19 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine_key() -> str:
-    """What the costs depend on: the CPU and its vector units, the thread count, torch's version."""
-    flags = ""
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; none where it cannot be read), read once per process."""
     try:
         text = Path("/proc/cpuinfo").read_text()
-        line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-        flags = " ".join(sorted(f for f in line.split() if f.startswith(("avx", "amx", "fma"))))
     except OSError:
-        pass
+        return frozenset()
+    return frozenset(next((ln for ln in text.splitlines() if ln.startswith("flags")), "").split())
+
+
+def machine_key() -> str:
+    """What the costs depend on: the CPU and its vector units, the thread count, torch's version."""
+    flags = " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma"))))
     isa = f"{os.environ.get('ATEN_CPU_CAPABILITY', '')}|{os.environ.get('ONEDNN_MAX_CPU_ISA', '')}"
     raw = f"{cpu_name()}|{flags}|{isa}|{torch.get_num_threads()}|{torch.__version__}|v{VERSION}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]

@@ -14,7 +14,7 @@ import gradio as gr
 
 from spec_core import requests
 from spec_core.precision import cached_machine_costs
-from ui.playground_record import PLAYGROUND_MAX_NEW, on_record, on_upload, source_text
+from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_record, on_upload, source_text
 from ui.shared import named_upload, pair_and_precision, shown_errors
 from visuals import hardware, playground
 from visuals.menus import EXAMPLES
@@ -55,7 +55,7 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     with gr.Row(equal_height=False):
         outs += [gr.Plot(show_label=False, elem_id=f"pg-{k}") for k in ("speed", "grid")]
     n_out = 1 + len(outs)  # the record state, the text, three figures
-    t_knob = knobs[1 + [k for k, *_ in playground.SLIDERS].index("t")]  # starts at the t the Live tab's pacer ran
+    t_knob = knobs[T_KNOB]  # a recorded text sets it to the t the Live tab's pacer ran with
     gr.on(
         [prompt.change, precision.change, live_greedy.change],
         source_text,

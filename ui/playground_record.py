@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from spec_core import requests
 from spec_core.analysis.playground import record_frame, record_text, record_upload
 from spec_core.live import LiveFrame
-from visuals.playground import playground_view
+from visuals.playground import SLIDERS, playground_view
 
 PLAYGROUND_MAX_NEW = 256  # the recording pass grows with the text; 96 (the default) records in seconds on a CPU
 
@@ -56,7 +56,7 @@ def source_text(live: LiveGreedyRun | None, prompt: str, precision: str) -> str:
     )
 
 
-T_KNOB = 4  # the knobs: the policy drawn, K, T, b, t, ρ, max (visuals.playground.SLIDERS after the radio)
+T_KNOB = 1 + [k for k, *_ in SLIDERS].index("t")  # the knobs: the policy drawn, then visuals.playground.SLIDERS
 
 
 def pacer_threshold(pair, t_now: float) -> float:
