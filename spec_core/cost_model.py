@@ -123,6 +123,24 @@ class CostProfile:
         ).sum()
         return float(tokens * self.step_ms / ms) if ms > 0 and tokens else None
 
+    def replay(self, lengths, accepted, head_calls=0) -> dict[str, float]:
+        """Recorded rounds re-decided: round r drafts ``lengths[r]`` tokens where the target would keep the first
+        ``accepted[r]`` of a longer draft, so it adds min(accepted, length) + 1 tokens for one pass over length + 1
+        tokens, ``lengths[r]`` draft forwards and ``head_calls[r]`` pre-verifier calls. Every replay of a
+        draft-length rule (the policy replay, ``analyze preverifier``, PACER's ``t=auto``, the head comparison)
+        prices its rounds here."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        kept = np.minimum(np.asarray(accepted, dtype=np.int64), lengths)
+        tokens = int((kept + 1).sum())
+        ms = float(self.round_ms(lengths + 1, lengths, head_calls).sum())
+        return {
+            "speedup": tokens * self.step_ms / ms,
+            "ms_per_token": ms / tokens,
+            "drafted_per_round": float(lengths.mean()),
+            "tokens_per_round": tokens / len(lengths),
+            "kept_share": float(kept.sum() / max(int(lengths.sum()), 1)),
+        }
+
     def events_speedup(self, events: Sequence) -> float | None:
         """:meth:`speedup` of a run's rounds (round 0 follows the prefill: left out when there are others)."""
         rounds = events[1:] if len(events) > 1 else events

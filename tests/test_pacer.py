@@ -172,7 +172,7 @@ def test_prob_features_match_per_round_running_sums():
 
 
 def test_auc_and_calibration():
-    from spec_core.train.pacer import calibration, roc_auc
+    from spec_core.heads.metrics import calibration, roc_auc
 
     labels = torch.tensor([0, 0, 1, 1])
     assert roc_auc(torch.tensor([0.1, 0.2, 0.3, 0.4]), labels) == 1.0

@@ -258,6 +258,8 @@ def test_analyze_preverifier_writes_the_table(tiny_paper, tmp_path):
     paper_inputs = table.loc[table["head"].str.startswith("pacer-feature (paper"), "inputs"].iloc[0]
     assert not any(f in paper_inputs.lower() for f in FORBIDDEN)
     assert "log_q" in table.loc[table["head"].str.startswith("pacer-feature-hybrid"), "inputs"].iloc[0]
+    perfect = table.loc[table["head"] == "perfect pre-verifier"].iloc[0]
+    assert perfect["auc"] == 1.0 and perfect["ece"] == 0.0 and perfect["auc_position1"] == 1.0
     scored = table[table["auc"].notna()]
     assert scored["auc"].between(0, 1).all() and (table["predicted_speedup"] > 0).all()
 

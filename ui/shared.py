@@ -20,7 +20,7 @@ import gradio as gr
 from spec_core.errors import SpecScopeError
 from visuals import views
 
-N_VIEW_SLOTS = 8  # figure slots filled from the view registry (visuals.views), generic views first
+N_VIEW_SLOTS = 10  # figure slots filled from the view registry (visuals.views), generic views first
 UI_MAX_NEW_TOKENS = 512
 
 

@@ -39,7 +39,12 @@ class View:
 
 VIEWS: list[View] = []
 RULES: dict[str, tuple[str, Callable[[float], str]]] = {}  # head → ("verifier" | "policy", temperature → text)
-PLUGIN_MODULES: tuple[str, ...] = ("visuals.pacer", "visuals.diversed", "visuals.tree")  # imported once by views_for
+PLUGIN_MODULES: tuple[str, ...] = (
+    "visuals.pacer",
+    "visuals.pacer_heads",
+    "visuals.diversed",
+    "visuals.tree",
+)  # imported once by views_for
 
 
 def register_view(view: View) -> View:

@@ -3,7 +3,7 @@
 PACER (arXiv 2602.01274). ``python -m spec_core.analysis.pacer_rounds runs/pacer_tune/feature`` reads the shards of
 ``python -m spec_core train pacer --simulate-only --prompt-seed 5151`` (rounds drafted with ``fixed:8`` on
 training prompts), scores every drafted token with the pair's shipped pre-verifiers (the hybrid and the paper
-head, at b = 1, 2, 4) and writes ``assets/results/pacer-rounds-<draft>.{safetensors,json}``: each round's drafted
+head, at b = 1, 2, 4; and the draft's own Π q) and writes ``assets/results/pacer-rounds-<draft>.{safetensors,json}``: each round's drafted
 and kept counts and â per token, with the heads' sha256 (a retrained head must be scored again).
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from spec_core.assets import HEADS_DIR, file_sha256
+from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 from spec_core.policies.pacer_tuning import RESULTS_DIR, prediction_key, rounds_name
 
 
@@ -44,6 +45,8 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
         score = head_scorer(head, data)
         for b in blocks:
             tensors[f"predicted/{prediction_key(name, b)}"] = score(every, b).float().to(torch.float16)
+    # the draft's own Π_{j≤i} q_j, for the head comparison's confidence row (spec_core/policies/pacer_heads.py)
+    tensors[f"predicted/{DRAFT_CUMPROB}"] = data["prob_features"][:, 1].exp().to(torch.float16)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{rounds_name(pair.draft_design)}.safetensors"
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(path))

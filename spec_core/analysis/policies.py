@@ -105,21 +105,10 @@ def shard_rounds(path: Path) -> int:
 
 
 def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: RoundCosts, head_calls: torch.Tensor | None = None):
-    """Tokens, time and rate of drafting ``lengths`` ``[R]`` tokens in each recorded state."""
+    """Tokens, time and rate of drafting ``lengths`` ``[R]`` tokens in each recorded state (:meth:`CostProfile.replay`)."""
     lengths = torch.minimum(lengths.long(), rounds.gamma)
-    tokens = torch.minimum(rounds.accepted, lengths) + 1  # [R] kept drafts + the target's token
-    ms = costs.round_ms(lengths.numpy() + 1, lengths.numpy(), head_calls.numpy() if head_calls is not None else 0)
-    total_tokens, total_ms = int(tokens.sum()), float(ms.sum())
-    return {
-        "drafted_per_round": float(lengths.float().mean()),
-        "tokens_per_round": total_tokens / len(lengths),
-        "kept_share": float(torch.minimum(rounds.accepted, lengths).sum() / lengths.sum().clamp_min(1)),
-        "ms_per_token": total_ms / total_tokens,
-    }
-
-
-def ar_ms_per_token(costs: RoundCosts) -> float:
-    return costs.step_ms
+    calls = head_calls.numpy() if head_calls is not None else 0
+    return costs.replay(lengths.numpy(), rounds.accepted.numpy(), calls)
 
 
 def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,12 +131,11 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
 
 def policy_table(rounds: RecordedRounds, costs: RoundCosts, pacer: dict[str, object] | None = None) -> pd.DataFrame:
     """One row per policy: fixed windows, the oracle and the given PACER settings (name → PacerParams)."""
-    ar = ar_ms_per_token(costs)
     rows = []
 
     def add(name: str, lengths: torch.Tensor, calls: torch.Tensor | None = None) -> None:
         r = replay(rounds, lengths, costs, calls)
-        rows.append({"policy": name, **r, "speedup_vs_ar": ar / r["ms_per_token"]})
+        rows.append({"policy": name, **r, "speedup_vs_ar": r.pop("speedup")})
 
     for k in FIXED_WINDOWS:
         if k <= int(rounds.gamma.max()):
@@ -171,7 +159,6 @@ def tune_pacer(rounds: RecordedRounds, costs: RoundCosts, grid: dict[str, list])
 
     from spec_core.policies.pacer import PacerParams
 
-    ar = ar_ms_per_token(costs)
     rows = []
     keys = list(grid)
     for values in product(*(grid[k] for k in keys)):
@@ -180,7 +167,7 @@ def tune_pacer(rounds: RecordedRounds, costs: RoundCosts, grid: dict[str, list])
             continue
         lengths, calls = pacer_lengths(rounds, params)
         r = replay(rounds, lengths, costs, calls)
-        rows.append({**dict(zip(keys, values)), **r, "speedup_vs_ar": ar / r["ms_per_token"]})
+        rows.append({**dict(zip(keys, values)), **r, "speedup_vs_ar": r.pop("speedup")})
     return pd.DataFrame(rows).sort_values("speedup_vs_ar", ascending=False, ignore_index=True)
 
 

@@ -8,7 +8,8 @@ better than those probabilities, on rounds no head trained on (docs/PACER.md, do
   multiple of the heads' ``heldout_every``; or, with ``--prompts FILE``, rounds simulated now on those prompts
   (the same recording: ``fixed:<window>``, greedy; every round held out);
 - **predictors** (one row each): the paper head (hidden states, drafted tokens, positions; no probability), the
-  hybrid head (also log q and Σ log q), the draft's own Π_{j≤i} q_j, and the ablations found in
+  hybrid head (also log q and Σ log q), the draft's own Π_{j≤i} q_j, a perfect pre-verifier (â = the verifier's
+  outcome: PACER's rule then stops right after the first token the target will reject), and the ablations found in
   ``<data>/heads`` (``train pacer`` writes them there): no position anywhere, no token embedding, the hybrid
   retrained on the same data; plus ρ = 1 and b ∈ {1, 2, 4} of the paper head;
 - **columns**: ``auc`` and ``ece`` of â against the cumulative label (the token and every one before it kept),
@@ -37,7 +38,8 @@ from spec_core.cli_args import add_threads
 from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
-from spec_core.policies.pacer import PacerParams, replay_length
+from spec_core.policies.pacer import PacerParams
+from spec_core.policies.pacer_tuning import replay_rule
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
 COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup"]  # the issue's columns, first
@@ -109,16 +111,13 @@ def rounds_of(data: dict[str, torch.Tensor], round_mask: torch.Tensor, predicted
 def replay_speed(rounds: RecordedRounds, params: PacerParams, costs: CostProfile) -> dict:
     """PACER's stop rule on recorded â: speedup over ar, drafts and tokens per round."""
     per_round = rounds.per_round(rounds.predicted[""])
-    lengths = torch.tensor([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)])
-    calls = (lengths + params.block - 1) // params.block
-    r = replay(rounds, lengths, costs, calls)
-    return {**r, "speedup": costs.step_ms / r["ms_per_token"]}
+    return replay_rule(per_round, rounds.gamma, rounds.accepted, params, costs)
 
 
 def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) -> dict:
     """One row: held-out AUC / ECE, and the stop rule's held-out speed under each cost model at the t tuned on the
     training rounds under that cost model."""
-    from spec_core.train.pacer import calibration, roc_auc
+    from spec_core.heads.metrics import calibration, roc_auc
 
     labels = data["label"][test_tok].float()
     probs = pred.score(test_tok, pred.block).float()
@@ -177,13 +176,11 @@ def confidence_row(data, train_rounds, test_rounds, costs: CostProfile, accel: C
     train, test = rounds_of(data, train_rounds, torch.zeros(0)), rounds_of(data, test_rounds, torch.zeros(0))
     row = {"head": "confidence:T", "inputs": "draft probability: q_i"}
     for suffix, profile in (("", costs), ("_accelerator_model", accel)):
-        best = max(
-            THRESHOLDS, key=lambda t: profile.step_ms / replay(train, lengths(train_rounds, t), profile)["ms_per_token"]
-        )
+        best = max(THRESHOLDS, key=lambda t: replay(train, lengths(train_rounds, t), profile)["speedup"])
         r = replay(test, lengths(test_rounds, best), profile)
         key = "predicted_speedup" if not suffix else f"speedup{suffix}"
         row |= {
-            key: round(profile.step_ms / r["ms_per_token"], 4),
+            key: round(r["speedup"], 4),
             f"threshold{suffix}": best,
             f"drafted_per_round{suffix}": round(r["drafted_per_round"], 3),
         }
@@ -206,10 +203,10 @@ def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) ->
             {
                 "head": name,
                 "inputs": "none (a fixed window)" if name != "oracle" else "the verifier's outcome",
-                "predicted_speedup": round(costs.step_ms / r["ms_per_token"], 4),
+                "predicted_speedup": round(r["speedup"], 4),
                 "drafted_per_round": round(r["drafted_per_round"], 3),
                 "tokens_per_round": round(r["tokens_per_round"], 3),
-                "speedup_accelerator_model": round(accel.step_ms / a["ms_per_token"], 4),
+                "speedup_accelerator_model": round(a["speedup"], 4),
             }
         )
     return rows
@@ -346,6 +343,16 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
             "draft Π q",
             "draft probability: Π_{j≤i} q_j",
             lambda m, b: draft_cumprob(data, m, b),
+            lambda b: 0.0,
+            args.block,
+            args.rho,
+        )
+    )
+    predictors.append(  # a head that never errs: â is the verifier's outcome (AUC 1), the rule unchanged
+        Predictor(
+            "perfect pre-verifier",
+            "the verifier's outcome, token by token (a bound, not a head)",
+            lambda m, b: data["label"][m].float(),
             lambda b: 0.0,
             args.block,
             args.rho,

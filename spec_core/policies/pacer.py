@@ -131,8 +131,11 @@ class PacerLength:
 
     prefix: ClassVar[str] = "pacer"
 
-    def __init__(self, params: PacerParams, head, head_name: str = "", embed=None, threshold_note: str = ""):
+    def __init__(
+        self, params: PacerParams, head, head_name: str = "", embed=None, threshold_note: str = "", precision: str = ""
+    ):
         self.params, self.head, self.head_name, self.embed = params, head, head_name, embed
+        self.precision = precision  # the pair's arithmetic: which cost table the head comparison prices with
         self.threshold_note = threshold_note or f"t = {params.threshold:g}, as given"
         self.name, self.stop_reason = params.describe(), ""
         cfg = getattr(head, "cfg", None)
@@ -167,7 +170,8 @@ class PacerLength:
 
             t, note = machine_threshold(pair, params, name)
             params = dataclasses.replace(params, threshold=t)
-        return cls(params, head, name, embed=pair.target.get_input_embeddings(), threshold_note=note)
+        embed = pair.target.get_input_embeddings()
+        return cls(params, head, name, embed=embed, threshold_note=note, precision=getattr(pair, "precision", ""))
 
     # -- the stop rule -------------------------------------------------------------------------------------
 
@@ -232,6 +236,7 @@ class PacerLength:
             "max": self.params.max_len,
             "head": self.head_name,
             "head_ms": self.head_s * 1000,
+            "precision": self.precision,
         }
 
 

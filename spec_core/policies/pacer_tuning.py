@@ -71,15 +71,18 @@ def load_rounds(draft_design: str, directory: Path = RESULTS_DIR) -> TuningRound
     return TuningRounds(tensors["gamma"].long(), tensors["accepted"].long(), predicted, card)
 
 
+def replay_rule(per_round, gamma, accepted, params: PacerParams, costs: CostProfile) -> dict[str, float]:
+    """PACER's stop rule on recorded rounds (each round's â per drafted token, how many were drafted and kept),
+    priced by the one cost model (:meth:`CostProfile.replay`): speedup over ``ar``, drafts and tokens per round."""
+    lengths = np.array([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, gamma)])
+    calls = (lengths + params.block - 1) // params.block
+    return costs.replay(lengths, np.asarray(accepted), calls)
+
+
 def replayed_speedup(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile) -> float:
     """The cost model's speedup over ``ar`` of PACER's stop rule on the recorded rounds (one ``ar`` step per token
     against the rounds' drafting, verification and pre-verifier calls)."""
-    per_round = rounds.per_round(key)
-    lengths = np.array([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)])
-    calls = (lengths + params.block - 1) // params.block
-    tokens = np.minimum(rounds.accepted.numpy(), lengths) + 1
-    ms = costs.round_ms(lengths + 1, lengths, calls)
-    return float(costs.step_ms * tokens.sum() / ms.sum())
+    return replay_rule(rounds.per_round(key), rounds.gamma, rounds.accepted, params, costs)["speedup"]
 
 
 def tune(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile) -> tuple[float, float]:

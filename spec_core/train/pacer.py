@@ -42,6 +42,7 @@ from spec_core.assets import HEADS_DIR
 from spec_core.cli_args import add_threads
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
+from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.heads.preverifier import (
     BlockPreVerifier,
     BlockPreVerifierConfig,
@@ -252,43 +253,6 @@ def round_prob_features(token_prob: torch.Tensor, position: torch.Tensor) -> tor
     round_id = (position == 1).long().cumsum(0) - 1  # [N]
     before = (total[starts] - logq[starts])[round_id]  # [N] the running total before each round
     return torch.stack([logq, total - before], dim=-1)
-
-
-def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """Area under the ROC curve (Mann–Whitney U with average ranks for ties)."""
-    labels = labels.bool()
-    pos, neg = int(labels.sum()), int((~labels).sum())
-    if pos == 0 or neg == 0:
-        return float("nan")
-    order = scores.double().argsort()
-    ranks = torch.empty_like(order, dtype=torch.float64)
-    ranks[order] = torch.arange(1, len(scores) + 1, dtype=torch.float64)
-    uniq, inverse = torch.unique(scores.double(), return_inverse=True)  # average the ranks of ties
-    mean_rank = torch.zeros(len(uniq), dtype=torch.float64).index_add_(0, inverse, ranks)
-    mean_rank /= torch.bincount(inverse, minlength=len(uniq)).double()
-    return float((mean_rank[inverse][labels].sum() - pos * (pos + 1) / 2) / (pos * neg))
-
-
-def calibration(probs: torch.Tensor, labels: torch.Tensor, bins: int = 10) -> tuple[float, list[dict]]:
-    """Expected calibration error and the reliability bins (mean predicted, share kept, count)."""
-    idx = (probs.clamp(0, 1 - 1e-9) * bins).long()  # [N]
-    rows, ece = [], 0.0
-    for b in range(bins):
-        sel = idx == b
-        n = int(sel.sum())
-        if n == 0:
-            continue
-        pred, kept = float(probs[sel].mean()), float(labels[sel].float().mean())
-        ece += n / len(probs) * abs(pred - kept)
-        rows.append(
-            {
-                "bin": f"{b / bins:.1f}-{(b + 1) / bins:.1f}",
-                "predicted": round(pred, 4),
-                "kept": round(kept, 4),
-                "count": n,
-            }
-        )
-    return ece, rows
 
 
 def evaluate(head: PreVerifier, data: dict[str, torch.Tensor], mask: torch.Tensor) -> dict:

@@ -1,0 +1,221 @@
+"""Which pre-verifier? PACER's heads beside the draft's own Π q, a perfect pre-verifier and the fixed windows.
+
+PACER (arXiv 2602.01274) stops drafting when a trained pre-verifier M_B predicts that the block just drafted will
+not be kept. How much that can gain depends on two things a student can see side by side here:
+
+- **how well the predictor ranks**: AUC (0.5 a coin, 1 perfect) and calibration (ECE) of its â against what the
+  target kept, on the shipped rounds (:mod:`spec_core.heads.metrics`);
+- **what the stop rule makes of it on this machine**: every predictor drives the *same* rule
+  (:func:`spec_core.policies.pacer.replay_length`, t tuned for it as ``t=auto`` does) over the same recorded rounds,
+  priced by the one cost model (:meth:`spec_core.cost_model.CostProfile.replay`).
+
+The rows: the shipped heads (the paper head that ``pacer`` runs, the hybrid that also reads log q); the draft's own
+Π_{j≤i} q_j driving the same rule (what a confidence rule knows); a **perfect pre-verifier** whose â is the
+verifier's outcome, so the rule stops right after the first token the target will reject (what a head that never
+errs would do; it still drafts the first block of every round before it can judge it); the fixed windows; and the **oracle**, which drafts exactly what will be kept (zero when nothing will be).
+
+The rounds are the asset ``assets/results/pacer-rounds-<draft>`` (:mod:`spec_core.policies.pacer_tuning`), drafted
+with ``fixed:8`` on training prompts no head trained on. docs/PACER.md, "Which pre-verifier".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+
+import numpy as np
+import torch
+
+from spec_core.assets import HEADS_DIR
+from spec_core.cost_model import CostProfile
+from spec_core.heads.metrics import calibration, roc_auc
+from spec_core.policies.pacer import PacerParams
+from spec_core.policies.pacer_tuning import (
+    RESULTS_DIR,
+    THRESHOLDS,
+    TuningRounds,
+    load_rounds,
+    prediction_key,
+    replay_rule,
+    rounds_name,
+)
+
+DRAFT_CUMPROB = "draft-cumprob"  # the rounds asset's key of the draft's own Π_{j≤i} q_j (block-independent)
+FIXED_WINDOWS = (1, 2, 3, 4)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadRow:
+    """One rule replayed on the rounds: what it reads, how well it ranks, and the speed it is predicted to reach."""
+
+    name: str  # e.g. "paper head", "fixed:2"
+    kind: str  # "head", "probability", "perfect", "fixed" or "oracle"
+    method: str  # the method name that runs it live ("" when none does)
+    inputs: str  # what it reads
+    speedup: float  # predicted over ar on this cost profile
+    drafted_per_round: float
+    tokens_per_round: float
+    threshold: float | None = None  # t tuned for it (PACER's rule only)
+    auc: float | None = None  # ranking of â against the cumulative label, all positions
+    auc_first: float | None = None  # the same at the first drafted token: the decision that matters most
+    ece: float | None = None
+    head: str = ""  # the head's asset name (kind "head")
+
+
+def token_labels(rounds: TuningRounds) -> tuple[torch.Tensor, torch.Tensor]:
+    """(label [N], position [N]) per recorded drafted token: label_i = 1 iff token i and every one before it were
+    kept (i ≤ accepted); positions from 1 within each round."""
+    gamma, accepted = rounds.gamma.long(), rounds.accepted.long()
+    start = torch.repeat_interleave(torch.cumsum(gamma, 0) - gamma, gamma)
+    position = torch.arange(int(gamma.sum())) - start + 1
+    return (position <= torch.repeat_interleave(accepted, gamma)), position
+
+
+def head_names(rounds: TuningRounds) -> dict[str, tuple[str, str, str]]:
+    """Head file name → (row name, method, inputs) for each head the rounds were scored by."""
+    out = {}
+    for name in rounds.card.get("heads", {}):
+        try:
+            card = json.loads((HEADS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        paper = card.get("config", {}).get("design") == "paper"
+        row = "paper head" if paper else "hybrid head"
+        method = "pacer" if paper else "pacer:head=hybrid"
+        out[name] = (row, method, " + ".join(card.get("inputs", ())))
+    return out
+
+
+def _rule_row(rounds, predicted, labels, position, params, costs, head_ms=0.0, **row) -> HeadRow:
+    """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE."""
+    per_round = list(torch.split(predicted.float(), rounds.gamma.tolist()))
+    priced = dataclasses.replace(costs, head_ms=head_ms)
+    scored = [
+        (replay_rule(per_round, rounds.gamma, rounds.accepted, dataclasses.replace(params, threshold=t), priced), t)
+        for t in THRESHOLDS
+    ]
+    best, t = max(scored, key=lambda s: s[0]["speedup"])
+    first = position == 1
+    ece, _ = calibration(predicted.float().clamp(0, 1), labels)
+    return HeadRow(
+        speedup=best["speedup"],
+        drafted_per_round=best["drafted_per_round"],
+        tokens_per_round=best["tokens_per_round"],
+        threshold=t,
+        auc=roc_auc(predicted, labels),
+        auc_first=roc_auc(predicted[first], labels[first]),
+        ece=ece,
+        **row,
+    )
+
+
+def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None = None) -> list[HeadRow]:
+    """Every row of the comparison under ``costs`` at ``params``' b, ρ and max (t is tuned per predictor)."""
+    params = params or PacerParams()
+    labels, position = token_labels(rounds)
+    rows = []
+    heads = sorted(head_names(rounds).items(), key=lambda item: item[1][1] != "pacer")  # `pacer`'s head first
+    for name, (row, method, inputs) in heads:
+        key = prediction_key(name, params.block)
+        if key in rounds.predicted:
+            head_ms = float(rounds.card.get("head_ms", {}).get(name, 0.0))
+            rows.append(
+                _rule_row(
+                    rounds,
+                    rounds.predicted[key],
+                    labels,
+                    position,
+                    params,
+                    costs,
+                    head_ms,
+                    name=row,
+                    kind="head",
+                    method=method,
+                    inputs=inputs,
+                    head=name,
+                )
+            )
+    if DRAFT_CUMPROB in rounds.predicted:
+        rows.append(
+            _rule_row(
+                rounds,
+                rounds.predicted[DRAFT_CUMPROB],
+                labels,
+                position,
+                params,
+                costs,
+                name="draft's own Π q",
+                kind="probability",
+                method="",
+                inputs="draft probability: Π_{j≤i} q_j",
+            )
+        )
+    rows.append(
+        _rule_row(
+            rounds,
+            labels.float(),
+            labels,
+            position,
+            params,
+            costs,
+            name="perfect pre-verifier",
+            kind="perfect",
+            method="",
+            inputs="the verifier's outcome, block by block",
+        )
+    )
+    gamma, accepted = rounds.gamma.numpy(), rounds.accepted.numpy()
+    for k in FIXED_WINDOWS:
+        r = costs.replay(np.minimum(gamma, k), accepted)
+        rows.append(
+            HeadRow(
+                f"fixed:{k}",
+                "fixed",
+                f"fixed:{k}",
+                "nothing: always k",
+                r["speedup"],
+                r["drafted_per_round"],
+                r["tokens_per_round"],
+            )
+        )
+    r = costs.replay(accepted, accepted)
+    rows.append(
+        HeadRow(
+            "oracle",
+            "oracle",
+            "",
+            "the outcome before drafting",
+            r["speedup"],
+            r["drafted_per_round"],
+            r["tokens_per_round"],
+        )
+    )
+    return rows
+
+
+@functools.lru_cache(maxsize=16)
+def _cached(draft_design: str, costs_json: str, block: int, rho: float, max_len: int) -> tuple[HeadRow, ...]:
+    rounds = load_rounds(draft_design)
+    if rounds is None:
+        return ()
+    costs = CostProfile.from_dict(json.loads(costs_json))
+    return tuple(compare(rounds, costs, PacerParams(block=block, rho=rho, max_len=max_len)))
+
+
+def shipped_comparison(costs: CostProfile, params: PacerParams | None = None, draft_design: str = "feature"):
+    """:func:`compare` on the shipped rounds (cached per cost profile and rule; () when the asset is missing)."""
+    p = params or PacerParams()
+    return _cached(draft_design, costs.to_json(), p.block, p.rho, p.max_len)
+
+
+def recorded_rounds(draft_design: str = "feature") -> int:
+    """How many rounds the shipped asset holds (its card; 0 without one)."""
+    try:
+        card = json.loads((RESULTS_DIR / f"{rounds_name(draft_design)}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    return int(card.get("rounds", 0))
+
+
+__all__ = ["DRAFT_CUMPROB", "HeadRow", "compare", "recorded_rounds", "shipped_comparison", "token_labels"]

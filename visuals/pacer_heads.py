@@ -1,0 +1,174 @@
+"""PACER's head comparison: which pre-verifier, and how far a perfect one could go, beside the fixed windows.
+
+PACER (arXiv 2602.01274) is only as good as its pre-verifier. This view draws
+:func:`spec_core.policies.pacer_heads.shipped_comparison`: the same stop rule driven by the paper head (what
+``pacer`` runs), the hybrid head, the draft's own Π q and a perfect pre-verifier, replayed on the shipped recorded
+rounds under this machine's cost table for the lane's precision (the accelerator model, labelled, when none is
+measured), beside the fixed windows and the oracle. The lane's own head is marked.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from spec_core.cost_model import CostProfile, accelerator_profile
+from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.policies.pacer import PacerParams
+from spec_core.policies.pacer_heads import HeadRow, recorded_rounds, shipped_comparison
+from visuals.pacer import is_pacer
+from visuals.plots import Lanes, base_layout
+from visuals.style import OKABE_ITO
+from visuals.views import View, register_view
+
+KIND_COLOUR = {
+    "head": OKABE_ITO["blue"],
+    "probability": OKABE_ITO["orange"],
+    "perfect": OKABE_ITO["green"],
+    "fixed": OKABE_ITO["grey"],
+    "oracle": "#CCCCCC",
+}
+KIND_PATTERN = {"perfect": "/", "oracle": "x"}  # the two rows no real rule reaches: hatched, not only pale
+ROW_LABEL = {
+    "head": "{name} ({method})",
+    "probability": "draft's own Π q (same rule)",
+    "perfect": "perfect pre-verifier",
+    "fixed": "{name}",
+    "oracle": "oracle (knows before drafting)",
+}
+
+
+def lane_setting(lanes: Lanes) -> tuple[dict, str] | None:
+    """(the first PACER lane's trace, its method) — the head, b, ρ, max and precision it ran with — or None."""
+    for method, events in lanes.items():
+        if is_pacer(method):
+            for e in events:
+                if (e.policy_trace or {}).get("blocks"):
+                    return e.policy_trace, method
+    return None
+
+
+def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | None:
+    """The comparison under the cost profile of the lane's precision, at the lane's b, ρ and max."""
+    setting = lane_setting(lanes)
+    if setting is None:
+        return None
+    trace, _ = setting
+    from spec_core.precision import cached_profile
+
+    costs = cached_profile(trace.get("precision") or None) or accelerator_profile(DEFAULT_DRAFT_RATIO)
+    params = PacerParams(
+        block=int(trace.get("block", 1)), rho=float(trace.get("rho", 1.1)), max_len=int(trace.get("max", 8))
+    )
+    rows = list(shipped_comparison(costs, params))
+    return (rows, costs, trace) if rows else None
+
+
+def label(row: HeadRow) -> str:
+    return ROW_LABEL[row.kind].format(name=row.name, method=row.method)
+
+
+def hover(row: HeadRow) -> str:
+    parts = [f"<b>{label(row)}</b>", f"reads: {row.inputs}", f"predicted {row.speedup:.3f}× ar"]
+    if row.threshold is not None and row.kind != "perfect":
+        parts.append(f"t = {row.threshold:g} (tuned for it, as t=auto does)")
+    if row.auc is not None:
+        parts.append(f"AUC {row.auc:.3f} (first drafted token {row.auc_first:.3f}) · ECE {row.ece:.3f}")
+    parts.append(f"drafts {row.drafted_per_round:.2f} a round, adds {row.tokens_per_round:.2f} tokens")
+    return "<br>".join(parts)
+
+
+def heads_figure(lanes: Lanes) -> go.Figure:
+    """Horizontal bars: predicted speedup over ``ar`` of each rule on the same recorded rounds; a line at the best
+    fixed window; the lane's own head marked."""
+    fig = go.Figure()
+    found = comparison_for(lanes)
+    if found is None:
+        return base_layout(fig, "Which pre-verifier?", "", "", empty=True, empty_text="no PACER rounds yet")
+    rows, costs, trace = found
+    rows = rows[::-1]  # plotly draws the first category at the bottom
+    names = [label(r) + ("  ◀ this lane" if r.head and r.head == trace.get("head") else "") for r in rows]
+    fig.add_trace(
+        go.Bar(
+            x=[r.speedup for r in rows],
+            y=names,
+            orientation="h",
+            marker={
+                "color": [KIND_COLOUR[r.kind] for r in rows],
+                "pattern": {"shape": [KIND_PATTERN.get(r.kind, "") for r in rows]},
+            },
+            text=[f"{r.speedup:.2f}×" + (f" · AUC {r.auc:.2f}" if r.auc is not None else "") for r in rows],
+            textposition="outside",
+            cliponaxis=False,
+            hovertext=[hover(r) for r in rows],
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
+    best = max((r for r in rows if r.kind == "fixed"), key=lambda r: r.speedup)
+    fig.add_vline(
+        x=best.speedup,
+        line={"color": OKABE_ITO["black"], "dash": "dash", "width": 1},
+        annotation_text=f"best fixed window ({best.name})",
+        annotation_position="top",
+    )
+    fig.add_vline(x=1.0, line={"color": OKABE_ITO["grey"], "width": 1})
+    where = f"{costs.extra.get('precision', trace.get('precision', ''))} costs" if costs.measured else costs.name
+    base_layout(
+        fig,
+        "Which pre-verifier? The same stop rule, one predictor at a time",
+        "predicted speedup over plain decoding",
+        "",
+        note=f"{recorded_rounds():,} recorded rounds · {where} · b = {trace.get('block', 1)}",
+    )
+    low = min(r.speedup for r in rows)
+    fig.update_xaxes(range=[min(0.9, low - 0.05), max(r.speedup for r in rows) + 0.22])
+    fig.update_layout(margin={"l": 230})
+    return fig
+
+
+def describe(lanes: Lanes) -> str:
+    """What the comparison says for this lane's setting, with its numbers."""
+    found = comparison_for(lanes)
+    if found is None:
+        return ""
+    rows, costs, trace = found
+    by_kind = {}
+    for r in rows:
+        by_kind.setdefault(r.kind, []).append(r)
+    best = max(by_kind["fixed"], key=lambda r: r.speedup)
+    mine = next((r for r in by_kind.get("head", []) if r.head == trace.get("head")), None)
+    perfect, oracle = by_kind["perfect"][0], by_kind["oracle"][0]
+    where = f"this machine's {trace.get('precision')} costs" if costs.measured else "the accelerator model"
+    parts = [f"Replayed on recorded rounds under {where}:"]
+    if mine is not None:
+        parts.append(
+            f"this lane's {mine.name} is predicted {mine.speedup:.2f}× `ar`, {mine.speedup / best.speedup:.3f}× the "
+            f"best fixed window ({best.name}); it ranks kept tokens with AUC {mine.auc:.2f}, "
+            f"{mine.auc_first:.2f} at the first drafted token."
+        )
+    probs = by_kind.get("probability")
+    if probs:
+        parts.append(f"The draft's own Π q driving the same rule: {probs[0].speedup:.2f}×.")
+    parts.append(
+        f"A perfect pre-verifier, which stops right after the first token the target will reject, would reach "
+        f"{perfect.speedup:.2f}× ({perfect.speedup / best.speedup:.3f}× the best window); it still drafts a block "
+        f"before it judges it. The oracle, which may draft nothing, {oracle.speedup:.2f}×."
+    )
+    return " ".join(parts)
+
+
+register_view(
+    View(
+        "pacer_heads",
+        "PACER: which pre-verifier?",
+        "Each bar is one rule re-deciding the same recorded rounds (training prompts no head saw) under the cost "
+        "table of this lane's precision: PACER's stop rule driven by each pre-verifier, t tuned for each, beside "
+        "the fixed windows. The hatched bars are out of any real rule's reach: a perfect pre-verifier (it knows "
+        "whether each drafted token will be kept) and the oracle (it knows before drafting). Hover a bar for what it reads "
+        "and how well it ranks (AUC: 0.5 a coin, 1 perfect).",
+        heads_figure,
+        prefixes=("pacer",),
+        with_baselines=False,
+        describe=describe,
+    )
+)
