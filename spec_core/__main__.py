@@ -77,6 +77,20 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def _measure_costs_for_auto_t(pair, pair_name: str, specs) -> None:
+    """``pacer`` without a ``t`` tunes its threshold to this machine's cost table (spec_core/policies/pacer_tuning.py),
+    which a lane never measures itself (a build must not wait). A benchmark can: without a table for this CPU and
+    thread count it would run ``pacer`` at the fallback t, so the table is measured once first, and cached."""
+    from spec_core import precision
+
+    auto_t = any(getattr(getattr(s.policy, "params", None), "auto_t", False) for s in specs if s.policy is not None)
+    if auto_t and str(pair.device) == "cpu" and precision.cached_machine_costs() is None:
+        print(
+            "pacer's t=auto reads this machine's cost table; measuring it once (cached for later runs) ...", flush=True
+        )
+        print(precision.explain(precision.machine_costs(pair_name)), flush=True)
+
+
 def cmd_bench(args) -> int:
     from pathlib import Path
 
@@ -92,6 +106,7 @@ def cmd_bench(args) -> int:
     if args.temperature < 0:
         raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
     pair = _pair(args)
+    _measure_costs_for_auto_t(pair, args.pair, [parse_method(m) for m in methods])
     from spec_core.models import load_pair
 
     def pair_for(precision):
