@@ -101,6 +101,10 @@ def test_the_view_draws_the_shipped_rounds_and_marks_the_lanes_head():
     assert len(fig.data[0].x) == len(labels) and all(x > 0 for x in fig.data[0].x)
     said = view.describe(lanes)
     assert "paper head is predicted" in said and "perfect pre-verifier" in said and "oracle" in said.lower()
+    # a lane on a head the rounds were not scored by (another draft's): nothing to compare, and the figure says so
+    other = {"pacer": [pacer_event("pacer-standalone")]}
+    assert view.describe(other) == ""
+    assert "no recorded rounds" in str(view.heads_figure(other).layout.annotations[0].text)
     # no PACER rounds: an empty figure that says so, and no sentence
     assert view.describe({"fixed:4": []}) == ""
     assert "no PACER rounds yet" in str(view.heads_figure({"fixed:4": []}).layout.annotations[0].text)

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer import PacerParams
-from spec_core.policies.pacer_heads import HeadRow, recorded_rounds, shipped_comparison
+from spec_core.policies.pacer_heads import HeadRow, recorded_heads, recorded_rounds, shipped_comparison
 from visuals.pacer import is_pacer
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO
@@ -53,6 +53,8 @@ def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | No
     if setting is None:
         return None
     trace, _ = setting
+    if trace.get("head") not in recorded_heads():
+        return None  # the rounds were drafted by another draft, or scored by other heads: nothing to compare here
     from spec_core.precision import cached_profile
 
     costs = cached_profile(trace.get("precision") or None) or accelerator_profile(DEFAULT_DRAFT_RATIO)
@@ -83,7 +85,8 @@ def heads_figure(lanes: Lanes) -> go.Figure:
     fig = go.Figure()
     found = comparison_for(lanes)
     if found is None:
-        return base_layout(fig, "Which pre-verifier?", "", "", empty=True, empty_text="no PACER rounds yet")
+        empty = "no PACER rounds yet" if lane_setting(lanes) is None else "no recorded rounds for this lane's head"
+        return base_layout(fig, "Which pre-verifier?", "", "", empty=True, empty_text=empty)
     rows, costs, trace = found
     rows = rows[::-1]  # plotly draws the first category at the bottom
     names = [label(r) + ("  ◀ this lane" if r.head and r.head == trace.get("head") else "") for r in rows]

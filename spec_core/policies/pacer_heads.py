@@ -209,13 +209,31 @@ def shipped_comparison(costs: CostProfile, params: PacerParams | None = None, dr
     return _cached(draft_design, costs.to_json(), p.block, p.rho, p.max_len)
 
 
-def recorded_rounds(draft_design: str = "feature") -> int:
-    """How many rounds the shipped asset holds (its card; 0 without one)."""
+def rounds_card(draft_design: str = "feature") -> dict:
+    """The shipped rounds asset's card ({} without one)."""
     try:
-        card = json.loads((RESULTS_DIR / f"{rounds_name(draft_design)}.json").read_text(encoding="utf-8"))
+        return json.loads((RESULTS_DIR / f"{rounds_name(draft_design)}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return 0
-    return int(card.get("rounds", 0))
+        return {}
 
 
-__all__ = ["DRAFT_CUMPROB", "HeadRow", "compare", "recorded_rounds", "shipped_comparison", "token_labels"]
+def recorded_rounds(draft_design: str = "feature") -> int:
+    """How many rounds the shipped asset holds (0 without one)."""
+    return int(rounds_card(draft_design).get("rounds", 0))
+
+
+def recorded_heads(draft_design: str = "feature") -> set[str]:
+    """The heads whose â the shipped rounds carry (a lane on another head has nothing to compare)."""
+    return set(rounds_card(draft_design).get("heads", {}))
+
+
+__all__ = [
+    "DRAFT_CUMPROB",
+    "HeadRow",
+    "compare",
+    "recorded_heads",
+    "recorded_rounds",
+    "rounds_card",
+    "shipped_comparison",
+    "token_labels",
+]
