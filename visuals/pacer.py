@@ -248,7 +248,10 @@ def _rule(temperature: float) -> str:
         "Draft length: PACER (arXiv 2602.01274) drafts b tokens at a time; after each block a small trained "
         "pre-verifier guesses how likely each new token is to be accepted. If the block's average guess is under "
         "the threshold t, drafting stops and the target checks the draft; if not, the threshold is multiplied by "
-        "ρ (a longer draft must be more convincing) and the next block is drafted, up to a maximum length."
+        "ρ (a longer draft must be more convincing) and the next block is drafted, up to a maximum length. "
+        "`pacer` judges one token at a time (b = 1): on this pair that measured faster than blocks of 2 or 4, "
+        "since fewer than half of first drafts are kept and a block of 2 must draft a second token before it can "
+        "judge the first."
     )
 
 
