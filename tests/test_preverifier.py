@@ -337,3 +337,37 @@ def test_pacer_finds_the_paper_head_first_and_the_only_head_otherwise(tmp_path):
     (tmp_path / "pacer-feature-paper.json").unlink()
     (tmp_path / "pacer-feature-paper.safetensors").unlink()
     assert find_head(card, "", tmp_path) == "pacer-feature"  # a draft without a paper head: its only head
+
+
+def test_a_shard_folder_resumes_only_with_its_own_settings(tiny_paper):
+    """Shard i holds prompts i·size … of its own, wholly shuffled list; resuming with another prompt count (which
+    reorders the list) would mix two lists, so it is refused with a message; the same settings resume."""
+    from spec_core.errors import SpecScopeError
+    from spec_core.train.pacer import simulate
+
+    pair, sim, *_ = tiny_paper
+    before = sorted(sim.out_dir.glob("shard_*.safetensors"))
+    assert simulate(pair, sim, progress=False) == before  # nothing to do: the same settings
+    other = type(sim)(sim.out_dir, num_prompts=8, shard_size=2, window=5, max_new_tokens=16, prompts=sim.prompts)
+    with pytest.raises(SpecScopeError, match="num_prompts = 6"):
+        simulate(pair, other, progress=False)
+    assert sorted(sim.out_dir.glob("shard_*.safetensors")) == before
+
+
+def test_the_held_out_split_leaves_out_prompts_a_shipped_head_trained_on(tmp_path):
+    """Simulating more prompts reorders the whole list, so a prompt the shipped head trained on can sit at a held-out
+    index of the new data: `analyze preverifier` finds such prompts by their text and drops them."""
+    from spec_core.analysis.preverifier import prompts_seen_in_training
+    from spec_core.train.pacer import SimConfig, sim_config_json, simulation_prompt_texts, trained_prompt_texts
+
+    old = simulation_prompt_texts({"num_prompts": 16})
+    card = {"data": {"prompts_simulated": 16}, "training": {"heldout_every": 4}}  # a card from before the seed field
+    trained = trained_prompt_texts(card)
+    assert trained == {t for i, t in enumerate(old) if i % 4}
+    (tmp_path / "config.json").write_text(json.dumps(sim_config_json(SimConfig(tmp_path, num_prompts=64))))
+    seen, why = prompts_seen_in_training(tmp_path, [card])
+    new = simulation_prompt_texts({"num_prompts": 64})
+    assert why == "" and seen.tolist() == [t in trained for t in new] and int(seen.sum()) == len(trained)
+    assert any(seen[i] for i in range(0, 64, 4))  # the reorder really puts trained prompts at held-out indices
+    none, why = prompts_seen_in_training(tmp_path / "missing", [card])
+    assert none is None and "by index only" in why

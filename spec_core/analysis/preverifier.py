@@ -263,19 +263,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     """The table of :func:`main` for a loaded pair (written to ``args.out``)."""
-    from spec_core.heads.preverifier import HEADS_DIR, available, find_head, load_head
+    from spec_core.heads.preverifier import HEADS_DIR, available, load_head
     from spec_core.train.pacer import RUNS_DIR, SimConfig, TrainConfig, load_data, simulate, token_embeddings
 
     assets = Path(args.assets_dir) if args.assets_dir else HEADS_DIR
     data_dir = Path(args.data or RUNS_DIR / args.draft)
     heads_dir = Path(args.heads_dir) if args.heads_dir else data_dir / "heads"
-    _, card = load_head(find_head(pair.draft_card, directory=assets), assets)
+    shipped = shipped_heads(pair, assets)
+    if not shipped:
+        raise SpecScopeError(
+            f"no PACER pre-verifier for this draft in {assets}: train one (`python -m spec_core train pacer`)"
+        )
+    card = next(iter(shipped.values()))[1]  # `pacer`'s head
     heldout_every = card.get("training", {}).get("heldout_every", TrainConfig.heldout_every)
     if args.prompts:  # rounds on these prompts, all held out; t is still tuned on the training rounds if present
         from spec_core.analysis.bench import load_prompts
 
         texts = [p["prompt"] for p in load_prompts(args.prompts)][: args.limit or None]
-        sim_dir = data_dir.parent / f"{args.draft}-heldout-{Path(args.prompts).stem}"
+        # one folder per prompt list and length: a folder is only resumed with the settings it was simulated with
+        sim_dir = data_dir.parent / f"{args.draft}-heldout-{Path(args.prompts).stem}-{len(texts)}x{args.max_new_tokens}"
         sim = SimConfig(
             sim_dir,
             len(texts),
@@ -309,6 +315,12 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     else:
         test_rounds = data["round_prompt"] % heldout_every == 0
         train_rounds = ~test_rounds
+        seen, why = prompts_seen_in_training(data_dir, [c for _, c in shipped.values()])
+        if seen is not None:  # a prompt some shipped head trained on is never held out, whatever its index here
+            dropped = test_rounds & seen[data["round_prompt"].long().clamp(max=len(seen) - 1)]
+            test_rounds &= ~dropped
+            why = f"{int(dropped.sum())} held-out rounds dropped: their prompts were in a shipped head's training split"
+        print(why)
     if args.rounds != "all":  # the same selection for tuning and for the held-out numbers
         wanted = round_greedy if args.rounds == "greedy" else ~round_greedy
         test_rounds &= wanted
@@ -327,17 +339,10 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
             name, inputs or " + ".join(head.inputs), head_scorer(head, data), head_call_ms(head, embed_dim), block, rho
         )
 
-    predictors, shipped_heads = [], {}
-    for variant in ("", "paper", "hybrid"):  # the shipped heads: the default, the paper head, the hybrid
-        try:
-            name = find_head(pair.draft_card, variant, assets)
-        except SpecScopeError:
-            continue
-        if name not in shipped_heads:
-            head, hcard = load_head(name, assets)
-            shipped_heads[name] = head
-            default = " = pacer" if name == find_head(pair.draft_card, "", assets) else ""
-            predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head))
+    predictors = []  # the shipped heads first: the default (`pacer`'s), the paper head, the hybrid
+    for i, (name, (head, hcard)) in enumerate(shipped.items()):
+        default = " = pacer" if i == 0 else ""
+        predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head))
     predictors.append(
         Predictor(
             "draft Π q",
@@ -362,7 +367,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     for name in sorted(names):  # variants and ablations trained by `train pacer` on these shards
         head, hcard = load_head(name, heads_dir)
         predictors.append(row(f"{name} (trained on {data_dir.name}, {hcard['config'].get('design', 'hybrid')})", head))
-    for name, head in shipped_heads.items():  # the stop rule's ablations: ρ = 1, b ∈ {1, 2, 4}
+    for name, (head, _) in shipped.items():  # the stop rule's ablations: ρ = 1, b ∈ {1, 2, 4}
         predictors.append(row(f"{name} ρ = 1", head, rho=1.0))
         for b in (1, 2, 4):
             if b != args.block:
@@ -385,6 +390,42 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
         f"t tuned per row on {int(train_rounds.sum())} training rounds"
     )
     return table
+
+
+def shipped_heads(pair, assets: Path) -> dict[str, tuple[object, dict]]:
+    """name → (head, card) of the shipped heads for the pair's draft: the default (first), the paper head, the
+    hybrid."""
+    from spec_core.heads.preverifier import find_head, load_head
+
+    out: dict[str, tuple[object, dict]] = {}
+    for variant in ("", "paper", "hybrid"):
+        try:
+            name = find_head(pair.draft_card, variant, assets)
+        except SpecScopeError:
+            continue
+        if name not in out:
+            out[name] = load_head(name, assets)
+    return out
+
+
+def prompts_seen_in_training(data_dir: Path, cards: list[dict]) -> tuple[torch.Tensor | None, str]:
+    """Per prompt index of the simulated data: True where one of these heads trained on that prompt. The data's
+    prompts are rebuilt from its ``config.json`` and each head's from its card (another ``--prompts`` reorders the
+    whole list, so an index alone says nothing). (None, why) when the data's prompts cannot be rebuilt."""
+    from spec_core.train.pacer import simulation_prompt_texts, trained_prompt_texts
+
+    try:
+        config = json.loads((data_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    texts = simulation_prompt_texts(config) if config else None
+    if not texts:
+        return (
+            None,
+            f"note: {data_dir} has no config.json to rebuild its prompts from: the held-out split is by index only",
+        )
+    trained = set().union(*(trained_prompt_texts(c) for c in cards))
+    return torch.tensor([t in trained for t in texts]), ""
 
 
 def load_file_rounds(path: Path) -> int:

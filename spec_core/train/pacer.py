@@ -162,9 +162,71 @@ def shard_path(out_dir: Path, index: int) -> Path:
     return Path(out_dir) / f"shard_{index:05d}.safetensors"
 
 
+SHARD_SETTINGS = ("num_prompts", "written_share", "shard_size", "window", "max_new_tokens", "sampled_fraction", "seed")
+
+
+def sim_config_json(cfg: SimConfig) -> dict[str, str]:
+    """What ``config.json`` in a shard folder records (every field, as text)."""
+    return {k: str(v) for k, v in asdict(cfg).items()}
+
+
+def check_resumable(cfg: SimConfig) -> None:
+    """Refuse to resume a folder simulated with other settings: shard i holds prompts i·size … of *its* prompt list,
+    and the list is shuffled as a whole (another ``--prompts`` reorders it), so mixing two lists would label rounds
+    with the wrong prompts and break the held-out split."""
+    path = cfg.out_dir / "config.json"
+    if not path.exists() or not any(cfg.out_dir.glob("shard_*.safetensors")):
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    new = sim_config_json(cfg)
+    changed = [k for k in (*SHARD_SETTINGS, "prompts") if k in old and old[k] != new[k]]
+    if changed:
+        was = ", ".join(f"{k} = {old[k]}" for k in changed)
+        raise SpecScopeError(
+            f"{cfg.out_dir} holds shards simulated with {was}; resuming with other settings would mix two prompt "
+            "lists. Simulate into an empty --work-dir, or repeat those settings"
+        )
+
+
+def simulation_prompt_texts(config: dict) -> list[str] | None:
+    """The prompts of a shard folder, index by index, rebuilt from its ``config.json`` (None when it cannot be)."""
+    try:
+        cfg = SimConfig(
+            Path(config.get("out_dir", ".")),
+            num_prompts=int(config["num_prompts"]),
+            written_share=float(config.get("written_share", 0.5)),
+            seed=int(config.get("seed", PROMPT_SEED)),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if config.get("prompts", "()") != "()":
+        return None  # explicit prompts (tests): not the training lists
+    return [text for _, text in simulation_prompts(cfg)]
+
+
+def trained_prompt_texts(card: dict) -> set[str]:
+    """The prompts a head's training split read: its card's simulation (prompt count, seed, written share), every
+    index not a multiple of ``heldout_every``. A card from before these were recorded: the count it simulated and
+    the default seed and share, which that run used."""
+    data, training = card.get("data", {}), card.get("training", {})
+    config = {
+        "num_prompts": data.get("num_prompts", data.get("prompts_simulated", 0)),
+        "seed": data.get("prompt_seed", PROMPT_SEED),
+        "written_share": data.get("written_share", 0.5),
+    }
+    texts = simulation_prompt_texts(config) or []
+    every = int(training.get("heldout_every", TrainConfig.heldout_every))
+    return {t for i, t in enumerate(texts) if i % every != 0}
+
+
 def simulate(pair, cfg: SimConfig, progress: bool = True) -> list[Path]:
-    """Write the shards that are missing (resumable); returns every shard's path."""
+    """Write the shards that are missing (resumable with the same settings); returns every shard's path."""
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    check_resumable(cfg)
+    (cfg.out_dir / "config.json").write_text(json.dumps(sim_config_json(cfg), indent=2))  # before the first shard
     prompts = simulation_prompts(cfg)
     n_shards = math.ceil(len(prompts) / cfg.shard_size)
     todo = [i for i in range(n_shards) if not shard_path(cfg.out_dir, i).exists()]
@@ -192,7 +254,6 @@ def simulate(pair, cfg: SimConfig, progress: bool = True) -> list[Path]:
         save_file(shard, str(tmp), metadata=meta)
         tmp.rename(shard_path(cfg.out_dir, i))
         bar.set_postfix(tokens=int(shard["label"].shape[0]), kept=f"{float(shard['label'].float().mean()):.2f}")
-    (cfg.out_dir / "config.json").write_text(json.dumps({k: str(v) for k, v in asdict(cfg).items()}, indent=2))
     return sorted(Path(cfg.out_dir).glob("shard_*.safetensors"))
 
 
@@ -488,6 +549,9 @@ def data_summary(data: dict[str, torch.Tensor], paths: list[Path], sim: SimConfi
         f"{sim.seed}; never prompts/*.jsonl",
         "shards": len(paths),
         "prompts_simulated": int(data["prompt"].unique().numel()),
+        "num_prompts": sim.num_prompts,  # with the seed and share: which prompts, index by index
+        "prompt_seed": sim.seed,
+        "written_share": sim.written_share,
         "heldout_prompts": "index % heldout_every == 0 (see training)",
         "sampled_shards": int(sum(sampled)),
         "sampling": f"greedy and T={SAMPLED.temperature}, top-p {SAMPLED.top_p}",
