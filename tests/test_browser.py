@@ -11,6 +11,7 @@ screenshots to ``assets/screenshots/``, so their numbers are the ones this test 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -202,6 +203,17 @@ def mean_speedups(runs: list[dict[str, dict]]) -> dict[str, float]:
     return {m: rate[m] / rate["ar"] for m in rate}
 
 
+def check_pacer_heads(page) -> None:
+    """PACER's "which pre-verifier?" view beside its threshold plot: drawn, with the lane's head marked, and a
+    caption that states this run's setting in numbers."""
+    view = page.locator(".spec-view", has_text="which pre-verifier?").first
+    view.scroll_into_view_if_needed()
+    view.locator(".js-plotly-plot").wait_for(timeout=60_000)
+    text = view.inner_text()
+    assert "this lane" in text and "perfect pre-verifier" in text and "best fixed window" in text, text
+    assert re.search(r"paper head is predicted \d\.\d\d× ", text), text
+
+
 def save_readme_screenshots(page) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#lane-0").scroll_into_view_if_needed()
@@ -213,6 +225,7 @@ def save_readme_screenshots(page) -> None:
     page.screenshot(path=str(SHOTS / "plots.png"))
     page.locator("#live-view-4").scroll_into_view_if_needed()  # the first method's own views (PACER's by default)
     page.screenshot(path=str(SHOTS / "method_views.png"))
+    page.locator(".spec-view", has_text="which pre-verifier?").first.screenshot(path=str(SHOTS / "pacer_heads.png"))
     page.get_by_text("Step through one round").first.click()
     page.locator("#st-lane").scroll_into_view_if_needed()
     page.get_by_text("accept", exact=True).first.click()
@@ -303,6 +316,7 @@ def test_default_generate_is_honest():
                     )
                 print("\n".join(report))
                 check_tooltip(page, "#lane-0 .tok-accepted", "Accepted by the greedy rule")  # says why it was kept
+                check_pacer_heads(page)
                 page.mouse.move(0, 0)
                 if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":  # the pictures of the run whose numbers we report
                     save_readme_screenshots(page)

@@ -98,7 +98,8 @@ def test_the_view_draws_the_shipped_rounds_and_marks_the_lanes_head():
     labels = list(fig.data[0].y)
     assert any(label.endswith("◀ this lane") and label.startswith("paper head") for label in labels)
     assert any(label.startswith("fixed:2") for label in labels) and "perfect pre-verifier" in labels
-    assert len(fig.data[0].x) == len(labels) and all(x > 0 for x in fig.data[0].x)
+    bars = fig.data[0]
+    assert len(bars.x) == len(labels) and bars.base == 1.0 and all(1.0 + x > 0 for x in bars.x)
     said = view.describe(lanes)
     assert "paper head is predicted" in said and "perfect pre-verifier" in said and "oracle" in said.lower()
     # a lane on a head the rounds were not scored by (another draft's): nothing to compare, and the figure says so

@@ -80,8 +80,8 @@ def hover(row: HeadRow) -> str:
 
 
 def heads_figure(lanes: Lanes) -> go.Figure:
-    """Horizontal bars: predicted speedup over ``ar`` of each rule on the same recorded rounds; a line at the best
-    fixed window; the lane's own head marked."""
+    """Horizontal bars from 1× (plain decoding) to each rule's predicted speedup over ``ar`` on the same recorded
+    rounds; a line at the best fixed window; the lane's own head marked."""
     fig = go.Figure()
     found = comparison_for(lanes)
     if found is None:
@@ -92,7 +92,8 @@ def heads_figure(lanes: Lanes) -> go.Figure:
     names = [label(r) + ("  ◀ this lane" if r.head and r.head == trace.get("head") else "") for r in rows]
     fig.add_trace(
         go.Bar(
-            x=[r.speedup for r in rows],
+            x=[r.speedup - 1.0 for r in rows],  # drawn from plain decoding (1×): a bar's length is its gain or loss
+            base=1.0,
             y=names,
             orientation="h",
             marker={
