@@ -145,3 +145,25 @@ def test_bench_measures_the_cost_table_once_when_pacer_tunes_its_t(tiny_pair, mo
     monkeypatch.setattr(precision, "cached_machine_costs", lambda: {"bfloat16": flat})
     _measure_costs_for_auto_t(tiny_pair, "embedded", [parse_method("pacer")])
     assert calls == ["embedded"]
+
+
+def test_the_rounds_writer_leaves_out_prompts_a_shipped_head_trained_on(embedded_f32, tmp_path):
+    """The shipped rounds back the head comparison, so every round must be held out: rounds of a prompt in a shipped
+    head's training split (found by text: the lists overlap) are left out, and the card says how many."""
+    import json
+
+    from spec_core.analysis.pacer_rounds import write_rounds
+    from spec_core.train.pacer import SimConfig, load_data, simulate, simulation_prompt_texts, trained_prompt_texts
+
+    cfg = SimConfig(tmp_path / "feature", 8, max_new_tokens=6)  # the training lists: the heads' seed, 8 prompts
+    simulate(embedded_f32, cfg, progress=False)
+    heads = [json.loads((tuning.HEADS_DIR / f"{n}.json").read_text()) for n in ("pacer-feature", "pacer-feature-paper")]
+    trained = set().union(*(trained_prompt_texts(c) for c in heads))
+    texts = simulation_prompt_texts(json.loads((cfg.out_dir / "config.json").read_text()))
+    data = load_data(sorted(cfg.out_dir.glob("shard_*.safetensors")))
+    seen = torch.tensor([texts[int(i)] in trained for i in data["round_prompt"]])
+    assert seen.any() and not seen.all()  # the case this guards against really occurs
+    path = write_rounds(cfg.out_dir, embedded_f32, tmp_path / "out", blocks=(1,))
+    rounds = tuning.load_rounds(embedded_f32.draft_design, path.parent)
+    assert len(rounds.gamma) == int((~seen).sum()) and rounds.card["left_out"].startswith(f"{int(seen.sum())} rounds")
+    assert rounds.gamma.tolist() == data["round_gamma"][~seen].tolist()

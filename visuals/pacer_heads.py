@@ -15,6 +15,7 @@ from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_heads import HeadRow, recorded_heads, recorded_rounds, shipped_comparison
+from spec_core.precision import cached_profile
 from visuals.pacer import is_pacer
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO
@@ -37,26 +38,21 @@ ROW_LABEL = {
 }
 
 
-def lane_setting(lanes: Lanes) -> tuple[dict, str] | None:
-    """(the first PACER lane's trace, its method) — the head, b, ρ, max and precision it ran with — or None."""
+def lane_setting(lanes: Lanes) -> dict | None:
+    """The first PACER lane's trace (the head, b, ρ, max and precision it ran with), or None."""
     for method, events in lanes.items():
         if is_pacer(method):
             for e in events:
                 if (e.policy_trace or {}).get("blocks"):
-                    return e.policy_trace, method
+                    return e.policy_trace
     return None
 
 
 def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | None:
     """The comparison under the cost profile of the lane's precision, at the lane's b, ρ and max."""
-    setting = lane_setting(lanes)
-    if setting is None:
-        return None
-    trace, _ = setting
-    if trace.get("head") not in recorded_heads():
-        return None  # the rounds were drafted by another draft, or scored by other heads: nothing to compare here
-    from spec_core.precision import cached_profile
-
+    trace = lane_setting(lanes)
+    if trace is None or trace.get("head") not in recorded_heads():
+        return None  # no PACER rounds, or a head the shipped rounds were not scored by (another draft's)
     costs = cached_profile(trace.get("precision") or None) or accelerator_profile(DEFAULT_DRAFT_RATIO)
     params = PacerParams(
         block=int(trace.get("block", 1)), rho=float(trace.get("rho", 1.1)), max_len=int(trace.get("max", 8))

@@ -31,9 +31,10 @@ WIDTHS = (1, 2, 4, 8, 16, 33)  # target forward widths timed (33: the default to
 GREEDY = SamplingConfig()
 
 
-def median_ms(fn, repeats: int) -> float:
-    """Median milliseconds of ``fn()`` over ``repeats`` calls, after one warm-up call."""
-    fn()  # warm-up
+def median_ms(fn, repeats: int, warmup: int = 1) -> float:
+    """Median milliseconds of ``fn()`` over ``repeats`` calls, after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()

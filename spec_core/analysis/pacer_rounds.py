@@ -24,7 +24,7 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
     asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
     from safetensors.torch import save_file
 
-    from spec_core.analysis.preverifier import head_call_ms, head_scorer
+    from spec_core.analysis.preverifier import head_call_ms, head_scorer, prompts_seen_in_training
     from spec_core.heads.preverifier import find_head, load_head
     from spec_core.train.pacer import load_data, token_embeddings
 
@@ -32,12 +32,20 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
     if not paths:
         raise FileNotFoundError(f"no shard_*.safetensors in {shards}: run `train pacer --simulate-only` first")
     data = load_data(paths)
+    names = list(dict.fromkeys(find_head(pair.draft_card, v) for v in ("paper", "hybrid")))  # `pacer`'s, the hybrid
+    heads = {name: load_head(name) for name in names}
+    # rounds of a prompt a shipped head trained on are left out: every row of the head comparison is held out
+    seen, why = prompts_seen_in_training(shards, [card for _, card in heads.values()])
+    keep = torch.ones(len(data["round_gamma"]), dtype=torch.bool)
+    if seen is not None:
+        keep = ~seen[data["round_prompt"].long().clamp(max=len(seen) - 1)]
+    tokens = torch.repeat_interleave(keep, data["round_gamma"].long())
+    data = {k: v[keep] if k.startswith("round_") else v[tokens] for k, v in data.items()}  # per round, per token
     gamma, accepted = data["round_gamma"].long(), data["round_accepted"].long()
     tensors = {"gamma": gamma.to(torch.int16), "accepted": accepted.to(torch.int16)}
     every = torch.ones(len(data["position"]), dtype=torch.bool)
     heads_sha, heads_ms = {}, {}
-    for name in dict.fromkeys(find_head(pair.draft_card, v) for v in ("paper", "hybrid")):  # `pacer`'s, and the hybrid
-        head, _ = load_head(name)
+    for name, (head, _) in heads.items():
         heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
         heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
         if getattr(head.cfg, "design", "") == "paper" and head.cfg.use_token and "token_embed" not in data:
@@ -59,6 +67,7 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
         "rounds": int(gamma.shape[0]),
         "drafted_tokens": int(gamma.sum()),
         "source": f"{len(paths)} shards of `train pacer --simulate-only` (training prompts, never prompts/*.jsonl)",
+        "left_out": why or f"{int((~keep).sum())} rounds of prompts a shipped head trained on",
         "blocks": list(blocks),
     }
     path.with_suffix(".json").write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")

@@ -78,8 +78,9 @@ def head_scorer(head, data: dict[str, torch.Tensor]):
     return hybrid
 
 
-def head_call_ms(head, embed_dim: int):
-    """Median ms of one inference call on a block of ``b`` tokens (as :class:`PacerLength` makes it)."""
+def head_call_ms(head, embed_dim: int, repeats: int = 200):
+    """Median ms of one inference call on a block of ``b`` tokens (as :class:`PacerLength` makes it), after a few
+    warm-up calls (a call is a fraction of a millisecond: a few dozen samples wander with the machine's state)."""
     cache: dict[int, float] = {}
 
     def ms(block: int) -> float:
@@ -88,10 +89,12 @@ def head_call_ms(head, embed_dim: int):
             positions = torch.arange(1, block + 1)
             if getattr(head.cfg, "design", "") == "paper":
                 embeds = torch.zeros(block, embed_dim) if head.cfg.use_token else None
-                cache[block] = median_ms(lambda: head.predict(hidden, embeds, positions), 50)
+                call = lambda: head.predict(hidden, embeds, positions)  # noqa: E731
+                cache[block] = median_ms(call, repeats, warmup=20)
             else:
                 feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
-                cache[block] = median_ms(lambda: head.predict(hidden, positions, feats), 50)
+                call = lambda: head.predict(hidden, positions, feats)  # noqa: E731
+                cache[block] = median_ms(call, repeats, warmup=20)
         return cache[block]
 
     return ms
