@@ -24,21 +24,17 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
     asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
     from safetensors.torch import save_file
 
-    from spec_core.analysis.preverifier import head_call_ms, head_scorer, prompts_seen_in_training
-    from spec_core.heads.preverifier import find_head, load_head
+    from spec_core.analysis.preverifier import head_call_ms, head_scorer, rounds_seen_in_training, shipped_heads
     from spec_core.train.pacer import load_data, token_embeddings
 
     paths = sorted(shards.glob("shard_*.safetensors"))
     if not paths:
         raise FileNotFoundError(f"no shard_*.safetensors in {shards}: run `train pacer --simulate-only` first")
     data = load_data(paths)
-    names = list(dict.fromkeys(find_head(pair.draft_card, v) for v in ("paper", "hybrid")))  # `pacer`'s, the hybrid
-    heads = {name: load_head(name) for name in names}
+    heads = shipped_heads(pair, HEADS_DIR)  # `pacer`'s (the paper head), the hybrid
     # rounds of a prompt a shipped head trained on are left out: every row of the head comparison is held out
-    seen, why = prompts_seen_in_training(shards, [card for _, card in heads.values()])
-    keep = torch.ones(len(data["round_gamma"]), dtype=torch.bool)
-    if seen is not None:
-        keep = ~seen[data["round_prompt"].long().clamp(max=len(seen) - 1)]
+    seen, why = rounds_seen_in_training(data, shards, [card for _, card in heads.values()])
+    keep = ~seen if seen is not None else torch.ones(len(data["round_gamma"]), dtype=torch.bool)
     tokens = torch.repeat_interleave(keep, data["round_gamma"].long())
     data = {k: v[keep] if k.startswith("round_") else v[tokens] for k, v in data.items()}  # per round, per token
     gamma, accepted = data["round_gamma"].long(), data["round_accepted"].long()

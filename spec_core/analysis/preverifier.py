@@ -318,9 +318,9 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     else:
         test_rounds = data["round_prompt"] % heldout_every == 0
         train_rounds = ~test_rounds
-        seen, why = prompts_seen_in_training(data_dir, [c for _, c in shipped.values()])
+        seen, why = rounds_seen_in_training(data, data_dir, [c for _, c in shipped.values()])
         if seen is not None:  # a prompt some shipped head trained on is never held out, whatever its index here
-            dropped = test_rounds & seen[data["round_prompt"].long().clamp(max=len(seen) - 1)]
+            dropped = test_rounds & seen
             test_rounds &= ~dropped
             why = f"{int(dropped.sum())} held-out rounds dropped: their prompts were in a shipped head's training split"
         print(why)
@@ -429,6 +429,13 @@ def prompts_seen_in_training(data_dir: Path, cards: list[dict]) -> tuple[torch.T
         )
     trained = set().union(*(trained_prompt_texts(c) for c in cards))
     return torch.tensor([t in trained for t in texts]), ""
+
+
+def rounds_seen_in_training(data: dict, data_dir: Path, cards: list[dict]) -> tuple[torch.Tensor | None, str]:
+    """Per simulated round ``[R]``: True where one of these heads trained on the round's prompt ((None, why) as in
+    :func:`prompts_seen_in_training`)."""
+    seen, why = prompts_seen_in_training(data_dir, cards)
+    return (None, why) if seen is None else (seen[data["round_prompt"].long()], why)
 
 
 def load_file_rounds(path: Path) -> int:

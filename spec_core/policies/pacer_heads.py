@@ -33,11 +33,10 @@ from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_tuning import (
     RESULTS_DIR,
-    THRESHOLDS,
     TuningRounds,
+    best_threshold,
     load_rounds,
     prediction_key,
-    replay_rule,
     rounds_name,
 )
 
@@ -91,11 +90,7 @@ def _rule_row(rounds, predicted, labels, position, params, costs, head_ms=0.0, *
     """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE."""
     per_round = list(torch.split(predicted.float(), rounds.gamma.tolist()))
     priced = dataclasses.replace(costs, head_ms=head_ms)
-    scored = [
-        (replay_rule(per_round, rounds.gamma, rounds.accepted, dataclasses.replace(params, threshold=t), priced), t)
-        for t in THRESHOLDS
-    ]
-    best, t = max(scored, key=lambda s: s[0]["speedup"])
+    t, best = best_threshold(per_round, rounds.gamma, rounds.accepted, params, priced)
     first = position == 1
     ece, _ = calibration(predicted.float().clamp(0, 1), labels)
     return HeadRow(
@@ -209,8 +204,9 @@ def shipped_comparison(costs: CostProfile, params: PacerParams | None = None, dr
     return _cached(draft_design, costs.to_json(), p.block, p.rho, p.max_len)
 
 
+@functools.lru_cache(maxsize=4)
 def rounds_card(draft_design: str = "feature") -> dict:
-    """The shipped rounds asset's card ({} without one)."""
+    """The shipped rounds asset's card ({} without one; read once per process: the view asks on every render)."""
     try:
         return json.loads((RESULTS_DIR / f"{rounds_name(draft_design)}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -85,11 +85,21 @@ def replayed_speedup(rounds: TuningRounds, key: str, params: PacerParams, costs:
     return replay_rule(rounds.per_round(key), rounds.gamma, rounds.accepted, params, costs)["speedup"]
 
 
+def best_threshold(per_round, gamma, accepted, params: PacerParams, costs: CostProfile) -> tuple[float, dict]:
+    """(t, :func:`replay_rule`'s result at t): the grid's fastest threshold for ``params``' b, ρ and max under
+    ``costs`` (on a tie, the higher t). What ``t=auto`` picks, and the t of each row of the head comparison."""
+    scored = [
+        (replay_rule(per_round, gamma, accepted, dataclasses.replace(params, threshold=t), costs), t)
+        for t in THRESHOLDS
+    ]
+    best, t = max(scored, key=lambda s: (s[0]["speedup"], s[1]))
+    return t, best
+
+
 def tune(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile) -> tuple[float, float]:
     """(t, predicted speedup): the grid's fastest threshold for ``params``' b, ρ and max under ``costs``."""
-    scored = [(replayed_speedup(rounds, key, dataclasses.replace(params, threshold=t), costs), t) for t in THRESHOLDS]
-    speed, t = max(scored)
-    return t, speed
+    t, best = best_threshold(rounds.per_round(key), rounds.gamma, rounds.accepted, params, costs)
+    return t, best["speedup"]
 
 
 def machine_profile(pair) -> CostProfile | None:
