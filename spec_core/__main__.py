@@ -12,6 +12,8 @@ import sys
 from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
 
+DEFAULT_PROMPTS = "prompts/specscope.jsonl"  # bench's prompt set without --prompts or --suite
+
 
 def _positive_int(text: str) -> int:
     try:
@@ -94,6 +96,7 @@ def _measure_costs_for_auto_t(pair, pair_name: str, specs) -> None:
 def cmd_bench(args) -> int:
     from pathlib import Path
 
+    from spec_core.analysis import spec_bench
     from spec_core.analysis.bench import load_prompts, run_bench, summarize
     from spec_core.methods import parse_method, split_methods
 
@@ -102,7 +105,12 @@ def cmd_bench(args) -> int:
         raise SpecScopeError("--methods is empty")
     for m in methods:
         parse_method(m)
-    prompts = load_prompts(args.prompts)[: args.limit]
+    if args.suite and args.prompts:
+        raise SpecScopeError("give --suite or --prompts, not both")
+    if args.suite:
+        prompts = spec_bench.select(spec_bench.parse_suite(args.suite))[: args.limit]
+    else:
+        prompts = load_prompts(args.prompts or DEFAULT_PROMPTS)[: args.limit]
     if args.temperature < 0:
         raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
     pair = _pair(args)
@@ -119,6 +127,9 @@ def cmd_bench(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     print(summarize(df).to_string())
+    if df["category"].fillna("").astype(str).ne("").any():
+        print("\nper category (Spec-Bench's table): median speedup vs the fastest ar of the run")
+        print(spec_bench.leaderboard(df).to_string())
     print(
         f"wrote {out} ({len(df)} rows; default precision {pair.precision}, device {pair.device}, "
         f"draft {pair.draft_design})"
@@ -234,7 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(g)
 
     b = sub.add_parser("bench", help="benchmark methods on a prompt set (CSV + summary)")
-    b.add_argument("--prompts", default="prompts/specscope.jsonl", help="JSON lines with id, category, prompt")
+    b.add_argument(
+        "--prompts",
+        default=None,
+        help=f"JSON lines with id, category, prompt, or Spec-Bench's question_id, category, turns (default {DEFAULT_PROMPTS})",
+    )
+    b.add_argument(
+        "--suite",
+        default=None,
+        help="spec-bench[:N]: instead of --prompts, Spec-Bench's first N questions of each of its six categories "
+        "(spec_core/analysis/spec_bench.py; N = 2 when omitted)",
+    )
     b.add_argument("--methods", default="ar,fixed:2,fixed:4,fixed:6,heuristic")
     b.add_argument("--max-new-tokens", type=_positive_int, default=96)
     b.add_argument("--temperature", type=float, default=0.0)

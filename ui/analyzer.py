@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import pandas as pd
 
 from spec_core import guards, live, requests
-from spec_core.analysis import pareto
+from spec_core.analysis import pareto, spec_bench
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
 from ui.shared import (
@@ -30,7 +31,10 @@ from visuals.menus import live_method_choices
 
 
 def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> None:
-    files = prompt_files()
+    def prompt_sets() -> list[str]:  # the project's files, and Spec-Bench's first questions of each category
+        return [*prompt_files(), spec_bench.ANALYZER_CHOICE]
+
+    files = prompt_sets()
     with gr.Row():
         prompt_file = gr.Dropdown(files, value=files[0] if files else None, label="prompt set")
         upload = gr.File(
@@ -60,6 +64,11 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
         elem_id="an-table",
         label="per-prompt results (click a header to sort, a row to replay)",
     )
+    board = gr.Dataframe(
+        interactive=False,
+        elem_id="an-leaderboard",
+        label="per category (Spec-Bench's table): median speedup over ar, mean τ (accepted tokens), overall median",
+    )
     with gr.Row():
         csv_dl, jsonl_dl = gr.DownloadButton("Download table (CSV)"), gr.DownloadButton("Download events (JSONL)")
         events_up = gr.UploadButton(
@@ -67,20 +76,23 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
         )
     title = gr.Markdown()
     lanes, slots, state = lane_columns(2, "an-lane"), view_slots("an"), gr.State(None)
-    results = [status, summary, table, state, csv_dl, jsonl_dl]
+    results = [status, summary, table, state, csv_dl, jsonl_dl, board]
 
     def finished(records, note: str) -> list[Any]:
         df = rec.table_rows(records)
-        return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df)]
+        return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df), leaderboard(df)]
 
     def on_analyze(*values):
         req = requests.parse_analyzer_request(
-            *values, pairs=pairs, prompt_sets=prompt_files(), root=root, max_new=UI_MAX_NEW_TOKENS
+            *values, pairs=pairs, prompt_sets=prompt_sets(), root=root, max_new=UI_MAX_NEW_TOKENS
         )
         pair, spec, n, sampling = pair_loader(req.pair_name, req.precision), req.spec, req.max_new_tokens, req.sampling
-        prompts = load_prompts(req.source)[: req.n_prompts]
+        if req.source == str(root / spec_bench.ANALYZER_CHOICE):  # its own count per category, not the first N
+            prompts = spec_bench.select(spec_bench.DEFAULT_PER_CATEGORY)
+        else:
+            prompts = load_prompts(req.source)[: req.n_prompts]
         how = settings_text(sampling, req.precision, n)
-        yield [f"Running {len(prompts)} prompts × (ar, {spec.name}), {how}…", None, None, None, None, None]
+        yield [f"Running {len(prompts)} prompts × (ar, {spec.name}), {how}…", None, None, None, None, None, None]
         records: dict = {}
         for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
             yield [
@@ -88,6 +100,7 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
                 rec.summary_rows(records),
                 rec.table_rows(records),
                 records,
+                None,
                 None,
                 None,
             ]
@@ -114,6 +127,13 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
         shown_errors(on_pick, 1 + 3 * 2 + len(slots)), state, [title, *lanes, *slots], api_visibility="private"
     )
     pareto_panel()
+
+
+def leaderboard(table: pd.DataFrame) -> pd.DataFrame | None:
+    """Spec-Bench's per-category table of the analyzer's rows (None when no prompt has a category)."""
+    if table.empty or not table["category"].fillna("").astype(str).ne("").any():
+        return None
+    return spec_bench.leaderboard(table, speedup="speedup_vs_ar").reset_index()
 
 
 @named_upload

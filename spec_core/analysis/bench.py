@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import hashlib
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 from tqdm import tqdm
 
+from spec_core.analysis import spec_bench
 from spec_core.analysis.peers import run_peer
 from spec_core.engine import Generation, prompt_ids
 from spec_core.errors import SpecScopeError
 from spec_core.guards import check_text
 from spec_core.jsonl import read_objects
 from spec_core.methods import parse_method, split_precision
+from spec_core.prompting import History
 from spec_core.session import first_divergence
-from spec_core.types import SamplingConfig
+from spec_core.types import RoundEvent, SamplingConfig
 
 COLUMNS = [
     "method",
@@ -46,6 +49,8 @@ COLUMNS = [
     "seed",
     "precision",
     "speedup_vs_best_ar",
+    "lookup_tokens",
+    "model_tokens",
 ]
 
 
@@ -58,9 +63,13 @@ def prompt_sets(root: Path) -> list[str]:
 
 
 def load_prompts(path: str | Path) -> list[dict]:
-    """Read a JSON-lines prompt file (``id``, ``category``, ``prompt`` per line)."""
+    """Read a JSON-lines prompt file (``id``, ``category``, ``prompt`` per line), or a Spec-Bench question file
+    (``question_id``, ``category``, ``turns``: :func:`spec_bench.to_prompts`, both turns of an MT-bench question)."""
+    objects = read_objects(path, "prompt file")
+    if spec_bench.is_question_row(objects[0][1]):
+        return spec_bench.to_prompts(spec_bench.check_questions(objects, Path(path).name))
     rows = []
-    for n, row in read_objects(path, "prompt file"):
+    for n, row in objects:
         if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
             raise SpecScopeError(f"prompt file {Path(path).name}, line {n}: needs a non-empty 'prompt' string")
         check_text(row["prompt"], f"prompt file {Path(path).name}, line {n}: the prompt")
@@ -75,14 +84,16 @@ def output_sha(token_ids) -> str:
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
-def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: SamplingConfig) -> dict:
-    """One generation of one method → a dict of raw measurements."""
+def run_once(
+    pair, method: str, prompt: str, max_new_tokens: int, sampling: SamplingConfig, history: History | None = None
+) -> dict:
+    """One generation of one method → a dict of raw measurements (``history``: earlier turns of a conversation)."""
     spec = parse_method(method)
     if spec.kind == "peer":
         res = run_peer(
             pair,
             method,
-            prompt_ids(pair, prompt),
+            prompt_ids(pair, prompt, history=history),
             max_new_tokens,
             sampling.temperature,
             sampling.top_p,
@@ -99,8 +110,11 @@ def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: Samp
             "draft_s": float("nan"),
             "verify_s": float("nan"),
             "new_tokens": n,
+            "lookup_tokens": float("nan"),
+            "model_tokens": float("nan"),
         }
-    r = Generation(pair, prompt, method, max_new_tokens, sampling, display=False).run()  # the method, not a viewer
+    # display=False: the method, not a viewer
+    r = Generation(pair, prompt, method, max_new_tokens, sampling, display=False, history=history).run()
     return {
         "token_ids": r.token_ids,
         "wall_s": r.stats.wall_s,
@@ -110,7 +124,22 @@ def run_once(pair, method: str, prompt: str, max_new_tokens: int, sampling: Samp
         "draft_s": sum(e.draft_s for e in r.events),
         "verify_s": sum(e.verify_s for e in r.events),
         "new_tokens": r.stats.new_tokens,
+        **accepted_by_source(r.events),
     }
+
+
+def accepted_by_source(events: Sequence[RoundEvent]) -> dict[str, int]:
+    """Accepted drafted tokens by who drafted them: ``lookup`` (copied from the text) or ``model`` (a network).
+    An event without ``draft_sources`` (read from an older file) counts every accepted token as ``model``."""
+    lookup = model = 0
+    for e in events:
+        sources = getattr(e, "draft_sources", ())[: e.accepted]
+        if not sources:
+            model += e.accepted
+            continue
+        lookup += sum(1 for s in sources if s == "lookup")
+        model += sum(1 for s in sources if s == "model")
+    return {"lookup_tokens": lookup, "model_tokens": model}
 
 
 def run_bench(
@@ -130,6 +159,8 @@ def run_bench(
     A method written ``NAME@PRECISION`` runs on ``pair_for(PRECISION)`` (the same pair at that arithmetic);
     bare names run on ``pair``. ``speedup_vs_ar`` is against the bare ``ar``; ``speedup_vs_best_ar`` against the
     fastest plain decoding of any precision in the run (every ``ar@…`` and ``ar``), prompt by prompt.
+    A prompt with a ``history`` (an MT-bench second turn) runs with it in the context; a missing answer in it is the target's
+    greedy ``ar`` output on ``pair``, generated once here, so every method sees the same context.
     """
     specs = {m: parse_method(m) for m in ["ar", *methods]}  # parsed once: kinds and precisions read below
     pairs = {None: pair}
@@ -151,6 +182,7 @@ def run_bench(
     if repeats < 1 or max_new_tokens < 1:
         raise SpecScopeError("repeats and max_new_tokens must be >= 1")
     sampling = SamplingConfig(temperature=temperature, seed=seed).validate()
+    prompts = spec_bench.answer_first_turns(pair, prompts, max_new_tokens)
     # a name for a lane already in the run (``ar@int8`` when the run's default is int8 is ``ar``) is measured once
     # and reported under both names: timing one computation twice and keeping the faster would flatter the yardstick
     lane_of: dict[tuple[int, str], str] = {}
@@ -158,13 +190,14 @@ def run_bench(
     lanes = [m for m in methods if same[m] == m]
     if warmup:  # first calls pay for allocations and lazy loads; measure none of them
         for m in lanes:
-            run_once(on[m], m, prompts[0]["prompt"], min(16, max_new_tokens), sampling)
+            run_once(on[m], m, prompts[0]["prompt"], min(16, max_new_tokens), sampling, prompts[0].get("history"))
     raw: dict[tuple[str, str], list[dict]] = {}
     bar = tqdm(total=repeats * len(prompts) * len(lanes), desc="bench", unit="run", disable=not progress)
     for _ in range(repeats):
         for p in prompts:
             for m in lanes:
-                raw.setdefault((m, p["id"]), []).append(run_once(on[m], m, p["prompt"], max_new_tokens, sampling))
+                run = run_once(on[m], m, p["prompt"], max_new_tokens, sampling, p.get("history"))
+                raw.setdefault((m, p["id"]), []).append(run)
                 bar.update(1)
     bar.close()
     for m in methods:
@@ -207,6 +240,8 @@ def run_bench(
                     "seed": seed,
                     "precision": on[m].precision,
                     "speedup_vs_best_ar": tps / best_ar,
+                    "lookup_tokens": first["lookup_tokens"],
+                    "model_tokens": first["model_tokens"],
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -3,6 +3,9 @@
 - ``hf-ar`` — ``model.generate`` (greedy or sampling).
 - ``hf-assisted:K`` — assisted generation (transformers' speculative decoding) with a constant window K.
 - ``hf-assisted-heuristic`` — the same with its ``heuristic`` schedule.
+- ``hf-lookup:K`` — its prompt lookup decoding (Saxena, 2023; the copy idea of LLMA, Yang et al., arXiv
+  2304.04487): up to K tokens a round copied from the text so far (prompt and output) after the first earlier
+  occurrence of its last 2 tokens (else its last token); no draft model.
 
 transformers can only run a standalone draft (an ordinary causal LM), so a pair whose default draft is
 feature-conditioned runs the peers with the shipped standalone draft (or the truncated fallback).
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from spec_core.errors import SpecScopeError
+
+LOOKUP_NGRAM = 2  # hf-lookup matches the last 2 tokens (transformers' default is 2 too; said here, not inherited)
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ def run_peer(
             "heuristic" if head.endswith("heuristic") else "constant"
         )
         kwargs["assistant_model"] = draft
+    elif head == "hf-lookup":
+        kwargs |= {"prompt_lookup_num_tokens": int(arg), "max_matching_ngram_size": LOOKUP_NGRAM}
     elif head != "hf-ar":
         raise SpecScopeError(f"unknown peer {method!r}")
     calls = [0]
@@ -75,13 +82,16 @@ def run_peer(
         ids = torch.tensor([prompt_ids], device=pair.device)
         eos = sorted(pair.eos_token_ids)
         t0 = time.perf_counter()
-        out = pair.target.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            eos_token_id=eos or None,
-            pad_token_id=eos[0] if eos else 0,
-            **kwargs,
-        )
+        try:
+            out = pair.target.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                eos_token_id=eos or None,
+                pad_token_id=eos[0] if eos else 0,
+                **kwargs,
+            )
+        except ValueError as err:  # transformers validates its generation settings with ValueError
+            raise SpecScopeError(f"transformers' generate refused {method!r}: {err}") from err
         if pair.device.type == "cuda":
             torch.cuda.synchronize(pair.device)
         wall = time.perf_counter() - t0

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from spec_core.analysis import spec_bench
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.live import LiveFrame
@@ -68,14 +69,16 @@ Records = Mapping[str, PromptRecord]  # prompt id → record, in prompt order
 def run_records(
     pair, prompts: Sequence[Mapping[str, str]], spec: MethodSpec, max_new_tokens: int, sampling: SamplingConfig
 ) -> Iterator[dict[str, PromptRecord]]:
-    """Run ``ar`` and ``spec`` on every prompt, one after the other; yield all records so far after each prompt."""
+    """Run ``ar`` and ``spec`` on every prompt, one after the other; yield all records so far after each prompt.
+    A row with a ``history`` (an MT-bench second turn) runs with its earlier turns in the context, the target's
+    greedy answers to them filled in (:func:`spec_bench.answer_first_turns`)."""
     methods = {"ar": parse_method("ar"), spec.name: spec}
     records: dict[str, PromptRecord] = {}
-    for row in prompts:
+    for row in spec_bench.answer_first_turns(pair, prompts, max_new_tokens):
         lanes = {}
         for name, method in methods.items():
             try:
-                run = Generation(pair, row["prompt"], method, max_new_tokens, sampling)
+                run = Generation(pair, row["prompt"], method, max_new_tokens, sampling, history=row.get("history"))
                 lanes[name] = tuple(run.rounds())
             except (SpecScopeError, ImportError, FileNotFoundError) as err:
                 raise SpecScopeError(f"prompt {row['id']!r}, {name}: {err}") from err
