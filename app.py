@@ -27,11 +27,11 @@ from ui.shared import N_VIEW_SLOTS, UI_MAX_NEW_TOKENS, lane_columns, shown_error
 from visuals import lens, live_page, menus, stepthrough, tokens, views
 from visuals.glossary import glossary_html
 from visuals.intro import intro_html
-from visuals.menus import EXAMPLES, live_method_choices
+from visuals.menus import EXAMPLE_LABELS, EXAMPLES, PRESETS, live_method_choices
 
 ROOT = Path(__file__).resolve().parent
 CSS_PATH = ROOT / "assets" / "app.css"
-DEFAULT_METHODS = ("pacer", "fixed:4", "ar")  # PACER (adaptive, trained) · fixed window · plain decoding
+DEFAULT_METHODS = PRESETS[0].methods  # the first task's: the hybrid draft · a fixed window · plain decoding
 N_LANES = 3  # methods side by side
 STEP_DELAY_S = 1.2  # pause between the steps of a slow replay
 
@@ -95,7 +95,12 @@ def live_tab(pairs: list[str]) -> LiveTab:
                 info=live_page.PRECISION_INFO,
             ),
         ]
-    gr.Examples(EXAMPLES, inputs=[prompt, *boxes], label="Examples")
+    gr.Examples(
+        EXAMPLES,
+        inputs=[prompt, *boxes],
+        label="Tasks (Spec-Bench's categories): why each accepts more or fewer drafts",
+        example_labels=EXAMPLE_LABELS,
+    )
     status = gr.Markdown(elem_id="status")
     with gr.Row():
         gr.HTML(tokens.legend_html())

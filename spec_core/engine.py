@@ -56,6 +56,7 @@ class Generation:
         chat: bool = True,
         should_stop: Callable[[], bool] | None = None,
         display: bool = True,
+        history: Sequence[tuple[str, str]] | None = None,  # earlier (user, assistant) turns before ``prompt``
     ):
         self.pair, self.sampling = pair, (sampling or SamplingConfig()).validate()
         self.spec: MethodSpec = method if isinstance(method, MethodSpec) else parse_method(method)
@@ -69,7 +70,7 @@ class Generation:
             raise SpecScopeError(
                 f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS_LIMIT}], got {max_new_tokens!r}"
             )
-        self.prompt_ids = prompt_ids(pair, prompt, chat)
+        self.prompt_ids = prompt_ids(pair, prompt, chat, history)
         limit = getattr(pair.target.config, "max_position_embeddings", 1 << 30)
         if len(self.prompt_ids) + max_new_tokens + DRAFT_OVERSHOOT > limit:
             raise SpecScopeError(
@@ -203,7 +204,7 @@ class Generation:
         """Step 1: chunks from the drafter while the policy asks for more (and the drafter has more to give)."""
         draft = RoundDraft()
         budget = self.max_new_tokens - len(self.new_tokens) - 1  # one token is the target's
-        while (n := policy.next_chunk(DraftSoFar(draft.tokens, draft.token_probs, draft.hidden, budget))) > 0:
+        while (n := policy.next_chunk(_so_far(draft, budget))) > 0:
             with clock.drafter():
                 chunk = drafter.propose(n, self.sampling, self.generator)
             if not chunk.tokens:
@@ -225,6 +226,11 @@ class Generation:
             events=tuple(self.events),
             stats=Stats.from_events(self.events, len(self.new_tokens), self.wall_s),
         )
+
+
+def _so_far(draft: RoundDraft, budget: int) -> DraftSoFar:
+    """What the draft-length policy sees of the round so far."""
+    return DraftSoFar(draft.tokens, draft.token_probs, draft.hidden, budget, draft.sources, draft.estimates)
 
 
 def _target_pass(target: CachedLM, draft: RoundDraft, ids: list[int], first: LMOutput | None) -> LMOutput:

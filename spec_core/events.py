@@ -158,6 +158,7 @@ class RoundRecorder:
             finished=finished,
             next_prob=next_value,
             tree=tree,
+            draft_sources=tuple(draft.sources[i] for i in line),
             draft_forwards=draft.forwards,
         )
 

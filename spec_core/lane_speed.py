@@ -139,7 +139,9 @@ def verdict_text(
             else ("even accepting every draft would not break even at this length")
         )
         verb = "but" if m < 1 else "and"
-        drafting = (width - 1) * profile.draft_ms / profile.step_ms
+        drafting_rounds = [e for e in events if e.draft_len]
+        forwards = sum(e.draft_forwards for e in drafting_rounds) / max(len(drafting_rounds), 1)
+        drafting = forwards * profile.draft_ms / profile.step_ms  # a copied (lookup) draft takes no forward
         why = (
             f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
             f"{price:.1f}× a plain step on this machine and drafting them {drafting:.1f}× more, so {need_text}"
@@ -148,7 +150,15 @@ def verdict_text(
         f"predicted {speed.predicted:.2f}×)." if speed.predicted is not None else "no prediction)."
     )
     gpu = f" On a GPU-like machine (a model) these rounds would give ≈ {speed.gpu_like:.1f}×." if speed.gpu_like else ""
-    text = head[0].upper() + head[1:] + why + "." + (busy if speed.busy else "") + gpu
+    copied = ""
+    if stats.copied_tokens:
+        copied = (
+            f" {stats.copied_tokens} of its {stats.accepted_tokens} kept drafts were copied from the prompt or the "
+            f"text so far (prompt lookup); the draft model drafted the rest."
+            if stats.copied_tokens < stats.accepted_tokens
+            else f" All {stats.accepted_tokens} kept drafts were copied from the prompt or the text (prompt lookup)."
+        )
+    text = head[0].upper() + head[1:] + why + "." + copied + (busy if speed.busy else "") + gpu
     return f"{lossy_note} {text}".strip() if lossy_note else text
 
 

@@ -20,13 +20,13 @@ from typing import Literal
 from spec_core.drafters import DRAFTERS, parse_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.policies import POLICIES, parse_policy
-from spec_core.rules import BLOCK_LOSSES
 from spec_core.types import PartSpec
 from spec_core.verifiers import VERIFIERS, parse_verifier
 
 DEFAULT_POLICY = "fixed:4"
+COSTED_POLICY = "cost"  # the length of a drafter that names no policy (lookup, hybrid): this machine's costs decide
 DEFAULT_VERIFIER = "lossless"
-PEERS = ("hf-ar", "hf-assisted", "hf-assisted-heuristic")
+PEERS = ("hf-ar", "hf-assisted", "hf-assisted-heuristic", "hf-lookup")
 MethodKind = Literal["ar", "speculative", "peer"]
 
 
@@ -66,10 +66,13 @@ def parse_method(name: str) -> MethodSpec:
         return MethodSpec(name, "ar", None, parse_verifier(DEFAULT_VERIFIER), parse_drafter("none"))
     if name.startswith("hf-"):
         head, _, arg = name.partition(":")
-        if head not in PEERS or (head == "hf-assisted") != bool(arg):
-            raise SpecScopeError(f"unknown peer {name!r}; use hf-ar, hf-assisted:K or hf-assisted-heuristic")
+        if head not in PEERS or (head in ("hf-assisted", "hf-lookup")) != bool(arg):  # K: tokens a round
+            raise SpecScopeError(
+                f"unknown peer {name!r}; use hf-ar, hf-assisted:K, hf-assisted-heuristic or hf-lookup:K "
+                "(K tokens a round, 1..64)"
+            )
         if arg and not (arg.isdigit() and 1 <= int(arg) <= 64):
-            raise SpecScopeError(f"hf-assisted:K needs 1 <= K <= 64, got {arg!r}")
+            raise SpecScopeError(f"{head}:K needs an integer 1 <= K <= 64, got {arg!r}")
         return MethodSpec(name, "peer")
     policy, verifier, drafter = None, None, None
     for part in name.split("+"):
@@ -81,13 +84,22 @@ def parse_method(name: str) -> MethodSpec:
         elif head in VERIFIERS and verifier is None:
             verifier = parse_verifier(part)
         else:
-            known = ["ar", *sorted(POLICIES), *sorted(VERIFIERS), "block:LOSS", "tree", *PEERS]
+            drafters = [f"{p}:LOSS" if p == "block" else p for p, cls in DRAFTERS.items() if cls.named]
+            known = ["ar", *sorted(POLICIES), *sorted(VERIFIERS), *drafters, *PEERS]
             raise SpecScopeError(
                 f"unknown method part {part!r} (or one given twice) in {name!r}; known: {', '.join(known)}"
             )
-    if drafter is not None and policy is not None:
+    if drafter is not None and policy is not None and DRAFTERS[drafter.family].own_length:
         raise SpecScopeError(f"{name!r}: a {drafter.family} drafter sets its own length; drop {policy.text!r}")
     verifier = verifier or parse_verifier(DEFAULT_VERIFIER)
+    if drafter is not None and not DRAFTERS[drafter.family].reads_draft_states:
+        for part, registry in ((policy, POLICIES), (verifier, VERIFIERS)):
+            if part is not None and getattr(registry[part.family], "reads_draft_states", False):
+                raise SpecScopeError(
+                    f"{name!r}: {part.family} reads a draft network's hidden states, and a {drafter.family} "
+                    f"draft copies tokens without one; try {drafter.text}, {drafter.text}+fixed:4 or "
+                    f"{drafter.text}+confidence:0.4"
+                )
     if drafter is not None and DRAFTERS[drafter.family].drafts_trees:
         if not getattr(VERIFIERS[verifier.family], "verifies_trees", False):
             raise SpecScopeError(
@@ -95,6 +107,8 @@ def parse_method(name: str) -> MethodSpec:
             )
     if drafter is None:
         drafter, policy = parse_drafter("default"), policy or parse_policy(DEFAULT_POLICY)
+    elif not DRAFTERS[drafter.family].own_length:
+        policy = policy or parse_policy(COSTED_POLICY)
     if verifier.family == "diversed":  # its head reads the drafter's states: the build checks it was trained on them
         verifier = replace(verifier, params=replace(verifier.params, drafter=drafter.text))
     return MethodSpec(name, "speculative", policy, verifier, drafter)
@@ -116,20 +130,20 @@ def split_methods(text: str) -> list[str]:
 
 
 def known_methods() -> list[str]:
-    """Examples of every family, for help texts and the UI."""
-    blocks = [f"block:{loss}" for loss in BLOCK_LOSSES[:3]]
-    return [
-        "ar",
-        "fixed:2",
-        "fixed:4",
-        "fixed:6",
-        "heuristic",
-        "confidence:0.4",
-        "pacer",
-        "fixed:4+static:0.7",
-        "fixed:4+diversed",
-        *blocks,
-        "tree",
-        *PEERS[:1],
-        "hf-assisted:4",
-    ]
+    """Examples of every family, for help texts and the UI: the registries' own ``examples`` (policies, then
+    verifiers, then named drafters), and the peers."""
+    parts = [*POLICIES.values(), *VERIFIERS.values(), *DRAFTERS.values()]
+    names = [name for cls in parts for name in getattr(cls, "examples", ())]
+    ar = [n for n in names if n == "ar"]
+    return [*ar, *[n for n in names if n != "ar"], *PEERS[:1], "hf-assisted:4"]
+
+
+def families() -> dict[str, str]:
+    """Method-part head → what that family does, in a sentence (the glossary's and the lane headers' text), from
+    the registries; ``ar`` is the empty drafter's."""
+    out = {"ar": DRAFTERS["none"].about}
+    for registry in (POLICIES, DRAFTERS, VERIFIERS):
+        for prefix, cls in registry.items():
+            if prefix not in ("none", "default", "lossless") and getattr(cls, "about", ""):
+                out.setdefault(prefix, cls.about)
+    return out

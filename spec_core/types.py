@@ -207,6 +207,8 @@ class RoundEvent:
     #   rollback, bookkeeping, this event): the engine's own work. The drafter's commit (its own work on the
     #   verified tokens, e.g. the feature draft's fusion of the target's features) counts as drafting.
     tree: TreeRound | None = None  # a round whose draft branched: the whole tree (None for a chain)
+    draft_sources: tuple[str, ...] = ()  # per entry of draft_tokens: "model" (a draft network) or "lookup" (copied
+    #   from the prompt or the text so far); () in an event read from an older file: every draft is "model"
     draft_forwards: int = -1  # the draft's forward passes this round: one per token for a chain drafted token by
     #   token, one for a block drafter's block, D for a tree of depth D (one batched pass per level), 0 for plain
     #   decoding. −1 (an event built by hand or read from an older file): one per drafted token, or the tree's D
@@ -249,6 +251,7 @@ class Stats:
     tau: float
     acceptance_rate: float  # α; 0 when nothing was drafted
     finished: bool  # the last round ended the generation (EOS or max_new_tokens)
+    copied_tokens: int = 0  # accepted drafts that a lookup copied from the text (the rest a draft network drafted)
 
     @classmethod
     def from_events(
@@ -276,6 +279,7 @@ class Stats:
             tau=new / forwards if forwards else 0.0,
             acceptance_rate=accepted / drafted if drafted else 0.0,
             finished=bool(events) and events[-1].finished,
+            copied_tokens=sum(e.draft_sources[: e.accepted].count("lookup") for e in events),
         )
 
     def as_dict(self) -> dict[str, Any]:

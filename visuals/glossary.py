@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from spec_core.methods import families
 from visuals.lossy import BADGE, is_lossy
 from visuals.views import method_heads
 
@@ -89,18 +90,6 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
 )
 
-FAMILIES = {
-    "ar": "plain decoding, the target alone (the baseline)",
-    "fixed": "a fixed draft window",
-    "heuristic": "an adaptive window (+2 / −1)",
-    "confidence": "drafts while the draft is confident",
-    "block": "a parallel block drafter",
-    "pacer": "adaptive length from a trained pre-verifier (PACER)",
-    "static": "lossy: verified against a fixed target/draft mix",
-    "lenient": "lossy: a lenient acceptance test",
-    "diversed": "lossy: a trained per-token target/draft mix (DIVERSED)",
-    "tree": "a token tree verified in one pass",
-}
 
 
 def glossary_html() -> str:
@@ -112,7 +101,8 @@ def glossary_html() -> str:
 def lane_header(method: str) -> str:
     """A lane's heading (markdown): the method (with a "lossy" badge when its text is not the target's), what
     its family does, and a link to the glossary."""
-    what = "; ".join(FAMILIES[h] for h in method_heads(method) if h in FAMILIES)
+    known = families()  # from the registries: a part added there is named here with no other edit
+    what = "; ".join(known[h] for h in method_heads(method) if h in known)
     lead = f"{html.escape(what)} · " if what else ""
     badge = f" {BADGE}" if is_lossy(method) else ""
     return f"### {method}{badge}\n<small>{lead}[what do these words mean?](#glossary)</small>"

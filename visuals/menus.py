@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +10,89 @@ from spec_core import guards
 from spec_core.methods import known_methods
 from visuals.style import token_css
 
-# the live tab's examples: prompt and three methods (the first row is what a new visitor sees)
-EXAMPLES = [
-    ["Explain in three sentences why the sky is blue.", "pacer", "fixed:4", "ar"],
-    ["Write a Python function that checks whether a number is prime.", "heuristic", "fixed:2", "ar"],
-    ["List five fruits, one per line.", "confidence:0.4", "fixed:4", "ar"],
-    ["What is the capital of France? Answer in one word.", "fixed:4+diversed", "fixed:4+static:0.7", "fixed:4"],
-]
+GETTYSBURG = (  # Abraham Lincoln, the Gettysburg Address (1863), public domain: its first two paragraphs
+    "Four score and seven years ago our fathers brought forth on this continent, a new nation, conceived in "
+    "Liberty, and dedicated to the proposition that all men are created equal. Now we are engaged in a great civil "
+    "war, testing whether that nation, or any nation so conceived and so dedicated, can long endure. We are met on "
+    "a great battle-field of that war. We have come to dedicate a portion of that field, as a final resting place "
+    "for those who here gave their lives that that nation might live. It is altogether fitting and proper that we "
+    "should do this."
+)
+PREAMBLE = (  # the Preamble of the Constitution of the United States (1787), public domain
+    "We the People of the United States, in Order to form a more perfect Union, establish Justice, insure domestic "
+    "Tranquility, provide for the common defence, promote the general Welfare, and secure the Blessings of Liberty "
+    "to ourselves and our Posterity, do ordain and establish this Constitution for the United States of America."
+)
+CODE = (  # a small function to edit: an edit copies most of its input
+    "def mean(values):\n    total = 0\n    for value in values:\n        total = total + value\n"
+    "    return total / len(values)"
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One of the live tab's tasks (Spec-Bench's categories, Xia et al. 2024, arXiv 2401.07851): a prompt, the
+    three methods it runs, and why the task accepts more or fewer drafts (the example's label)."""
+
+    task: str
+    why: str
+    prompt: str
+    methods: tuple[str, str, str]
+
+    @property
+    def label(self) -> str:
+        return f"{self.task}: {self.why}"
+
+
+# the first preset is what a new visitor sees: a task where copying pays, the hybrid beside a fixed window
+PRESETS = (
+    Preset(
+        "Summarize a passage",
+        "a summary reuses the passage's phrases, so copied drafts are often kept",
+        f"Summarize this passage in two sentences, quoting its key phrases.\n\n{GETTYSBURG}",
+        ("hybrid", "fixed:2", "ar"),
+    ),
+    Preset(
+        "Answer from a passage",
+        "the answer is in the passage: lookup copies it word for word",
+        f"{PREAMBLE}\n\nAccording to this passage, what are the six purposes of the Constitution? List them.",
+        ("lookup", "hybrid", "ar"),
+    ),
+    Preset(
+        "Edit code",
+        "an edit keeps most of the code: long copied runs",
+        f"Add type hints and a docstring to this Python function. Keep the code otherwise the same.\n\n{CODE}",
+        ("hybrid", "lookup", "ar"),
+    ),
+    Preset(
+        "Translate",  # a WMT14 German sentence from Spec-Bench's translation questions (Apache-2.0)
+        "few words to copy: only the draft model helps, and names and numbers copy",
+        "Translate German to English: Pfandhäuser boomen in Singapur , da die Krise in der Mittelschicht "
+        "angekommen ist",
+        ("hybrid", "fixed:2", "ar"),
+    ),
+    Preset(
+        "Math",  # a GSM8K question from Spec-Bench's math reasoning questions (Apache-2.0)
+        "a worked answer repeats the question's numbers and its own steps",
+        "Jen decides to travel to 3 different countries. He has to pay $400 for the supplies he needs, in total. "
+        "The tickets for travel cost, in total, 50% more than the supplies. How much does travel cost?",
+        ("hybrid", "pacer", "ar"),
+    ),
+    Preset(
+        "Chat",
+        "open-ended text: nothing to copy, the draft model alone decides",
+        "Explain in three sentences why the sky is blue.",
+        ("pacer", "fixed:4", "ar"),
+    ),
+    Preset(
+        "Lossy verification",
+        "DIVERSED and a static mix keep more drafts by giving up the target's exact text",
+        "What is the capital of France? Answer in one word.",
+        ("fixed:4+diversed", "fixed:4+static:0.7", "fixed:4"),
+    ),
+)
+EXAMPLES = [[p.prompt, *p.methods] for p in PRESETS]  # the live tab's examples: prompt and three methods
+EXAMPLE_LABELS = [p.label for p in PRESETS]
 
 
 def live_method_choices() -> list[str]:

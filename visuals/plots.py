@@ -113,11 +113,28 @@ def acceptance_by_position(events: Sequence[RoundEvent]) -> tuple[list[int], lis
     return positions, rates, counts
 
 
+SOURCE_NAMES = {"lookup": "copied", "model": "draft model"}
+
+
+def round_source(event: RoundEvent) -> str:
+    """Where a round's drafts came from: "lookup" (copied from the text) or "model" (one source a round)."""
+    return event.draft_sources[0] if event.draft_sources else "model"
+
+
 def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:
     """Acceptance rate of the draft at each position of the window (conditional on being drafted)."""
     fig = go.Figure()
     spec = drafting_lanes(lanes)
-    for i, (method, events) in enumerate(spec.items()):
+    series = []  # a lane whose rounds drew on both sources (hybrid) gets one series per source
+    for method, events in spec.items():
+        sources = {round_source(e) for e in events if e.draft_len}
+        if len(sources) > 1:
+            series += [
+                (f"{method} · {SOURCE_NAMES[s]}", [e for e in events if round_source(e) == s]) for s in sorted(sources)
+            ]
+        else:
+            series.append((method, events))
+    for i, (method, events) in enumerate(series):
         colour, dash, marker = series_style(i)
         pos, rates, counts = acceptance_by_position(events)
         fig.add_trace(

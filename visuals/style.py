@@ -70,6 +70,8 @@ def token_css() -> str:
         else:
             rules.append(f".tok-{kind} {{ background: {tint(colour)}; border-bottom: 2px {underline} {colour}; }}")
     rules.append(".tok-special { font-size: 0.75em; color: #555; border: 1px solid #999; border-radius: 3px; }")
+    # a draft copied from the text (prompt lookup) rather than drafted by a network: a sky overline, on any kind
+    rules.append(f".tok-copied {{ box-shadow: inset 0 3px 0 {OKABE_ITO['sky']}; }}")
     rules.append(f".tok-diverge {{ outline: 2px solid {OKABE_ITO['black']}; outline-offset: 1px; }}")
     rules.append(".tok-diverge::before { content: '◆'; font-size: 0.7em; vertical-align: super; }")
     return "\n".join(rules) + "\n"

@@ -43,6 +43,7 @@ class TokenSpan:
     discarded: bool = False  # a draft after the round's first rejection: never checked on its own
     notes: tuple[str, ...] = ()  # what a method's own parts said of this token (PACER's â, DIVERSED's w_t, ν(x))
     why: str = ""  # the rule that decided it, in a sentence (visuals.reasons); "" when the temperature is unknown
+    source: str = ""  # a draft's origin: "model" (a draft network) or "lookup" (copied from the text); "" otherwise
 
     @property
     def emitted(self) -> bool:
@@ -94,6 +95,7 @@ def _draft_span(e: RoundEvent, i: int, kind: str, temperature: float | None = No
         accept,
         discarded,
         _part_notes(e, i),
+        source=e.draft_sources[i] if i < len(e.draft_sources) else "model",
     )
     return _with_reason(span, e, temperature)
 
@@ -145,7 +147,11 @@ def hover_lines(span: TokenSpan) -> list[tuple[str, str]]:
     lines = [("head", f"{what} · {where}"), ("", f"token {span.text!r}")]
     if span.why:
         lines.append(("why", span.why))
-    if span.p is not None and span.q is not None:
+    if span.source == "lookup":
+        lines.append(("", "copied: it followed the same words earlier in the prompt or the text (prompt lookup)"))
+        if span.p is not None:
+            lines.append(("", f"p(x) = {prob_text(span.p)} (target) · q(x) = 1 (a copied token is certain)"))
+    elif span.p is not None and span.q is not None:
         lines.append(("", f"p(x) = {prob_text(span.p)} (target) · q(x) = {prob_text(span.q)} (draft)"))
     elif span.p is not None:
         lines.append(("", f"p(x) = {prob_text(span.p)} (the target's probability of its own token)"))
@@ -191,6 +197,7 @@ def span_html(span: TokenSpan, tip: str | None = None, extra_class: str = "", at
     """
     tip = tip_html(hover_lines(span)) if tip is None else tip
     classes = f"tok tok-{span.kind}" + (" tok-special" if is_special(span.text) else "") + extra_class
+    classes += " tok-copied" if span.source == "lookup" else ""
     focus = ' tabindex="-1"' if tip else ""
     return (
         f'<span class="{classes}" data-kind="{span.kind}" data-round="{span.round}"{attrs}{focus}>'
@@ -231,6 +238,8 @@ def legend_html() -> str:
     items = []
     for kind, (_, label, _) in TOKEN_STYLE.items():
         items.append(span_html(TokenSpan(kind, kind, 0, 0), tip="") + f" {html.escape(label)}")
+    copied = span_html(TokenSpan("copied", "accepted", 0, 0, source="lookup"), tip="")
+    items.append(copied + " a draft copied from the text (prompt lookup), not drafted by the model")
     diverge = span_html(TokenSpan("first divergence", "target", 0, 0), tip="", extra_class=" tok-diverge")
     items.append(diverge + " where a lane first parts from ar (hover it)")
     return '<div class="spec-legend">' + " &nbsp; ".join(items) + "</div>"

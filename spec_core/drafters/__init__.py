@@ -4,12 +4,17 @@
 - :mod:`.feature` — EAGLE-style, on the target's features (networks in :mod:`.networks`, assets in :mod:`.assets`);
 - :mod:`.block` — DFlash-style parallel block drafter (network, runtime and assets apart);
 - :mod:`.tree` — EAGLE-2's dynamic token tree, on the feature or the standalone draft;
+- :mod:`.lookup` — prompt lookup (n-gram) drafts, and the hybrid of lookup and the pair's draft;
 - :class:`~.base.NoDrafter` — proposes nothing (plain decoding).
 
 A family is a class with ``prefix``, ``parse(arg) -> params`` (pure: validates a method part, loads nothing) and
 ``build(params, pair) -> drafter``, as for policies and verifiers. ``named`` says whether a method names it
 (``block:LOSS``, ``tree:...``); the pair's own draft and the empty drafter are implied by the method.
 ``drafts_trees`` says whether its drafts branch, so that only a verifier that ``verifies_trees`` is paired with it.
+``own_length`` says whether it sets its own draft length (a block, a tree, nothing) or a policy does (``cost`` when
+the method names none); ``reads_draft_states`` whether its drafts carry a draft network's states for a learned
+policy or verifier to read. ``about`` is the glossary's sentence and ``examples`` the names offered in menus: the
+method list, the glossary and the menus derive from this registry, so a new drafter is one class and one line.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
+from spec_core.drafters.lookup import HybridDraft, LookupDraft
 from spec_core.drafters.tree import TreeShape, make_tree_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.rules import BLOCK_LOSSES
@@ -31,6 +37,10 @@ class PairDraft:
     prefix: ClassVar[str] = "default"
     named: ClassVar[bool] = False
     drafts_trees: ClassVar[bool] = False
+    own_length: ClassVar[bool] = False
+    reads_draft_states: ClassVar[bool] = True
+    about: ClassVar[str] = "the pair's draft model"
+    examples: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def parse(cls, arg: str | None) -> None:
@@ -56,6 +66,10 @@ class BlockDraft:
     prefix: ClassVar[str] = "block"
     named: ClassVar[bool] = True
     drafts_trees: ClassVar[bool] = False
+    own_length: ClassVar[bool] = True
+    reads_draft_states: ClassVar[bool] = True
+    about: ClassVar[str] = "a parallel block drafter"
+    examples: ClassVar[tuple[str, ...]] = tuple(f"block:{loss}" for loss in BLOCK_LOSSES[:3])
 
     @classmethod
     def parse(cls, arg: str | None) -> str:
@@ -76,6 +90,10 @@ class TreeDraft:
     prefix: ClassVar[str] = "tree"
     named: ClassVar[bool] = True
     drafts_trees: ClassVar[bool] = True
+    own_length: ClassVar[bool] = True
+    reads_draft_states: ClassVar[bool] = True
+    about: ClassVar[str] = "a token tree verified in one pass"
+    examples: ClassVar[tuple[str, ...]] = ("tree",)
 
     @classmethod
     def parse(cls, arg: str | None) -> TreeShape:
@@ -86,7 +104,9 @@ class TreeDraft:
         return make_tree_drafter(pair, shape)
 
 
-DRAFTERS: dict[str, type] = {cls.prefix: cls for cls in (PairDraft, NoDrafter, BlockDraft, TreeDraft)}
+DRAFTERS: dict[str, type] = {
+    cls.prefix: cls for cls in (PairDraft, NoDrafter, BlockDraft, TreeDraft, LookupDraft, HybridDraft)
+}
 
 
 def parse_drafter(text: str) -> PartSpec:

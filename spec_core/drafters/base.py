@@ -43,6 +43,9 @@ class DraftChunk:
     forwards: int  # draft forward passes this chunk took (one per token for a chain, one for a block, D for a tree)
     parents: list[int] | None = None  # [n] a tree: the node each token follows within this chunk (−1: what the
     #   round drafted before it, or the pending token), parents first, siblings most valuable first; None: a chain
+    source: str = "model"  # where the tokens came from: "model" (a draft network) or "lookup" (copied from the text)
+    estimates: list[float] | None = None  # [n] the drafter's own estimate that each token is kept given the ones
+    #   before it were (a lookup draft's match evidence); None: its probability ``token_probs`` stands in
 
 
 class Drafter(Protocol):
@@ -64,6 +67,10 @@ class NoDrafter:
     prefix: ClassVar[str] = "none"
     named: ClassVar[bool] = False  # implied by the method ``ar``
     drafts_trees: ClassVar[bool] = False
+    own_length: ClassVar[bool] = True
+    reads_draft_states: ClassVar[bool] = True
+    about: ClassVar[str] = "plain decoding, the target alone (the baseline)"
+    examples: ClassVar[tuple[str, ...]] = ("ar",)
     target_layers: tuple[int, ...] = ()
     needs_target_hidden = False
     block_len = 0  # sets its own length: no draft at all
@@ -114,6 +121,8 @@ class RoundDraft:
         self.sampled: list[torch.Tensor] = []  # the chunks' q rows ([n, V] each), when tokens were sampled
         self.parents: list[int] | None = None  # [γ] −1 = the pending token; None: a chain
         self.forwards = 0  # the draft's forward passes
+        self.sources: list[str] = []  # [γ] "model" or "lookup"
+        self.estimates: list[float] = []  # [γ] the drafter's estimate that each token is kept (given its prefix)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -127,6 +136,8 @@ class RoundDraft:
             self.parents += [n - 1 if p < 0 else n + p for p in own]
         self.tokens += chunk.tokens
         self.token_probs += chunk.token_probs
+        self.sources += [chunk.source] * len(chunk.tokens)
+        self.estimates += chunk.estimates if chunk.estimates is not None else chunk.token_probs
         self.hidden += chunk.hidden
         self.logits += chunk.logits
         if chunk.probs is not None:

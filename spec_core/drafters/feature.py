@@ -74,6 +74,11 @@ class FeatureDrafter:
             logits.append(row)
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 
+    def follow(self, tokens: Sequence[int]) -> None:
+        """This round's drafts came from elsewhere (a lookup, :mod:`.lookup`): take them as drafted here, so that
+        :meth:`commit` keeps what the target accepts (their states come from the target's pass then)."""
+        self.ids += tokens
+
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         start = self.round_start - 1  # position of the round's last verified token
         valid_pairs = start  # pairs 1..start were built from verified features only

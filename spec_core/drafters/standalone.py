@@ -38,6 +38,11 @@ class StandaloneDrafter:
             logits.append(out.logits[-1])
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 
+    def follow(self, tokens: Sequence[int]) -> None:
+        """This round's drafts came from elsewhere (a lookup, :mod:`.lookup`): take them as drafted here, so that
+        :meth:`commit` keeps what the target accepts (their states come from the target's pass then)."""
+        self.ids += tokens
+
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
         self.lm.crop(min(self.lm.length, len(self.ids) - 1))

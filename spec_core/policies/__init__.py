@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from spec_core.policies.base import DraftLengthPolicy, DraftSoFar
 from spec_core.policies.confidence import ConfidenceLength
+from spec_core.policies.cost import CostLength
 from spec_core.policies.fixed import FixedLength, HeuristicLength, own_length
 from spec_core.policies.pacer import PacerLength
 from spec_core.types import PartSpec
 
 __all__ = ["POLICIES", "DraftLengthPolicy", "DraftSoFar", "make_policy", "own_length", "parse_policy"]
 
-POLICIES: dict[str, type] = {cls.prefix: cls for cls in (FixedLength, HeuristicLength, ConfidenceLength, PacerLength)}
+POLICIES: dict[str, type] = {
+    cls.prefix: cls for cls in (FixedLength, HeuristicLength, ConfidenceLength, PacerLength, CostLength)
+}
 
 
 def parse_policy(text: str) -> PartSpec:

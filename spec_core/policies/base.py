@@ -28,6 +28,14 @@ class DraftSoFar:
     token_probs: list[float]  # the draft's own (temperature-1) probability of each drafted token
     hidden: list[torch.Tensor]  # the draft's hidden state per drafted token, [H_d] each (learned policies read it)
     budget: int  # tokens still allowed this round (max_new_tokens − generated − 1 for the target's token)
+    sources: list[str] | None = None  # [γ] "model" (a draft network: one forward each) or "lookup" (copied: free)
+    estimates: list[float] | None = None  # [γ] the drafter's estimate that each token is kept given the ones
+    #   before it were; None: ``token_probs`` stands in
+
+    @property
+    def keep_estimates(self) -> list[float]:
+        """[γ] P(x_i kept | x_1..x_{i−1} kept) as the drafter estimates it (its probability where it has no other)."""
+        return list(self.estimates) if self.estimates is not None else list(self.token_probs)
 
 
 class DraftLengthPolicy(Protocol):

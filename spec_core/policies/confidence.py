@@ -14,6 +14,8 @@ class ConfidenceLength:
     """Stop when the draft's probability of its last token is under ``threshold`` (or at ``max_len``)."""
 
     prefix: ClassVar[str] = "confidence"
+    about: ClassVar[str] = "drafts while the draft is confident"
+    examples: ClassVar[tuple[str, ...]] = ("confidence:0.4",)
 
     def __init__(self, threshold: float = 0.4, max_len: int = 16):
         self.threshold, self.max_len = threshold, max_len

@@ -27,6 +27,8 @@ class FixedLength:
     """Draft exactly K tokens per round (the fixed-window baseline)."""
 
     prefix: ClassVar[str] = "fixed"
+    about: ClassVar[str] = "a fixed draft window"
+    examples: ClassVar[tuple[str, ...]] = ("fixed:2", "fixed:4", "fixed:6")
 
     def __init__(self, k: int):
         self.k, self.name, self.stop_reason = _window(k, "fixed:K"), f"fixed:{k}", ""
@@ -58,6 +60,8 @@ class HeuristicLength(FixedLength):
     """transformers' heuristic schedule: K starts at 5, +2 when all drafts pass, else −1 (floor 1)."""
 
     prefix: ClassVar[str] = "heuristic"
+    about: ClassVar[str] = "an adaptive window (+2 / −1)"
+    examples: ClassVar[tuple[str, ...]] = ("heuristic",)
 
     def __init__(self, start: int = 5):
         super().__init__(_window(start, "heuristic:START"))

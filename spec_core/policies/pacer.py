@@ -130,6 +130,9 @@ class PacerLength:
     """
 
     prefix: ClassVar[str] = "pacer"
+    reads_draft_states: ClassVar[bool] = True  # its pre-verifier reads the draft's hidden states
+    about: ClassVar[str] = "adaptive length from a trained pre-verifier (PACER)"
+    examples: ClassVar[tuple[str, ...]] = ("pacer",)
 
     def __init__(
         self, params: PacerParams, head, head_name: str = "", embed=None, threshold_note: str = "", precision: str = ""

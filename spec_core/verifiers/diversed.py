@@ -44,6 +44,9 @@ class DiversedVerifier(EnsembleVerifier):
     """``diversed`` / ``diversed:head=NAME,t0=onehot``: w_t from the ensemble head, per drafted token."""
 
     prefix: ClassVar[str] = "diversed"
+    reads_draft_states: ClassVar[bool] = True  # its ensemble head reads the draft's hidden states
+    about: ClassVar[str] = "lossy: a trained per-token target/draft mix (DIVERSED)"
+    examples: ClassVar[tuple[str, ...]] = ("fixed:4+diversed",)
     needs_target_hidden = True
 
     def __init__(

@@ -34,6 +34,8 @@ class LenientVerifier:
     """``lenient:L`` or ``lenient:L,t0=onehot``."""
 
     prefix: ClassVar[str] = "lenient"
+    about: ClassVar[str] = "lossy: a lenient acceptance test"
+    examples: ClassVar[tuple[str, ...]] = ()
     lossless = False
     needs_target_hidden = False
 

@@ -22,6 +22,8 @@ class LosslessVerifier:
     """Standard speculative sampling; greedy at temperature 0 (accept while x_i == argmax p_i)."""
 
     prefix: ClassVar[str] = "lossless"
+    about: ClassVar[str] = "the lossless rule: the target's own text"
+    examples: ClassVar[tuple[str, ...]] = ()
     lossless = True
     needs_target_hidden = False
     verifies_trees = True

@@ -109,6 +109,8 @@ class StaticVerifier(EnsembleVerifier):
     """``static:W`` (W ∈ [0, 1]) or ``static:W,t0=onehot``."""
 
     prefix: ClassVar[str] = "static"
+    about: ClassVar[str] = "lossy: verified against a fixed target/draft mix"
+    examples: ClassVar[tuple[str, ...]] = ("fixed:4+static:0.7",)
 
     def __init__(self, params: StaticParams):
         self.weight, self.t0 = params.weight, params.t0

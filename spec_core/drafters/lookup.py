@@ -1,0 +1,313 @@
+"""Drafts that need no training: prompt lookup, and prompt lookup with the pair's draft where nothing matches.
+
+- ``lookup`` — prompt lookup decoding (Saxena 2023, "Prompt Lookup Decoding"; transformers'
+  ``prompt_lookup_num_tokens``, vLLM's ``ngram`` proposer, llama.cpp's n-gram modes): match the last n tokens of
+  the text (``max`` down to ``min``) against the prompt and everything verified so far, and propose what followed
+  the match, up to ``k`` tokens. Spec-Bench (Xia et al. 2024, arXiv 2401.07851) finds it strongest where the
+  answer copies its input: summarization and retrieval-augmented QA.
+- ``hybrid`` — the lookup where it matches well enough, else the pair's own draft network, one source per round
+  (as SAM-Decoding, Hu et al. 2024, arXiv 2411.10666, combines its suffix automaton with EAGLE).
+
+A lookup draft is deterministic: q is a point mass on the copied token, so the lossless rule keeps the target's
+distribution when sampling (it accepts x with probability p(x) and otherwise samples the residual p without x).
+
+The index is kept incrementally (:class:`NgramIndex`): each verified token adds its n-grams once, so a round's
+match is a few dictionary look-ups, never a scan of the context. Each drafted token carries the drafter's
+*estimate* that it is kept, learned as the generation goes from the match's own evidence (the n-gram's length,
+whether its continuation recurred, the position in the copied run): the ``cost`` policy turns these into a draft
+length with this machine's pass costs (:mod:`spec_core.policies.cost`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from spec_core.cached_lm import LMOutput
+from spec_core.cost_model import CostProfile
+from spec_core.drafters.base import DraftChunk, Drafter
+from spec_core.errors import SpecScopeError
+from spec_core.types import SamplingConfig
+
+MAX_NGRAM = 8
+MAX_K = 32
+VOTERS = 16  # the most recent occurrences of an n-gram that vote on its continuation
+PRIOR_FIRST, PRIOR_NEXT, PRIOR_WEIGHT = 0.4, 0.7, 4.0  # a fresh text's guess: the first copied token is kept 40%
+#   of the time, each next one (once the one before was kept) 70%, worth 4 rounds of evidence; the generation's own
+#   rounds take over within a few rounds (docs/ALGORITHMS.md §5)
+
+
+@dataclass(frozen=True)
+class LookupParams:
+    """``lookup:min=1,max=3,k=8``: n-grams of ``min``..``max`` tokens are matched, up to ``k`` tokens copied."""
+
+    min_n: int = 1
+    max_n: int = 3
+    k: int = 8
+
+    @classmethod
+    def parse(cls, arg: str | None, what: str) -> LookupParams:
+        values = {"min": cls.min_n, "max": cls.max_n, "k": cls.k}
+        for piece in (p.strip() for p in (arg or "").split(",")):
+            if not piece:
+                continue
+            key, eq, value = piece.partition("=")
+            if not eq or key.strip() not in values or not value.strip().isdigit():
+                raise SpecScopeError(
+                    f"{what}: settings are min=N, max=N, k=N (e.g. {what}:min=1,max=3,k=8); got {piece!r}"
+                )
+            values[key.strip()] = int(value)
+        params = cls(values["min"], values["max"], values["k"])
+        if not 1 <= params.min_n <= params.max_n <= MAX_NGRAM:
+            raise SpecScopeError(
+                f"{what}: needs 1 <= min <= max <= {MAX_NGRAM}, got min={params.min_n}, max={params.max_n}"
+            )
+        if not 1 <= params.k <= MAX_K:
+            raise SpecScopeError(f"{what}: needs 1 <= k <= {MAX_K}, got k={params.k}")
+        return params
+
+
+class NgramIndex:
+    """Every n-gram (n in ``min_n..max_n``) of a growing text → the positions that followed it, kept as tokens
+    arrive (``extend``): a match costs one dictionary look-up per n, whatever the context's length."""
+
+    def __init__(self, min_n: int, max_n: int):
+        self.min_n, self.max_n = min_n, max_n
+        self.ids: list[int] = []
+        self.after: dict[tuple[int, ...], list[int]] = {}  # n-gram → positions p with ids[p − n : p] == n-gram
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        ids, after = self.ids, self.after
+        for t in tokens:
+            ids.append(int(t))
+            end = len(ids)
+            for n in range(self.min_n, min(self.max_n, end) + 1):
+                after.setdefault(tuple(ids[end - n : end]), []).append(end)
+
+    def match(self) -> tuple[int, int, bool] | None:
+        """The longest n-gram ending the text that occurred before: (n, where its chosen continuation starts,
+        whether that continuation followed it more than once), or None. The continuation is the one most of its
+        last :data:`VOTERS` occurrences agree on, the most recent among equals."""
+        end = len(self.ids)
+        for n in range(min(self.max_n, end), self.min_n - 1, -1):
+            seen = self.after.get(tuple(self.ids[end - n : end]), ())
+            starts = [p for p in seen[-VOTERS - 1 :] if p < end]  # the text's own end is no match
+            if not starts:
+                continue
+            votes = Counter(self.ids[p] for p in starts)
+            best = max(votes.values())
+            start = next(p for p in reversed(starts) if votes[self.ids[p]] == best)
+            return n, start, best > 1
+        return None
+
+
+class KeepEstimates:
+    """P(a copied token is kept | the copied ones before it were), by (n, position in the run, recurred), learned
+    from this generation's rounds and shrunk towards the coarser bucket (position alone), then the prior."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple, list[float]] = {}  # bucket → [kept, tried]
+
+    @staticmethod
+    def _buckets(n: int, depth: int, recurred: bool) -> tuple[tuple, tuple]:
+        d = min(depth, 4)
+        return (n, d, recurred), (d,)
+
+    def estimate(self, n: int, depth: int, recurred: bool) -> float:
+        fine, coarse = self._buckets(n, depth, recurred)
+        prior = PRIOR_FIRST if depth == 1 else PRIOR_NEXT
+        kept, tried = self.counts.get(coarse, (0.0, 0.0))
+        mean = (kept + PRIOR_WEIGHT * prior) / (tried + PRIOR_WEIGHT)
+        kept, tried = self.counts.get(fine, (0.0, 0.0))
+        return (kept + PRIOR_WEIGHT * mean) / (tried + PRIOR_WEIGHT)
+
+    def update(self, n: int, drafted: int, accepted: int, recurred: bool) -> None:
+        for depth in range(1, min(drafted, accepted + 1) + 1):  # tried: every copied token up to the first rejected
+            for bucket in self._buckets(n, depth, recurred):
+                row = self.counts.setdefault(bucket, [0.0, 0.0])
+                row[0] += depth <= accepted
+                row[1] += 1
+
+
+class LookupDrafter:
+    """Prompt lookup: copies what followed the longest recent match of the text's last n tokens."""
+
+    target_layers: tuple[int, ...] = ()
+    needs_target_hidden = False
+
+    def __init__(self, params: LookupParams, vocab_size: int, device: torch.device):
+        self.params, self.vocab, self.device = params, vocab_size, device
+        self.index = NgramIndex(params.min_n, params.max_n)
+        self.estimates = KeepEstimates()
+        self._round: tuple[int, int, bool] | None = None  # (n, next position to copy, recurred) of this round's match
+        self.drafted: list[int] = []  # this round's copied tokens
+        self._searched = False  # whether this round looked for its match yet
+
+    def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
+        self.index = NgramIndex(self.params.min_n, self.params.max_n)
+        self.index.extend(prompt_ids)
+        self.estimates = KeepEstimates()
+        self._round, self.drafted, self._searched = None, [], False
+
+    def has_match(self) -> bool:
+        """Whether this round can copy anything (searches once a round)."""
+        if not self._searched:
+            self._searched, self._round = True, self.index.match()
+        return self._round is not None
+
+    def run_estimates(self) -> list[float]:
+        """This round's copy as it stands: the estimate for each token it could still copy (``[]``: no match)."""
+        if not self.has_match():
+            return []
+        n, at, recurred = self._round
+        room = min(self.params.k - len(self.drafted), len(self.index.ids) - at)
+        first = len(self.drafted) + 1
+        return [self.estimates.estimate(n, first + i, recurred) for i in range(max(room, 0))]
+
+    def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
+        tokens: list[int] = []
+        if self.has_match():
+            size, at, recurred = self._round
+            ids = self.index.ids
+            room = min(n, self.params.k - len(self.drafted), len(ids) - at)
+            tokens = ids[at : at + max(room, 0)]
+            self._round = (size, at + len(tokens), recurred)
+        first = len(self.drafted) + 1
+        self.drafted += tokens
+        size, _, recurred = self._round or (0, 0, False)
+        estimates = [self.estimates.estimate(size, first + i, recurred) for i in range(len(tokens))]
+        return self.chunk(tokens, sampling, estimates)
+
+    def chunk(self, tokens: list[int], sampling: SamplingConfig, estimates: list[float]) -> DraftChunk:
+        """Copied tokens as a chunk: q a point mass on each (its logits row −1e9 but there), no draft forward."""
+        rows = torch.full((len(tokens), self.vocab), -1e9, device=self.device)
+        if tokens:
+            rows[torch.arange(len(tokens)), torch.tensor(tokens, device=self.device)] = 0.0
+        probs = None if sampling.greedy else (rows == 0.0).float()
+        hidden = [torch.zeros(1, device=self.device)] * len(tokens)
+        return DraftChunk(tokens, probs, [1.0] * len(tokens), hidden, list(rows), 0, None, "lookup", estimates)
+
+    def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
+        if self.drafted and self._round is not None:
+            self.estimates.update(self._round[0], len(self.drafted), accepted, self._round[2])
+        self.end_round([*self.drafted[:accepted], next_token])
+
+    def end_round(self, kept: Sequence[int]) -> None:
+        """The round's verified tokens (kept drafts, whoever drafted them, and the target's token) join the index."""
+        self.index.extend(kept)
+        self._round, self.drafted, self._searched = None, [], False
+
+
+class HybridDrafter:
+    """The lookup where a copied round promises more tokens per millisecond than the draft network's rounds have
+    been giving, else the network; one source per round. Both are priced by the one cost model: the copy at its
+    tokens' estimates (:meth:`LookupDrafter.run_estimates`) and its best length, the network at its record in this
+    generation (tokens a round over the round's price), from a prior of :data:`PRIOR_FIRST` kept first tokens.
+    The network follows every round's tokens (``follow``), so its cache and features stay the verified text's."""
+
+    def __init__(self, lookup: LookupDrafter, model: Drafter, profile: CostProfile):
+        self.lookup, self.model, self.profile = lookup, model, profile
+        self.target_layers = model.target_layers
+        self.needs_target_hidden = model.needs_target_hidden
+        self.source: str | None = None  # this round's
+        self.drafted: list[int] = []  # this round's drafts, from either source
+        self.forwards = 0  # this round's draft forwards
+        self.model_record = self._prior()  # the network's rounds: [tokens, ms]
+
+    def _prior(self) -> list[float]:
+        """The network's record before any round: PRIOR_WEIGHT rounds of one draft kept with PRIOR_FIRST."""
+        return [PRIOR_WEIGHT * (1 + PRIOR_FIRST), PRIOR_WEIGHT * float(self.profile.round_ms(2, 1))]
+
+    def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
+        self.lookup.reset(prompt_ids, prefill)
+        self.model.reset(prompt_ids, prefill)
+        self.source, self.drafted, self.forwards = None, [], 0
+        self.model_record = self._prior()
+
+    def copy_value(self) -> float:
+        """Tokens per millisecond of this round's copy at its best length (0 without a match)."""
+        kept = np.cumprod(self.lookup.run_estimates())
+        if not len(kept):
+            return 0.0
+        lengths = np.arange(1, len(kept) + 1)
+        return float(((1 + np.cumsum(kept)) / self.profile.round_ms(lengths + 1, 0)).max())
+
+    def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
+        if self.source is None:
+            network = self.model_record[0] / self.model_record[1]
+            self.source = "lookup" if self.copy_value() >= network else "model"
+        if self.source == "lookup":
+            chunk = self.lookup.propose(n, sampling, generator)
+            self.model.follow(chunk.tokens)
+        else:
+            chunk = self.model.propose(n, sampling, generator)
+        self.drafted += chunk.tokens
+        self.forwards += chunk.forwards
+        return chunk
+
+    def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
+        if self.source == "lookup":
+            self.lookup.commit(accepted, next_token, verified, path)
+        else:
+            if self.drafted:
+                self.model_record[0] += accepted + 1
+                self.model_record[1] += float(self.profile.round_ms(len(self.drafted) + 1, self.forwards))
+            self.lookup.end_round([*self.drafted[:accepted], next_token])  # the index learns the network's text too
+        self.model.commit(accepted, next_token, verified, path)
+        self.source, self.drafted, self.forwards = None, [], 0
+
+
+def _vocab(pair) -> int:
+    return int(pair.target.get_output_embeddings().weight.shape[0])
+
+
+class LookupDraft:
+    """``lookup`` or ``lookup:min=1,max=3,k=8`` — prompt lookup (n-gram) drafting; no draft network."""
+
+    prefix: ClassVar[str] = "lookup"
+    named: ClassVar[bool] = True
+    drafts_trees: ClassVar[bool] = False
+    own_length: ClassVar[bool] = False  # a draft-length policy sets its length (``cost`` unless one is named)
+    reads_draft_states: ClassVar[bool] = False  # no draft network: no hidden state for a learned head to read
+    about: ClassVar[str] = "copies what followed the same words earlier in the prompt or the text (prompt lookup)"
+    examples: ClassVar[tuple[str, ...]] = ("lookup",)
+
+    @classmethod
+    def parse(cls, arg: str | None) -> LookupParams:
+        return LookupParams.parse(arg, cls.prefix)
+
+    @classmethod
+    def build(cls, params: LookupParams, pair) -> Drafter:
+        return LookupDrafter(params, _vocab(pair), pair.device)
+
+
+class HybridDraft:
+    """``hybrid`` or ``hybrid:min=1,max=3,k=8`` — prompt lookup where it matches well, else the pair's draft."""
+
+    prefix: ClassVar[str] = "hybrid"
+    named: ClassVar[bool] = True
+    drafts_trees: ClassVar[bool] = False
+    own_length: ClassVar[bool] = False
+    reads_draft_states: ClassVar[bool] = False  # a round's states may be a lookup's (none)
+    about: ClassVar[str] = "prompt lookup where it matches, else the draft model (SAM-Decoding's idea)"
+    examples: ClassVar[tuple[str, ...]] = ("hybrid",)
+
+    @classmethod
+    def parse(cls, arg: str | None) -> LookupParams:
+        return LookupParams.parse(arg, cls.prefix)
+
+    @classmethod
+    def build(cls, params: LookupParams, pair) -> Drafter:
+        from spec_core.drafters import make_drafter
+
+        model = make_drafter(pair, "default")
+        if not hasattr(model, "follow"):
+            raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")
+        from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike
+
+        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), model, pair_costs(pair))

@@ -1,0 +1,119 @@
+"""``cost`` — the draft length that this machine's pass costs favour, round by round (docs/ALGORITHMS.md §5).
+
+A round that drafts γ tokens whose chance of being kept, each given the ones before it, is a_1..a_γ adds on average
+1 + Σ_i Π_{j≤i} a_j tokens (Leviathan et al. 2023, arXiv 2211.17192, §3.1, with a per-position a) and costs one
+target pass over γ + 1 tokens plus its draft forwards (:class:`~spec_core.cost_model.CostProfile`, the one cost
+model). The policy drafts one more token while some longer draft, its tokens assumed as likely as the last one,
+would add more tokens per millisecond than stopping now. On a CPU a pass over 8 tokens costs far more than one, so
+it stops early unless the evidence is strong; on an accelerator, where a pass over 64 tokens costs about one, it
+drafts long.
+
+The a_i are the drafter's own estimates (:attr:`~spec_core.policies.base.DraftSoFar.keep_estimates`): a lookup
+draft's match evidence (:mod:`spec_core.drafters.lookup`), or a draft network's probability of its token, which
+on this pair is calibrated (docs/PACER.md). A copied token costs no draft forward; a network's costs one.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from spec_core.cost_model import CostProfile
+from spec_core.errors import SpecScopeError
+from spec_core.policies.base import DraftSoFar, number
+from spec_core.types import RoundInputs
+
+MAX_LEN = 16
+
+
+class CostLength:
+    """Draft while a longer draft is worth more tokens per millisecond than stopping (``cost`` or ``cost:max=N``)."""
+
+    prefix: ClassVar[str] = "cost"
+    about: ClassVar[str] = "drafts while the expected tokens per millisecond rise, at this machine's pass costs"
+    examples: ClassVar[tuple[str, ...]] = ("cost",)
+
+    def __init__(self, profile: CostProfile, max_len: int = MAX_LEN):
+        self.profile, self.max_len = profile, max_len
+        self.stop_reason = ""
+        self.expected: float | None = None  # the expected tokens of the round as drafted (1 + Σ Π a)
+
+    @classmethod
+    def parse(cls, arg: str | None) -> int:
+        if arg is None:
+            return MAX_LEN
+        key, eq, value = arg.partition("=")
+        if key.strip() != "max" or not eq:
+            raise SpecScopeError(f"cost takes max=N (the longest draft), e.g. cost:max=8; got {arg!r}")
+        max_len = number(value.strip(), int, "cost:max")
+        if not 1 <= max_len <= 64:
+            raise SpecScopeError(f"cost:max=N needs 1 <= N <= 64, got {max_len}")
+        return max_len
+
+    @classmethod
+    def build(cls, max_len: int, pair=None) -> CostLength:
+        return cls(pair_costs(pair), max_len)
+
+    def next_chunk(self, so_far: DraftSoFar) -> int:
+        drafted = len(so_far.tokens)
+        limit = min(self.max_len, so_far.budget)
+        if drafted >= limit:
+            self.stop_reason = "max" if drafted >= self.max_len else "budget"
+            return 0
+        if not drafted:
+            return 1  # nothing to judge before the first draft
+        a = np.clip(np.asarray(so_far.keep_estimates, dtype=float), 0.0, 1.0)
+        sources = so_far.sources or ["model"] * drafted
+        forwards = sum(s == "model" for s in sources)
+        kept = np.cumprod(a)
+        self.expected = 1.0 + float(kept.sum())
+        now = self.expected / float(self.profile.round_ms(drafted + 1, forwards))
+        more = np.arange(1, limit - drafted + 1)  # longer drafts, each next token as likely as the last
+        gain = kept[-1] * np.cumsum(np.power(a[-1], more))
+        extra_forwards = more * (sources[-1] == "model")
+        later = (self.expected + gain) / self.profile.round_ms(drafted + 1 + more, forwards + extra_forwards)
+        if later.max() > now:
+            return 1
+        self.stop_reason = "cost"
+        return 0
+
+    def end_round(self, inputs: RoundInputs, accepted: int) -> None:
+        pass
+
+    def trace(self) -> dict:
+        trace = {"costs": self.profile.name}
+        if self.expected is not None:
+            trace["expected_tokens"] = round(self.expected, 3)
+        return trace
+
+
+def pair_costs(pair) -> CostProfile:
+    """The cost profile a ``cost`` policy prices with: this machine's cached table for the pair's precision, else
+    (a fresh machine, a GPU, a pair of one's own) a quick one measured once on the pair: the target's passes over
+    1..16 tokens (about a second), a draft forward priced at the draft's share of the target's parameters."""
+    from spec_core import precision  # the cached table (precision.py is a floor above the policies)
+
+    if pair is None:
+        raise SpecScopeError("the cost policy needs the loaded pair (its pass costs)")
+    cached = precision.cached_profile(getattr(pair, "precision", None)) if pair.device.type == "cpu" else None
+    if cached is not None:
+        return cached
+    return pair.learned("costs", "quick", lambda: quick_profile(pair))
+
+
+def quick_profile(pair) -> CostProfile:
+    from spec_core import precision
+    from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, draft_ratio
+
+    widths = precision.target_forward_ms(pair, widths=(1, 2, 3, 4, 6, 8, 12, 16), repeats=3)
+    step = widths[1]
+    ratio = draft_ratio(pair) if pair.draft is not None else None
+    return CostProfile(
+        widths=tuple(widths),
+        target_ms=tuple(widths.values()),
+        draft_ms=(ratio if ratio is not None else DEFAULT_DRAFT_RATIO) * step,
+        name=f"this machine · {getattr(pair, 'precision', '')} (quick)",
+        about="the target's passes timed once on this pair (3 repeats); a draft forward priced at the draft's share "
+        "of the target's parameters",
+    )

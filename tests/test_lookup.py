@@ -1,0 +1,181 @@
+"""Prompt lookup and the hybrid draft: the index, the estimates, the cost policy, and losslessness end to end."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from conftest import make_tiny_pair
+from test_lossless_sampling import DRAWS, TV_LIMIT, empirical_first_two, exact_first_two
+
+from spec_core import rules
+from spec_core.cost_model import CostProfile, accelerator_profile
+from spec_core.drafters.lookup import KeepEstimates, LookupParams, NgramIndex
+from spec_core.engine import Generation, generate
+from spec_core.errors import SpecScopeError
+from spec_core.methods import parse_method
+from spec_core.policies.base import DraftSoFar
+from spec_core.policies.cost import CostLength
+from spec_core.types import SamplingConfig
+
+# -- the index ------------------------------------------------------------------------------------------------
+
+
+def test_the_longest_match_wins_and_its_continuation_is_what_followed():
+    index = NgramIndex(1, 3)
+    index.extend([5, 6, 7, 8, 1, 6, 7, 9, 5, 6, 7])  # ends with 5 6 7, which was followed by 8
+    n, start, recurred = index.match()
+    assert n == 3 and index.ids[start] == 8 and not recurred
+
+
+def test_the_continuation_most_occurrences_agree_on_is_chosen():
+    index = NgramIndex(1, 1)
+    index.extend([3, 4, 3, 4, 3, 9, 3])  # 3 → 4, 4, 9: two votes for 4
+    n, start, recurred = index.match()
+    assert n == 1 and index.ids[start] == 4 and recurred
+
+
+def test_no_match_is_none_and_the_text_end_is_never_its_own_match():
+    index = NgramIndex(2, 3)
+    index.extend([1, 2, 3, 4])
+    assert index.match() is None
+    index.extend([2, 3])  # 2 3 occurred before, followed by 4
+    assert index.ids[index.match()[1]] == 4
+
+
+def test_the_index_grows_incrementally_and_matches_fast_on_a_long_context():
+    """A 4,000-token context: building the index once, then a round's match and a commit, cost well under a
+    millisecond each (a scan of the context would grow with it)."""
+    g = torch.Generator().manual_seed(0)
+    context = torch.randint(0, 2000, (4000,), generator=g).tolist()
+    index = NgramIndex(1, 3)
+    t0 = time.perf_counter()
+    index.extend(context)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for t in range(200):
+        index.match()
+        index.extend([t])
+    per_round = (time.perf_counter() - t0) / 200
+    print(f"4,000-token index built in {build * 1000:.1f} ms; match + commit {per_round * 1e6:.0f} µs a round")
+    assert per_round < 1e-3
+    assert build < 0.5
+
+
+def test_estimates_learn_from_the_rounds():
+    est = KeepEstimates()
+    prior = est.estimate(2, 1, False)
+    for _ in range(20):
+        est.update(2, drafted=4, accepted=4, recurred=False)
+    assert est.estimate(2, 1, False) > 0.9 > prior
+    for _ in range(40):
+        est.update(3, drafted=4, accepted=0, recurred=True)
+    assert est.estimate(3, 1, True) < 0.2
+
+
+@pytest.mark.parametrize(
+    "bad", ["lookup:k=0", "lookup:min=3,max=2", "lookup:max=9", "lookup:n=2", "lookup:k", "hybrid:k=x"]
+)
+def test_bad_settings_say_what_is_allowed(bad):
+    with pytest.raises(SpecScopeError, match="min|max|k"):
+        parse_method(bad)
+
+
+def test_a_learned_part_that_reads_draft_states_is_refused_with_a_lookup():
+    for name in ("lookup+pacer", "hybrid+diversed"):
+        with pytest.raises(SpecScopeError, match="hidden states"):
+            parse_method(name)
+    assert parse_method("lookup").policy.family == "cost"
+    assert parse_method("lookup+fixed:3").policy.text == "fixed:3"
+    assert parse_method("hybrid").drafter.params == LookupParams()
+
+
+# -- the cost policy ---------------------------------------------------------------------------------------------
+
+
+def _drafted_length(profile: CostProfile, estimate: float, source: str = "lookup") -> int:
+    policy = CostLength(profile, 16)
+    tokens: list[int] = []
+    while policy.next_chunk(
+        DraftSoFar(tokens, [1.0] * len(tokens), [], 64, [source] * len(tokens), [estimate] * len(tokens))
+    ):
+        tokens.append(0)
+    return len(tokens)
+
+
+CPU_LIKE = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(50, 54, 60, 86, 129), draft_ms=3.0)
+
+
+def test_the_cost_policy_drafts_longer_where_passes_are_cheap_and_evidence_strong():
+    gpu = accelerator_profile(0.05, step_ms=50)
+    assert _drafted_length(gpu, 0.9) == 16  # a pass over 17 tokens costs one step: draft all
+    cpu_strong, cpu_weak = _drafted_length(CPU_LIKE, 0.95), _drafted_length(CPU_LIKE, 0.3)
+    assert 3 <= cpu_strong < 16 and cpu_weak <= 2 < cpu_strong
+    assert _drafted_length(CPU_LIKE, 0.6) >= _drafted_length(CPU_LIKE, 0.6, "model")  # a network's token costs
+
+
+def test_the_cost_policy_beats_every_fixed_length_on_its_own_model():
+    """At i.i.d. acceptance a, its length is the best fixed window's (or within one token of the same speed)."""
+    for a in (0.3, 0.6, 0.8, 0.95):
+        k = _drafted_length(CPU_LIKE, a)
+        speed = lambda n, a=a: float(sum(a**i for i in range(n + 1)) / CPU_LIKE.round_ms(n + 1, 0))  # noqa: E731
+        best = max(range(1, 17), key=speed)
+        assert speed(k) >= 0.98 * speed(best), (a, k, best)
+
+
+# -- end to end ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["lookup", "hybrid", "lookup+fixed:4", "hybrid+confidence:0.4"])
+def test_lookup_drafts_are_lossless_greedy_on_a_tiny_pair(method, one_thread):
+    pair = make_tiny_pair(vocab=8, draft="feature" if method.startswith("hybrid") else "standalone")
+    prompt = "abcabcabdabcab"
+    ar = generate(pair, prompt, "ar", 40)
+    run = generate(pair, prompt, method, 40)
+    assert run.token_ids == ar.token_ids
+    sources = {s for e in run.events for s in e.draft_sources}
+    assert "lookup" in sources
+    assert run.stats.copied_tokens == sum(e.draft_sources[: e.accepted].count("lookup") for e in run.events)
+
+
+def test_hybrid_uses_both_sources(one_thread):
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    run = generate(pair, "abcdefgabcdefg", "hybrid", 60)
+    sources = {s for e in run.events for s in e.draft_sources}
+    assert sources == {"lookup", "model"}, sources
+
+
+@pytest.fixture(scope="module")
+def sampling_setting():
+    from test_lossless_sampling import PROMPT, VOCAB
+
+    pair = make_tiny_pair(vocab=VOCAB, draft="standalone", target_seed=3, draft_seed=11)
+    prompt_ids = Generation(pair, PROMPT, "ar", 2).prompt_ids
+    return pair, exact_first_two(pair, prompt_ids)
+
+
+def test_lookup_sampling_keeps_the_target_distribution(sampling_setting, one_thread):
+    """The prompt repeats tokens, so the first round copies a draft; the text's distribution is the target's."""
+    pair, exact = sampling_setting
+    outcomes: dict = {}
+    emp = empirical_first_two(pair, "lookup+fixed:2", DRAWS // 2, outcomes)
+    tv = float(rules.total_variation(emp.flatten(), exact.flatten()))
+    print(f"TV(lookup, target) = {tv:.4f}; first rounds by (drafted, accepted): {outcomes}")
+    assert tv < TV_LIMIT * 1.5
+    assert sum(v for (drafted, _), v in outcomes.items() if drafted) > DRAWS // 4  # it did draft
+    assert sum(v for (drafted, kept), v in outcomes.items() if drafted and kept < drafted) > DRAWS // 20
+
+
+@pytest.mark.embedded
+@pytest.mark.parametrize("method", ["lookup", "hybrid"])
+def test_lookup_and_hybrid_equal_ar_on_the_embedded_pair_in_float32(embedded_f32, method):
+    prompt = (
+        "Summarize: The river rose two metres overnight, and the town closed the old bridge. "
+        "The mayor said the old bridge would stay closed until engineers had checked it."
+    )
+    ar = generate(embedded_f32, prompt, "ar", 48)
+    run = generate(embedded_f32, prompt, method, 48)
+    assert run.token_ids == ar.token_ids
+    assert run.stats.copied_tokens > 0
+    assert SamplingConfig().greedy
