@@ -16,7 +16,7 @@ from spec_core import requests
 from spec_core.precision import cached_machine_costs
 from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_record, on_upload, source_text
 from ui.shared import named_upload, pair_and_precision, shown_errors
-from visuals import hardware, playground
+from visuals import hardware, lookup, playground
 from visuals.menus import EXAMPLES
 
 
@@ -89,6 +89,11 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     for then in (recorded.then, uploaded.then):
         then(lens_fn, [state, *knobs], lens, api_visibility="private", show_progress="hidden")
     gr.on([k.change for k in knobs], lens_fn, [state, *knobs], lens, api_visibility="private", show_progress="hidden")
+    with gr.Accordion("Prompt lookup: what a longer or shorter copy would have paid", open=False, elem_id="pg-copy"):
+        copy = [gr.Plot(show_label=False, elem_id="pg-copy-plot"), gr.Markdown(lookup.INTRO, elem_id="pg-copy-text")]
+    copy_fn = shown_errors(lookup.copy_view, len(copy), at=1)
+    for then in (recorded.then, uploaded.then):
+        then(copy_fn, [state], copy, api_visibility="private", show_progress="hidden")
 
 
 def lens_view(*values):

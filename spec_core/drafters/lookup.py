@@ -160,6 +160,26 @@ class LookupDrafter:
             self._searched, self._round = True, self.index.match()
         return self._round is not None
 
+    @property
+    def peek_at_start(self) -> list[int]:
+        """What this round's copy proposes, up to ``k`` tokens (``[]``: no match), whatever was drafted of it."""
+        if not self.has_match():
+            return []
+        _, at, _ = self._round
+        start = at - len(self.drafted)
+        return self.index.ids[start : start + self.params.k]
+
+    def learn(self, kept: Sequence[int]) -> None:
+        """How much of this round's copy (all it could propose, drafted or not) the round's verified text ``kept``
+        (kept drafts and the target's token) bears out: known up to ``kept``'s length, so a round another source
+        drafted, or one the policy cut short, teaches the estimates too."""
+        proposal = self.peek_at_start
+        if not proposal or self._round is None:
+            return
+        match = next((i for i, (a, b) in enumerate(zip(proposal, kept)) if a != b), min(len(proposal), len(kept)))
+        tried = match if match == len(kept) else min(len(proposal), match + 1)  # past the known text: censored
+        self.estimates.update(self._round[0], tried, match, self._round[2])
+
     def run_estimates(self) -> list[float]:
         """This round's copy as it stands: the estimate for each token it could still copy (``[]``: no match)."""
         if not self.has_match():
@@ -193,9 +213,9 @@ class LookupDrafter:
         return DraftChunk(tokens, probs, [1.0] * len(tokens), hidden, list(rows), 0, None, "lookup", estimates)
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
-        if self.drafted and self._round is not None:
-            self.estimates.update(self._round[0], len(self.drafted), accepted, self._round[2])
-        self.end_round([*self.drafted[:accepted], next_token])
+        kept = [*self.drafted[:accepted], next_token]
+        self.learn(kept)
+        self.end_round(kept)
 
     def end_round(self, kept: Sequence[int]) -> None:
         """The round's verified tokens (kept drafts, whoever drafted them, and the target's token) join the index."""
@@ -257,6 +277,7 @@ class HybridDrafter:
             if self.drafted:
                 self.model_record[0] += accepted + 1
                 self.model_record[1] += float(self.profile.round_ms(len(self.drafted) + 1, self.forwards))
+            self.lookup.learn([*self.drafted[:accepted], next_token])
             self.lookup.end_round([*self.drafted[:accepted], next_token])  # the index learns the network's text too
         self.model.commit(accepted, next_token, verified, path)
         self.source, self.drafted, self.forwards = None, [], 0

@@ -1,0 +1,69 @@
+"""Prompt lookup replayed on a recorded text: the engine's own rounds, and the oracle above every length."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_tiny_pair
+
+from spec_core.cost_model import CostProfile
+from spec_core.engine import generate
+from spec_core.lookup_replay import copies, copy_replays, replay_cost, replay_window
+from spec_core.policies.cost import pair_costs
+
+CPU_LIKE = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(50, 54, 60, 86, 129), draft_ms=3.0)
+
+
+def test_copies_are_what_the_index_offers_and_what_the_answer_bears_out():
+    at = copies([1, 2, 3, 4, 5], [1, 2, 3, 9, 1, 2])
+    assert at[0].n == 0 and at[0].tokens == ()  # the text ends in 5, seen nowhere before
+    assert at[1].n == 1 and at[1].tokens == (2, 3, 4, 5, 1) and at[1].match == 2  # the answer goes on 2 3 9
+    assert at[2].n == 2 and at[2].match == 1
+    assert at[3].n == 3 and at[3].match == 0  # 1 2 3 was followed by 4; the answer says 9
+    assert at[4].n == 0  # after 9: nothing to copy
+
+
+@pytest.mark.parametrize("method,k", [("lookup+fixed:3", 3), ("lookup", None)])
+def test_the_replay_is_the_engines_own_rounds(method, k, one_thread):
+    pair = make_tiny_pair(vocab=8)
+    run = generate(pair, "abcabcabdabcab", method, 40)
+    prompt_ids, answer = run.prompt_ids, run.token_ids
+    profile = pair_costs(pair)
+    at = copies(prompt_ids, answer)
+    replay = replay_window(at, profile, k, limit=40) if k else replay_cost(at, profile, limit=40)
+    assert list(replay.lengths) == [e.draft_len for e in run.events]
+    assert list(replay.kept) == [e.accepted for e in run.events]
+
+
+def test_the_oracle_is_never_beaten_and_the_cost_policy_beats_long_fixed_copies():
+    prompt = list(range(40)) * 2
+    answer = list(range(40)) + [99, 98] + list(range(20))
+    rows = {r.policy: r for r in copy_replays(prompt, answer, CPU_LIKE)}
+    assert all(rows["oracle"].speedup >= r.speedup - 1e-9 for r in rows.values())
+    assert rows["lookup (cost)"].speedup > rows["k=1"].speedup
+    assert all(r.tokens == len(answer) for r in rows.values())
+
+
+def test_the_playground_view_draws_every_length_and_says_it_in_numbers():
+    import numpy as np
+
+    from spec_core.replay import TextRecord
+    from visuals.lookup import copy_view
+
+    prompt = list(range(30)) * 2
+    answer = list(range(30)) + [77] + list(range(10))
+    n = len(answer)
+    record = TextRecord(
+        "p",
+        tuple(prompt),
+        tuple(answer),
+        64,
+        np.zeros((n, 4), np.int64),
+        np.zeros((n, 4), np.float32),
+        np.zeros(n, np.int64),
+        costs=CPU_LIKE,
+    )
+    fig, text = copy_view(record)
+    assert [*fig.data[0].x] == ["k=1", "k=2", "k=3", "k=4", "k=6", "k=8", "k=10", "lookup (cost)", "oracle"]
+    assert "lookup` as it runs is predicted" in text and "oracle" in text and "k=10" in text
+    empty_fig, intro = copy_view(None)
+    assert "Prompt lookup" in intro and not empty_fig.data
