@@ -139,8 +139,8 @@ def verdict_text(
             else ("even accepting every draft would not break even at this length")
         )
         verb = "but" if m < 1 else "and"
-        drafting_rounds = [e for e in events if e.draft_len]
-        forwards = sum(e.draft_forwards for e in drafting_rounds) / max(len(drafting_rounds), 1)
+        shapes = [round_shape(e) for e in events if e.draft_len]  # draft forwards as the cost model counts them
+        forwards = sum(s.draft_forwards for s in shapes) / max(len(shapes), 1)
         drafting = forwards * profile.draft_ms / profile.step_ms  # a copied (lookup) draft takes no forward
         why = (
             f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "

@@ -32,6 +32,7 @@ import torch
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import LaneSpeed, draft_ratio, lane_speeds, run_verdict, text_distance
+from spec_core.methods import is_lossy
 from spec_core.requests import GenerateRequest, LiveRequest
 from spec_core.session import first_divergence, interleave
 from spec_core.types import RoundEvent, SamplingConfig, Stats
@@ -145,21 +146,6 @@ def _machine_measured() -> bool:
     from spec_core.precision import PRECISION_ENV, cached_machine_costs
 
     return os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto") or cached_machine_costs() is not None
-
-
-def is_lossy(method: str) -> bool:
-    """A lane whose verifier may change the target's output (everything but lossless verification)."""
-    from spec_core.methods import parse_method
-
-    try:
-        spec = parse_method(method)
-    except SpecScopeError:
-        return False
-    from spec_core.verifiers import VERIFIERS
-
-    if spec.kind != "speculative" or spec.verifier is None:
-        return False
-    return not getattr(VERIFIERS[spec.verifier.family], "lossless", False)  # the verifier's own word
 
 
 @functools.lru_cache(maxsize=2)

@@ -9,11 +9,14 @@ round) and combines with a verifier (``block:dpace+lossless``); ``tree:nodes=N,d
 the benchmark and ``/generate`` then run it at that arithmetic (:mod:`spec_core.precision`).
 
 A name is parsed once, where it enters (CLI, API, UI): :func:`parse_method` validates every part and loads
-nothing; the engine builds the parts from the :class:`MethodSpec` with the loaded pair.
+nothing; the engine builds the parts from the :class:`MethodSpec` with the loaded pair. Code that meets a name
+again (views, tools) reads :func:`spec_of`'s cached spec (``heads``, ``is_lossy``, a peer's ``window``), never
+splits the string itself (``tests/test_method_parsing.py`` looks).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -38,6 +41,20 @@ class MethodSpec:
     verifier: PartSpec | None = None  # speculative and ar (the lossless rule); None for a peer
     drafter: PartSpec | None = None  # "default" (the pair's draft), "block:LOSS", "tree:...", "none" (ar); None: peer
     precision: str | None = None  # "METHOD@PRECISION" (e.g. pacer@int8); None: the run's default precision
+    heads: tuple[str, ...] = ()  # the families of the parts the name writes, in its order ("fixed:4+diversed" →
+    #   ("fixed", "diversed")): ("ar",) for ar, the peer's own head (("hf-assisted",)) for a peer; no filled-in default
+    window: int | None = None  # a peer's K (hf-assisted:K, hf-lookup:K: tokens a round); None: no K written
+
+    @property
+    def is_lossy(self) -> bool:
+        """Whether the verifier may change the target's output: its registry class's own ``lossless`` says; ar and
+        the peers (transformers' generate) are lossless."""
+        return self.kind == "speculative" and not VERIFIERS[self.verifier.family].lossless
+
+    @property
+    def is_tree(self) -> bool:
+        """Whether the drafter branches (a token tree, verified in one pass), as its registry class says."""
+        return self.drafter is not None and bool(getattr(DRAFTERS[self.drafter.family], "drafts_trees", False))
 
 
 PRECISION_NAMES = ("auto", "bfloat16", "float32", "float16", "int8")
@@ -63,7 +80,7 @@ def parse_method(name: str) -> MethodSpec:
         base, precision = split_precision(name)
         return replace(parse_method(base), name=name, precision=precision)
     if name == "ar":
-        return MethodSpec(name, "ar", None, parse_verifier(DEFAULT_VERIFIER), parse_drafter("none"))
+        return MethodSpec(name, "ar", None, parse_verifier(DEFAULT_VERIFIER), parse_drafter("none"), heads=("ar",))
     if name.startswith("hf-"):
         head, _, arg = name.partition(":")
         if head not in PEERS or (head in ("hf-assisted", "hf-lookup")) != bool(arg):  # K: tokens a round
@@ -73,10 +90,12 @@ def parse_method(name: str) -> MethodSpec:
             )
         if arg and not (arg.isdigit() and 1 <= int(arg) <= 64):
             raise SpecScopeError(f"{head}:K needs an integer 1 <= K <= 64, got {arg!r}")
-        return MethodSpec(name, "peer")
+        return MethodSpec(name, "peer", heads=(head,), window=int(arg) if arg else None)
     policy, verifier, drafter = None, None, None
+    heads = []
     for part in name.split("+"):
         head = part.partition(":")[0]
+        heads.append(head)
         if head in DRAFTERS and DRAFTERS[head].named and drafter is None:
             drafter = parse_drafter(part)  # validates its settings now (a tree's shape, a block's loss)
         elif head in POLICIES and policy is None:
@@ -111,7 +130,21 @@ def parse_method(name: str) -> MethodSpec:
         policy = policy or parse_policy(COSTED_POLICY)
     if verifier.family == "diversed":  # its head reads the drafter's states: the build checks it was trained on them
         verifier = replace(verifier, params=replace(verifier.params, drafter=drafter.text))
-    return MethodSpec(name, "speculative", policy, verifier, drafter)
+    return MethodSpec(name, "speculative", policy, verifier, drafter, heads=tuple(heads))
+
+
+@functools.lru_cache(maxsize=1024)
+def spec_of(name: str) -> MethodSpec:
+    """:func:`parse_method`, cached: what the views and tools that meet a name many times read (its ``heads``,
+    ``is_lossy``, ...) instead of splitting it again. A name that does not parse raises :class:`SpecScopeError` (it
+    is neither lossy nor lossless); a caller that must live with junk (a lane showing why its name fails) catches
+    it. Parts registered or removed later (tests, plug-ins) are not seen by a name already cached."""
+    return parse_method(name)
+
+
+def is_lossy(name: str) -> bool:
+    """Whether method ``name``'s verifier may change the target's output (:attr:`MethodSpec.is_lossy`)."""
+    return spec_of(name).is_lossy
 
 
 def split_methods(text: str) -> list[str]:

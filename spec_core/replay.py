@@ -29,7 +29,8 @@ import torch
 
 from spec_core.cost_model import CostProfile as RoundCosts
 from spec_core.errors import SpecScopeError
-from spec_core.policies import DraftSoFar, make_policy, parse_policy
+from spec_core.methods import spec_of
+from spec_core.policies import DraftSoFar, make_policy
 from spec_core.policies.pacer import PacerParams, replay_length
 
 DEFAULT_MAX_LEN = 16  # drafts recorded per position: confidence:T's maximum, PACER's max slider's end
@@ -204,15 +205,19 @@ def _parse(policy: str | PacerParams):
     name = str(policy or "").strip()
     if name == ORACLE:
         return ORACLE, None
-    head, _, verifier = name.partition("+")
-    if verifier and verifier != "lossless":
-        raise SpecScopeError(
-            f"the playground replays greedy lossless verification; drop {'+' + verifier!r} from {name!r}"
-        )
-    if not head:
+    if not name:
         raise SpecScopeError("empty policy name; try fixed:4, heuristic, confidence:0.4, pacer or oracle")
-    part = parse_policy(head)  # a clear SpecScopeError for unknown names
-    return part.family, part
+    spec = spec_of(name)  # a clear SpecScopeError for unknown names
+    if spec.kind != "speculative" or spec.drafter.family != "default" or spec.policy.family not in spec.heads:
+        raise SpecScopeError(
+            f"the playground replays a draft-length policy on the pair's own draft, and {name!r} names none; "
+            "try fixed:4, heuristic, confidence:0.4, pacer or oracle"
+        )
+    if spec.verifier.family != "lossless":
+        raise SpecScopeError(
+            f"the playground replays greedy lossless verification; drop {'+' + spec.verifier.text!r} from {name!r}"
+        )
+    return spec.policy.family, spec.policy
 
 
 def _drive(policy, row_tokens: list[int], row_probs: list[float], budget: int) -> tuple[int, bool]:
@@ -319,7 +324,7 @@ def replay_all(record: TextRecord, policies: Sequence[str | PacerParams], costs:
 
 def best_fixed(replays: Sequence[PolicyReplay]) -> PolicyReplay:
     """The fixed window with the best predicted speed (fewest rounds without costs)."""
-    fixed = [r for r in replays if r.policy.startswith("fixed:")]
+    fixed = [r for r in replays if _parse(r.policy)[0] == "fixed"]
     if not fixed:
         raise SpecScopeError("no fixed window among the replays")
     return min(fixed, key=lambda r: (r.ms if r.ms is not None else r.rounds, r.rounds))

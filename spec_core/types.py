@@ -66,6 +66,11 @@ class PartSpec:
             raise SpecScopeError(f"unknown {what} {head!r}; known: {sorted(registry)}")
         return cls(text, head, registry[head].parse(arg or None))
 
+    @property
+    def arg(self) -> str:
+        """What follows ``FAMILY:`` in the text as written (``"0.7"`` of ``static:0.7``; ``""`` when nothing does)."""
+        return self.text[len(self.family) + 1 :]
+
     def build(self, registry: dict[str, type], pair=None):
         """The family's fresh part for one generation, built with the loaded pair (where trained weights live)."""
         return registry[self.family].build(self.params, pair)
@@ -279,7 +284,7 @@ class Stats:
             tau=new / forwards if forwards else 0.0,
             acceptance_rate=accepted / drafted if drafted else 0.0,
             finished=bool(events) and events[-1].finished,
-            copied_tokens=sum(e.draft_sources[: e.accepted].count("lookup") for e in events),
+            copied_tokens=sum(tuple(getattr(e, "draft_sources", ()))[: e.accepted].count("lookup") for e in events),
         )
 
     def as_dict(self) -> dict[str, Any]:

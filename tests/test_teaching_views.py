@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from test_visuals import AR, LANE, ev, frame_with
 
+from spec_core.errors import SpecScopeError
 from spec_core.live import Divergence
+from spec_core.methods import is_lossy
 from spec_core.types import TreeRound
 from visuals import captions, intro, lens, live_page, lossy, plots, reasons, stepthrough, tokens, tree, views
 
@@ -142,11 +145,13 @@ def test_plain_words_for_the_lens_and_w_t():
 
 
 def test_lossy_lanes_get_a_badge_and_a_distance_from_ar():
-    assert lossy.is_lossy("fixed:4+diversed") and lossy.is_lossy("static:0.7") and not lossy.is_lossy("pacer")
-    assert not lossy.is_lossy("ar") and not lossy.is_lossy("warp:9")
+    assert is_lossy("fixed:4+diversed") and is_lossy("static:0.7") and not is_lossy("pacer") and not is_lossy("ar")
+    with pytest.raises(SpecScopeError):  # a name that does not parse is neither: the caller gets the error
+        is_lossy("warp:9")
     from visuals.glossary import lane_header
 
     assert "spec-badge-lossy" in lane_header("pacer+diversed") and "lossy" not in lane_header("fixed:4")
+    assert lane_header("warp:9").startswith("### warp:9\n")  # the lane that shows why it cannot run: its name
     from visuals.glossary import glossary_html
 
     assert "<dt>lossy</dt>" in glossary_html()

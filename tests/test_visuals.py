@@ -269,10 +269,13 @@ def test_views_registry_by_prefix():
     assert "heuristic_window" in keys and "confidence" not in keys
     assert views.views_for(["ar"]) == []
     assert "confidence" in [v.key for v in views.views_for(["confidence:0.3+lossless"])]
-    assert views.method_heads("pacer:b=2+diversed") == ("pacer", "diversed")
+    assert views.views_for(["warp:9"]) == []  # a name that does not parse (its lane shows the error): no view
 
 
-def test_a_plugin_view_appears_for_its_method_only():
+def test_a_plugin_view_appears_for_its_method_only(monkeypatch):
+    from spec_core.policies import POLICIES
+
+    monkeypatch.setitem(POLICIES, "zz", POLICIES["fixed"])  # a policy family of its own, for its own view
     view = views.View("test_wt", "w_t", "look", lambda lanes: plots.draft_lengths_figure(lanes), prefixes=("zz",))
     views.register_view(view)
     try:

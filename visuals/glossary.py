@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import html
 
-from spec_core.methods import families
-from visuals.lossy import BADGE, is_lossy
-from visuals.views import method_heads
+from spec_core.errors import SpecScopeError
+from spec_core.methods import families, spec_of
+from visuals.lossy import BADGE
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("target", "the model whose output we want (here SmolLM2-135M-Instruct); it checks every draft."),
@@ -91,7 +91,6 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
 )
 
 
-
 def glossary_html() -> str:
     """The glossary panel (its element id, ``glossary``, is what the lane headers link to)."""
     rows = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in GLOSSARY)
@@ -101,8 +100,12 @@ def glossary_html() -> str:
 def lane_header(method: str) -> str:
     """A lane's heading (markdown): the method (with a "lossy" badge when its text is not the target's), what
     its family does, and a link to the glossary."""
+    try:
+        spec = spec_of(method)
+    except SpecScopeError:  # a lane showing why its name does not parse: the name alone, no family, no badge
+        spec = None
     known = families()  # from the registries: a part added there is named here with no other edit
-    what = "; ".join(known[h] for h in method_heads(method) if h in known)
+    what = "; ".join(known[h] for h in (spec.heads if spec else ()) if h in known)
     lead = f"{html.escape(what)} · " if what else ""
-    badge = f" {BADGE}" if is_lossy(method) else ""
+    badge = f" {BADGE}" if spec is not None and spec.is_lossy else ""
     return f"### {method}{badge}\n<small>{lead}[what do these words mean?](#glossary)</small>"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_core import guards
-from spec_core.methods import known_methods
+from spec_core.methods import known_methods, spec_of
 from visuals.style import token_css
 
 GETTYSBURG = (  # Abraham Lincoln, the Gettysburg Address (1863), public domain: its first two paragraphs
@@ -97,7 +97,7 @@ EXAMPLE_LABELS = [p.label for p in PRESETS]
 
 def live_method_choices() -> list[str]:
     """Every engine method the live tab can run (peers, which run transformers' own generate, are bench-only)."""
-    return [m for m in known_methods() if not m.startswith("hf-")]
+    return [m for m in known_methods() if spec_of(m).kind != "peer"]
 
 
 def launch_kwargs(css_path: Path | None = None) -> dict[str, Any]:

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from spec_core.methods import spec_of
 from spec_core.types import RoundEvent
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO, series_style
-from visuals.views import View, method_heads, register_round_note, register_rule, register_view
+from visuals.views import View, register_round_note, register_rule, register_view
 
 DECISION_STYLE = {  # decision → (colour, marker, label)
     "pass": (OKABE_ITO["green"], "circle", "passed: draft the next block"),
@@ -28,7 +29,8 @@ DECISION_STYLE = {  # decision → (colour, marker, label)
 
 
 def is_pacer(method: str) -> bool:
-    return "pacer" in method_heads(method)
+    policy = spec_of(method).policy
+    return policy is not None and policy.family == "pacer"
 
 
 def block_points(events: Sequence[RoundEvent]) -> list[dict]:

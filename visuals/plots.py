@@ -118,7 +118,8 @@ SOURCE_NAMES = {"lookup": "copied", "model": "draft model"}
 
 def round_source(event: RoundEvent) -> str:
     """Where a round's drafts came from: "lookup" (copied from the text) or "model" (one source a round)."""
-    return event.draft_sources[0] if event.draft_sources else "model"
+    sources = getattr(event, "draft_sources", ())
+    return sources[0] if sources else "model"
 
 
 def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from spec_core.methods import spec_of
 from spec_core.types import RoundEvent
-from visuals.views import method_heads
 
 if TYPE_CHECKING:  # tokens imports this module
     from visuals.tokens import TokenSpan
@@ -46,7 +46,7 @@ def _piece(text: str) -> str:
 
 def verifier_head(method: str) -> str:
     """The part of ``method`` whose rule decides tokens: ``ar``, a registered verifier, ``tree``, else lossless."""
-    heads = method_heads(method)
+    heads = spec_of(method).heads
     if "ar" in heads:
         return "ar"
     return next((h for h in heads if h in REASONS and h != "lossless"), "lossless")

@@ -74,6 +74,11 @@ def _part_notes(e: RoundEvent, i: int) -> tuple[str, ...]:
     return tuple(notes)
 
 
+def _source(e: RoundEvent, i: int) -> str:
+    sources = getattr(e, "draft_sources", ())  # an event read from an older file has none: a draft model's
+    return sources[i] if i < len(sources) else "model"
+
+
 def _with_reason(span: TokenSpan, e: RoundEvent, temperature: float | None) -> TokenSpan:
     if temperature is None:
         return span
@@ -95,7 +100,7 @@ def _draft_span(e: RoundEvent, i: int, kind: str, temperature: float | None = No
         accept,
         discarded,
         _part_notes(e, i),
-        source=e.draft_sources[i] if i < len(e.draft_sources) else "model",
+        source=_source(e, i),
     )
     return _with_reason(span, e, temperature)
 

@@ -13,14 +13,16 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from spec_core.methods import spec_of
 from spec_core.types import RoundEvent
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO
-from visuals.views import ROUND_VIEWS, View, method_heads, register_rule, register_view
+from visuals.views import ROUND_VIEWS, View, register_rule, register_view
 
 
 def is_tree(method: str) -> bool:
-    return "tree" in method_heads(method)
+    """Whether ``method`` drafts a token tree (its drafter's own word, not its name's letters)."""
+    return spec_of(method).is_tree
 
 
 def layout(parents: Sequence[int]) -> list[float]:

@@ -6,8 +6,9 @@ fills the slots in order (hiding the rest). A method with its own internals — 
 that calls :func:`register_view` (and, for a new acceptance rule, :func:`register_rule`) and one import line in
 :data:`PLUGIN_MODULES`; no UI code changes.
 
-A *prefix* is the head of one ``+``-part of a method name: ``pacer`` matches ``pacer``, ``pacer:b=2`` and
-``pacer+diversed``; ``block`` matches ``block:dpace``; the empty tuple matches every drafting method.
+A *prefix* is the family of one part the method name writes (:attr:`~spec_core.methods.MethodSpec.heads`):
+``pacer`` matches ``pacer``, ``pacer:b=2`` and ``pacer+diversed``; ``block`` matches ``block:dpace``; the empty
+tuple matches every drafting method. A name that does not parse (a lane showing its error) gets no view.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from spec_core.errors import SpecScopeError
+from spec_core.methods import spec_of
 from spec_core.types import RoundEvent
 from visuals import captions, lens, plots
 
@@ -64,14 +67,18 @@ def register_rule(head: str, explain: Callable[[float], str], kind: str = "verif
     RULES[head] = (kind, explain)
 
 
-def method_heads(method: str) -> tuple[str, ...]:
-    """``"pacer:b=2+diversed"`` → ``("pacer", "diversed")``; ``"ar"`` → ``("ar",)``."""
-    return tuple(part.partition(":")[0].strip() for part in method.split("+") if part.strip())
+def _shown_heads(method: str) -> tuple[str, ...]:
+    """The parts ``method`` names (``spec_of(method).heads``); () for a name that does not parse: the live tab keeps
+    a lane for it, showing why, and that lane is drawn in no view."""
+    try:
+        return spec_of(method).heads
+    except SpecScopeError:
+        return ()
 
 
 def _serves(view: View, method: str) -> bool:
-    heads = method_heads(method)
-    if "ar" in heads:
+    heads = _shown_heads(method)
+    if not heads or "ar" in heads:
         return False
     return not view.prefixes or any(h in view.prefixes for h in heads)
 
@@ -97,7 +104,7 @@ def lanes_for(view: View, lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
     """The lanes a view is drawn from: the ones it serves, plus fixed-window baselines when it wants them."""
     keep = {}
     for method, events in lanes.items():
-        if _serves(view, method) or (view.with_baselines and method_heads(method)[:1] == ("fixed",)):
+        if _serves(view, method) or (view.with_baselines and _shown_heads(method)[:1] == ("fixed",)):
             keep[method] = events
     return keep
 
@@ -142,7 +149,7 @@ def round_notes(event: RoundEvent) -> list[str]:
 def explain(method: str, temperature: float) -> str:
     """The rule in force for a method, in a few sentences (its verifier's, then any policy note)."""
     _load_plugins()
-    heads = method_heads(method)
+    heads = spec_of(method).heads
     if "ar" in heads:
         return RULES["ar"][1](temperature)
     verifier = next((h for h in heads if RULES.get(h, ("",))[0] == "verifier"), "lossless")

@@ -30,7 +30,7 @@ import torch
 from spec_core import rules
 from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method
+from spec_core.methods import parse_method, spec_of
 from spec_core.rewards import TASKS, load_items, run_item
 from spec_core.types import SamplingConfig
 
@@ -71,9 +71,10 @@ class Config:
     @classmethod
     def parse(cls, method: str) -> Config:
         """The configuration of a verifier part ("static:0.7") or a whole method ("fixed:4+static:0.7")."""
-        verifier = method.split("+", 1)[1] if "+" in method else method
-        family, _, param = verifier.partition(":")
-        return cls(family, param, verifier)
+        verifier = spec_of(method).verifier
+        if verifier is None:
+            raise SpecScopeError(f"{method!r} has no verifier to sweep; try static:0.7 or fixed:4+lenient:0.5")
+        return cls(verifier.family, verifier.arg, verifier.text)
 
 
 def default_configs(t0: str, diversed_head: str | None) -> list[Config]:

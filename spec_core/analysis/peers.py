@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from spec_core.errors import SpecScopeError
+from spec_core.methods import spec_of
 
 LOOKUP_NGRAM = 2  # hf-lookup matches the last 2 tokens (transformers' default is 2 too; said here, not inherited)
 
@@ -57,7 +58,12 @@ def run_peer(
     seed: int = 0,
 ) -> PeerResult:
     """Run one peer method; returns the new token ids, wall seconds and target forward passes."""
-    head, _, arg = method.partition(":")
+    spec = spec_of(method)
+    if spec.kind != "peer":
+        raise SpecScopeError(
+            f"{method!r} is not a peer; use hf-ar, hf-assisted:K, hf-assisted-heuristic or hf-lookup:K"
+        )
+    head = spec.heads[0]
     kwargs: dict = {"max_new_tokens": max_new_tokens, "min_new_tokens": 0}
     if temperature > 0:
         kwargs |= {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k or None}
@@ -66,13 +72,13 @@ def run_peer(
     if head == "hf-assisted" or head == "hf-assisted-heuristic":
         draft = _assistant(pair)
         draft.generation_config.assistant_confidence_threshold = 0.0  # windows as named, no early stop
-        draft.generation_config.num_assistant_tokens = int(arg) if arg else 5
+        draft.generation_config.num_assistant_tokens = spec.window or 5
         draft.generation_config.num_assistant_tokens_schedule = (
-            "heuristic" if head.endswith("heuristic") else "constant"
+            "heuristic" if head == "hf-assisted-heuristic" else "constant"
         )
         kwargs["assistant_model"] = draft
     elif head == "hf-lookup":
-        kwargs |= {"prompt_lookup_num_tokens": int(arg), "max_matching_ngram_size": LOOKUP_NGRAM}
+        kwargs |= {"prompt_lookup_num_tokens": spec.window, "max_matching_ngram_size": LOOKUP_NGRAM}
     elif head != "hf-ar":
         raise SpecScopeError(f"unknown peer {method!r}")
     calls = [0]

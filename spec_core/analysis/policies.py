@@ -29,6 +29,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,10 @@ from spec_core.analysis.costs import median_ms
 from spec_core.cli_args import add_threads
 from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
+from spec_core.methods import spec_of
+
+if TYPE_CHECKING:
+    from spec_core.policies.pacer import PacerParams
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
 
@@ -224,8 +229,17 @@ def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_t
     }
 
 
+def pacer_setting(text: str) -> PacerParams:
+    """The :class:`PacerParams` of a ``--pacer`` setting (``pacer``, ``pacer:b=1,t=0.5``), parsed by the method
+    parser; anything but a PACER policy is refused."""
+    policy = spec_of(text).policy
+    if policy is None or policy.family != "pacer":
+        raise SpecScopeError(f"--pacer takes PACER settings (e.g. 'pacer;pacer:b=1'), got {text!r}")
+    return policy.params
+
+
 def main(argv: list[str] | None = None) -> int:
-    from spec_core.policies.pacer import PacerParams, parse_params
+    from spec_core.policies.pacer import PacerParams
 
     ap = argparse.ArgumentParser(prog="python -m spec_core analyze policies", description=__doc__.split("\n\n")[0])
     ap.add_argument("--draft", default="feature", help="embedded draft: feature (default) or standalone")
@@ -282,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     from spec_core.train.pacer import RUNS_DIR, TrainConfig
 
     pair = load_pair("embedded", draft=args.draft)
-    settings = {text: (parse_params(text.partition(":")[2] or None)) for text in args.pacer.split(";") if text.strip()}
+    settings = {text.strip(): pacer_setting(text.strip()) for text in args.pacer.split(";") if text.strip()}
     loaded = {
         variant: load_head(find_head(pair.draft_card, variant))
         for variant in {"", *(p.head for p in settings.values())}

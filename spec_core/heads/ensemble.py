@@ -98,8 +98,10 @@ def head_drafter(card: dict) -> str:
     policy they were trained with (``fixed:4``: the default draft)."""
     if "drafter" in card:
         return str(card["drafter"])
-    policy = str((card.get("training") or {}).get("policy", ""))
-    return next((part for part in policy.split("+") if part.startswith("block")), "default")
+    from spec_core.methods import spec_of  # lazily: methods sits above the heads (docs/ARCHITECTURE.md)
+
+    policy = str((card.get("training") or {}).get("policy", "")).strip()
+    return spec_of(policy).drafter.text if policy else "default"
 
 
 def load_head(pair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:

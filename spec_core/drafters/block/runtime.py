@@ -89,11 +89,13 @@ def make_block_drafter(pair, spec: str) -> BlockDrafter:
     A model already in ``pair.extras["block:LOSS"]`` is used as is (tests and ablations inject one there);
     otherwise the asset ``assets/block/LOSS`` is loaded, which exists for the embedded target only.
     """
+    from spec_core.drafters import parse_drafter  # the registry sits above its families' modules
     from spec_core.drafters.block.assets import load_block_model
 
-    loss = spec.partition(":")[2]
-    if loss not in BLOCK_LOSSES:
+    part = parse_drafter(spec)  # block's own parse checks the loss
+    if part.family != "block":
         raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {spec!r}")
+    loss = part.params
 
     def load():
         if pair.name != "embedded":
