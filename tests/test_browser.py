@@ -136,7 +136,9 @@ def test_live_tab_in_a_browser(tmp_path):
                 page.locator("#stepthrough .spec-step").wait_for(timeout=30_000)
                 card = page.locator("#stepthrough").inner_text()
                 first = page.locator("#st-round input[type=range]").input_value()
-                assert "Generate something first" not in card and f"Round {first} of {app.DEFAULT_METHODS[0]}" in card, card
+                assert (
+                    "Generate something first" not in card and f"Round {first} of {app.DEFAULT_METHODS[0]}" in card
+                ), card
                 top = page.locator("#st-round input[type=range]").get_attribute("max")
                 passes = page.locator("#lane-0 [data-counter=passes] .spec-counter-value").inner_text().split(" · ")[0]
                 assert int(top) == int(passes) - 1, (top, passes)
