@@ -179,3 +179,34 @@ def test_lookup_and_hybrid_equal_ar_on_the_embedded_pair_in_float32(embedded_f32
     assert run.token_ids == ar.token_ids
     assert run.stats.copied_tokens > 0
     assert SamplingConfig().greedy
+
+
+@pytest.mark.embedded
+def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedded_f32):
+    """The network's first draft in every round it drafts equals a fresh draft network's over the same verified
+    text: its late start and its following of copied rounds leave its features those of the text."""
+    from spec_core.cached_lm import CachedLM
+    from spec_core.drafters.feature import FeatureDrafter
+
+    pair = embedded_f32
+    prompt = "Repeat after me, then add one sentence of your own: the old bridge stays closed until engineers check it."
+    run = generate(pair, prompt, "hybrid", 48)
+
+    def fresh_first(ids: list[int]) -> tuple[int, float]:
+        drafter = FeatureDrafter(pair.draft)
+        lm = CachedLM(pair.target, layers=drafter.target_layers, hidden=True)
+        lm.reset()
+        with torch.inference_mode():
+            drafter.reset(ids, lm.forward(torch.tensor(ids[:-1])))
+            chunk = drafter.propose(1, SamplingConfig(), None)
+        return chunk.tokens[0], chunk.token_probs[0]
+
+    text, checked = list(run.prompt_ids), 0
+    for e in run.events:
+        if e.draft_sources[:1] == ("model",):
+            token, prob = fresh_first(text)
+            assert e.draft_tokens[0] == token and e.draft_probs[0] == pytest.approx(prob, abs=1e-4), e.index
+            checked += 1
+        text += list(e.emitted)
+    first_model = next(e.index for e in run.events if e.draft_sources[:1] == ("model",))
+    assert checked >= 1 and any(e.draft_sources[:1] == ("lookup",) for e in run.events[:first_model])
