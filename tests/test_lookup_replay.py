@@ -67,3 +67,21 @@ def test_the_playground_view_draws_every_length_and_says_it_in_numbers():
     assert "lookup` as it runs is predicted" in text and "oracle" in text and "k=10" in text
     empty_fig, intro = copy_view(None)
     assert "Prompt lookup" in intro and not empty_fig.data
+
+
+def test_the_live_view_stacks_kept_drafts_by_source_and_says_so(one_thread):
+    from visuals import views
+    from visuals.lookup import sources_caption, sources_figure
+
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    lanes = {m: generate(pair, "abcdefgabcdefg", m, 40).events for m in ("hybrid", "fixed:2", "ar")}
+    assert "lookup_sources" in [v.key for v in views.views_for(["hybrid"])]
+    assert "lookup_sources" not in [v.key for v in views.views_for(["fixed:2", "ar"])]
+    fig = sources_figure({m: lanes[m] for m in ("hybrid", "fixed:2")})
+    names = [t.name for t in fig.data]
+    assert "hybrid · copied, kept" in names and "hybrid · kept drafts the costs planned for" in names
+    assert "fixed:2 · drafted" in names
+    copied = sum(e.draft_sources[: e.accepted].count("lookup") for e in lanes["hybrid"])
+    kept = sum(e.accepted for e in lanes["hybrid"])
+    text = sources_caption({"hybrid": lanes["hybrid"]})
+    assert f"{copied} of its {kept} kept drafts were copied" in text and "planned for" in text

@@ -6,6 +6,9 @@ several k (transformers' and vLLM's usual 10 among them), of ``lookup`` as it ru
 machine's costs and the copy's own evidence), and of the oracle that knows what the target keeps; each priced by
 the record's cost profile, named in the caption. Beside them, what the copies offer: how often a copy was there
 at all, and how much of it the answer bore out.
+
+In the Live tab (a plug-in view, :mod:`visuals.views`), lanes that copy (``lookup``, ``hybrid``) or price their
+length (``cost``) get "copied or drafted": each round's kept drafts by source, beside a fixed window.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import plotly.graph_objects as go
 
 from spec_core.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.replay import TextRecord, default_costs
-from visuals.plots import base_layout
-from visuals.style import OKABE_ITO
+from spec_core.types import RoundEvent
+from visuals.plots import Lanes, base_layout, drafting_lanes, rounds_note
+from visuals.style import OKABE_ITO, series_style
+from visuals.views import View, register_view
 
 INTRO = (
     "**Prompt lookup on this text.** A lookup draft copies what followed the text's last words earlier in the "
@@ -75,3 +80,118 @@ def copy_caption(record: TextRecord, rows, costs_name: str) -> str:
         "A long copy pays only where passes over many tokens are cheap or the text repeats itself: on a CPU a "
         "pass over 8 tokens costs far more than one step, so a wrong long copy costs more than it saves."
     )
+
+
+# -- the live view: where each round's drafts came from, and the length this machine's costs chose ---------------
+
+
+def _kept_by_source(event: RoundEvent) -> tuple[int, int]:
+    """(copied, drafted by a model) among the round's kept drafts."""
+    sources = tuple(getattr(event, "draft_sources", ()))[: event.accepted]
+    copied = sources.count("lookup")
+    return copied, event.accepted - copied
+
+
+def sources_figure(lanes: Lanes) -> go.Figure:
+    """Per round of each lane: kept drafts stacked by source (copied, drafted by the model), the drafted length as
+    a line, and the tokens the ``cost`` policy expected the round to add (markers), beside a fixed window."""
+    fig = go.Figure()
+    spec = drafting_lanes(lanes)
+    for i, (method, events) in enumerate(spec.items()):
+        colour, dash, marker = series_style(i)
+        rounds = [e.index for e in events]
+        kept = [_kept_by_source(e) for e in events]
+        for part, name, shade in ((0, "copied, kept", OKABE_ITO["sky"]), (1, "model's draft, kept", colour)):
+            values = [k[part] for k in kept]
+            if any(values):
+                fig.add_trace(
+                    go.Bar(
+                        x=rounds,
+                        y=values,
+                        name=f"{method} · {name}",
+                        marker={"color": shade, "opacity": 0.75},
+                        legendgroup=method,
+                        offsetgroup=method,
+                        hovertemplate=f"round %{{x}}: %{{y}} {name}<extra>{method}</extra>",
+                    )
+                )
+        fig.add_trace(
+            go.Scatter(
+                x=rounds,
+                y=[e.draft_len for e in events],
+                name=f"{method} · drafted",
+                mode="lines",
+                line={"color": colour, "dash": dash, "shape": "hv", "width": 2},
+                legendgroup=method,
+                hovertemplate="round %{x}: drafted %{y}<extra>" + method + "</extra>",
+            )
+        )
+        expected = [(e.index, e.policy_trace.get("expected_tokens")) for e in events]
+        expected = [(x, y - 1) for x, y in expected if y is not None]  # the round's own token apart: drafts kept
+        if expected:
+            fig.add_trace(
+                go.Scatter(
+                    x=[x for x, _ in expected],
+                    y=[y for _, y in expected],
+                    name=f"{method} · kept drafts the costs planned for",
+                    mode="markers",
+                    marker={"color": colour, "symbol": marker, "size": 7, "line": {"color": "white", "width": 1}},
+                    legendgroup=method,
+                    hovertemplate="round %{x}: the cost policy expected %{y:.2f} drafts kept<extra>"
+                    + method
+                    + "</extra>",
+                )
+            )
+    base_layout(
+        fig,
+        "Where the kept drafts came from, and the length the costs chose",
+        "round (target forward pass)",
+        "tokens",
+        empty=not any(spec.values()),
+        note=rounds_note(spec),
+    )
+    fig.update_layout(barmode="stack")
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(tickformat="d", rangemode="tozero")
+    return fig
+
+
+def sources_caption(lanes: Lanes) -> str:
+    """The view's sentence for each lane that copied: kept drafts by source, the copies' lengths, plan against
+    outcome."""
+    said = []
+    for method, events in drafting_lanes(lanes).items():
+        copied = sum(_kept_by_source(e)[0] for e in events)
+        kept = sum(e.accepted for e in events)
+        copy_rounds = [e for e in events if tuple(getattr(e, "draft_sources", ()))[:1] == ("lookup",)]
+        planned = [e.policy_trace["expected_tokens"] - 1 for e in events if "expected_tokens" in e.policy_trace]
+        if not copy_rounds and not planned:
+            continue
+        text = f"{method}: {copied} of its {kept} kept drafts were copied"
+        if copy_rounds:
+            lengths = [e.draft_len for e in copy_rounds]
+            text += (
+                f", in {len(copy_rounds)} of {len(events)} rounds (copies of {min(lengths)}–{max(lengths)} tokens, "
+                f"{sum(lengths) / len(lengths):.1f} on average)"
+            )
+        if planned:
+            text += (
+                f"; its rounds planned for {sum(planned) / len(planned):.2f} kept drafts and kept "
+                f"{sum(e.accepted for e in events if 'expected_tokens' in e.policy_trace) / len(planned):.2f}"
+            )
+        said.append(text + ".")
+    return " ".join(said)
+
+
+register_view(
+    View(
+        "lookup_sources",
+        "Prompt lookup: copied or drafted",
+        "Bars: each round's kept drafts, copied from the text (sky) or drafted by the model; line: how many it "
+        "drafted; markers: the drafts the cost policy expected to keep when it chose that length from this "
+        "machine's pass costs. A long copy is worth its wider pass only when the copy is likely right.",
+        sources_figure,
+        prefixes=("lookup", "hybrid", "cost"),
+        describe=sources_caption,
+    )
+)

@@ -47,6 +47,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "visuals.pacer_heads",
     "visuals.diversed",
     "visuals.tree",
+    "visuals.lookup",
 )  # imported once by views_for
 
 
