@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.setup-done
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup run test test-all bench lint browser
+.PHONY: setup run test test-all bench lint browser space-sim
 
 setup: $(STAMP)
 
@@ -36,3 +36,9 @@ bench: setup
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+# Opt-in, never part of `make test`: a Space simulated here from a clean clone (KIND=zerogpu, about 4 minutes and
+# 7 GB of pip: ZeroGPU's torch; or KIND=cpu, the Docker Space). See docs/DEPLOY.md.
+KIND ?= zerogpu
+space-sim: setup
+	scripts/simulate_space.sh $(KIND)

@@ -18,12 +18,21 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core import guards, live, requests
+from spec_core import gpu_slot, guards, live, requests
 from spec_core.analysis.bench import prompt_sets
 from ui.analyzer import analyzer_tab, replay_outputs  # noqa: F401  (replay_outputs: tests drive it through app)
 from ui.playground import playground_tab
 from ui.playground_record import remember_greedy
-from ui.shared import N_VIEW_SLOTS, UI_MAX_NEW_TOKENS, lane_columns, shown_errors, ui_errors, view_slots, view_updates
+from ui.shared import (
+    N_VIEW_SLOTS,
+    UI_MAX_NEW_TOKENS,
+    alert,
+    lane_columns,
+    shown_errors,
+    ui_errors,
+    view_slots,
+    view_updates,
+)
 from visuals import lens, live_page, menus, stepthrough, tokens, views
 from visuals.glossary import glossary_html
 from visuals.intro import intro_html
@@ -65,7 +74,7 @@ class LiveTab:
 def live_tab(pairs: list[str]) -> LiveTab:
     methods = live_method_choices()
     with gr.Row():
-        prompt = gr.Textbox(label="Prompt", lines=2, scale=4, value=EXAMPLES[0][0], elem_id="prompt")
+        prompt = gr.Textbox(label="Prompt", lines=3, max_lines=8, scale=4, value=EXAMPLES[0][0], elem_id="prompt")
         with gr.Column(scale=1, min_width=160):
             run, stop = gr.Button("Generate", variant="primary", elem_id="run"), gr.Button("Stop", elem_id="stop")
     with gr.Row():
@@ -159,8 +168,14 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
             yield [frame.status, *lanes, *figure_updates(frame, k == 0), frame]
 
     plots, outputs = tab.slots[2::3], [tab.status, *tab.lanes, *tab.slots, tab.state]
+
+    def slot_ended(last, note):  # ZeroGPU took the GPU back mid-run: the lanes keep their text, the status says so
+        frame = last[-1] if last else None
+        made = live.stopped(frame).removeprefix("Stopped.") if frame is not None and not frame.done else ""
+        return [alert(f"{note}{made}"), *[gr.update()] * (len(outputs) - 1)]
+
     event = tab.run.click(
-        shown_errors(on_live, len(outputs)),
+        gpu_slot.until_slot_end(gpu_slot.gpu_slot(shown_errors(on_live, len(outputs)), live_slot_s), slot_ended),
         [*tab.inputs, tab.show_rejected, stop_request],
         outputs,
         api_name="live",
@@ -240,6 +255,16 @@ def wire_live(tab: LiveTab, pair_loader: PairLoader, pairs: list[str]) -> None:
     tab.st_play.click(on_play, step_in[:3], [tab.st_step, tab.st_html], api_visibility="private")
 
 
+def live_slot_s(prompt, m1, m2, m3, temperature, top_p, seed, max_new, *rest) -> int:
+    """The Live tab's GPU slot on ZeroGPU (:mod:`spec_core.gpu_slot`): ``max_new`` tokens in each chosen lane."""
+    return gpu_slot.budget_s(max_new, sum(bool(m) and m != requests.NONE_METHOD for m in (m1, m2, m3)))
+
+
+def generate_slot_s(prompt, method="heuristic", max_new_tokens=64, *rest, **kwargs) -> int:
+    """``/generate``'s GPU slot on ZeroGPU: one lane of ``max_new_tokens`` tokens."""
+    return gpu_slot.budget_s(kwargs.get("max_new_tokens", max_new_tokens))
+
+
 def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
     """The whole app. ``pair_loader(name, precision) -> ModelPair`` is the only way handlers reach a model."""
     pairs = pair_choices()
@@ -261,12 +286,20 @@ def build_demo(pair_loader: PairLoader = get_pair) -> gr.Blocks:
             request = requests.parse_generate_request(prompt, method, max_new_tokens, temperature, seed)
             yield from live.stats_stream(pair_loader("embedded", request.spec.precision or "auto"), request)
 
-        gr.api(generate, api_name="generate")
+        def ended(last: dict | None, note: str) -> dict:  # ZeroGPU took the GPU back: the stats so far, and why
+            return {
+                **(last or {"new_tokens": 0, "tau": 0.0, "tokens_per_s": 0.0, "text": ""}),
+                "finished": False,
+                "error": note,
+            }
+
+        gr.api(gpu_slot.until_slot_end(gpu_slot.gpu_slot(generate, generate_slot_s), ended), api_name="generate")
     return demo
 
 
 launch_kwargs = functools.partial(menus.launch_kwargs, CSS_PATH)  # shared by __main__ and the tests
 demo = build_demo()
+gpu_slot.place_on_gpu()  # ZeroGPU only: the embedded pair on cuda at import (elsewhere it loads on first use)
 
 if __name__ == "__main__":
     limits = guards.serving_limits()  # 1 request at a time on a CPU, 4 on CUDA, 16 waiting; env overrides

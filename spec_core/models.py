@@ -329,8 +329,9 @@ def resolve_precision(dtype: str | torch.dtype | None, device: torch.device | No
             raise SpecScopeError("the precision 'auto' could not be resolved")
         return resolve_precision(chosen, device)
     if dtype == INT8:
-        if device is not None and device.type != "cpu":
-            raise SpecScopeError("precision 'int8' is the CPU's weight-only int8 path; on a GPU use bfloat16")
+        from spec_core.precision import check_int8_device
+
+        check_int8_device(device)  # the CPU's path: refused on a GPU
         return INT8
     return PRECISION_OF.get(resolve_dtype(dtype), "bfloat16")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from spec_core.cost_model import CostProfile, profile_from_events
+from spec_core.errors import SpecScopeError
 
 PRECISION_ENV = "SPECSCOPE_PRECISION"  # set to a precision to skip the measurement (e.g. a Space with known costs)
 CPU_PRECISIONS = ("bfloat16", "float32", "int8")
@@ -221,12 +222,36 @@ def explain(profiles: dict[str, CostProfile]) -> str:
     return "\n".join(lines)
 
 
+def gpu_precision(device: torch.device) -> str:
+    """``auto`` off the CPU, with nothing measured: bfloat16 where the GPU computes in it natively
+    (``torch.cuda.is_bf16_supported()``: Ampere and later), else float16 (a T4); never int8
+    (:func:`check_int8_device`). MPS: bfloat16."""
+    if device.type != "cuda":
+        return "bfloat16"
+    try:
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    except (RuntimeError, AssertionError):  # a device that cannot be asked: bf16, native on every GPU since Ampere
+        return "bfloat16"
+
+
+def check_int8_device(device: torch.device | None) -> None:
+    """Refuse the weight-only int8 path off the CPU. It exists for CPUs without fast bf16 (it halves the bytes a
+    one-token step reads) and runs through ATen's ``_weight_int8pack_mm``; torch's CUDA builds register a CUDA
+    kernel for it too (2.9.1 does), but this path was never run on a GPU, and a GPU runs bf16/fp16 at full speed."""
+    if device is not None and device.type != "cpu":
+        raise SpecScopeError(
+            f"precision 'int8' is the CPU's weight-only int8 path (ATen's _weight_int8pack_mm), not offered on "
+            f"{device.type!r}: use 'auto' (here {gpu_precision(device)}), 'bfloat16' or 'float32'"
+        )
+
+
 def auto_precision(device: torch.device) -> str:
-    """``auto``: bfloat16 on a GPU (native there); on a CPU the precision :func:`choose` picks from this machine's
-    cost table (measured once, ~20 s, then cached), or ``$SPECSCOPE_PRECISION`` when set."""
+    """``auto``: on a GPU :func:`gpu_precision` (bfloat16, or float16 without native bf16; never int8); on a CPU
+    the precision :func:`choose` picks from this machine's cost table (measured once, ~20 s, then cached), or
+    ``$SPECSCOPE_PRECISION`` when set (an int8 there is refused on a GPU by :func:`check_int8_device`)."""
     forced = os.environ.get(PRECISION_ENV, "").strip()
     if forced and forced != "auto":
         return forced
     if device.type != "cpu":
-        return "bfloat16"
+        return gpu_precision(device)
     return choose(machine_costs())
