@@ -85,3 +85,22 @@ def test_the_live_view_stacks_kept_drafts_by_source_and_says_so(one_thread):
     kept = sum(e.accepted for e in lanes["hybrid"])
     text = sources_caption({"hybrid": lanes["hybrid"]})
     assert f"{copied} of its {kept} kept drafts were copied" in text and "planned for" in text
+
+
+def test_analyze_lookup_refuses_bad_settings_and_tables_by_category(capsys):
+    import pandas as pd
+
+    from spec_core.analysis import lookup
+
+    assert lookup.main(["--per-category", "0"]) == 2
+    assert "error:" in capsys.readouterr().out
+    df = pd.DataFrame(
+        {
+            "prompt_id": ["1", "1", "2", "2"],
+            "category": ["rag", "rag", "qa", "qa"],
+            "policy": ["k=3", "oracle", "k=3", "oracle"],
+            "speedup_vs_ar": [1.2, 1.5, 1.0, 1.1],
+        }
+    )
+    t = lookup.table(df)
+    assert list(t.columns) == ["overall", "qa", "rag"] and t.loc["oracle", "rag"] == 1.5

@@ -1,0 +1,113 @@
+"""``analyze lookup``: how far prompt lookup could go on Spec-Bench's answers, at every copy length.
+
+The target answers Spec-Bench questions greedily (first turns; ``--per-category`` of each category after
+``--offset``), then prompt lookup is replayed on each answer with no model call (:mod:`spec_core.lookup_replay`):
+fixed copy lengths, ``lookup``'s own cost policy, and an oracle that knows what the target keeps, each priced by
+this machine's cost table for the pair's precision (``costs --machine``; measured once when none is cached). The
+prefill is left out: the table says what the decoding rounds could gain. Rows go to a CSV; the printed table is
+the median speedup per category and overall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from spec_core.cli_args import add_threads
+from spec_core.errors import SpecScopeError
+
+
+def record_answers(pair, prompts: list[dict], max_new_tokens: int) -> list[dict]:
+    """Each prompt's greedy answer with its prompt ids (``ar``, no display numbers)."""
+    from spec_core.engine import Generation
+    from spec_core.types import SamplingConfig
+
+    out = []
+    for p in prompts:
+        run = Generation(pair, p["prompt"], "ar", max_new_tokens, SamplingConfig(), display=False)
+        result = run.run()
+        out.append({**p, "prompt_ids": list(run.prompt_ids), "tokens": list(result.token_ids)})
+    return out
+
+
+def replay_rows(answers: list[dict], profile, max_new_tokens: int) -> pd.DataFrame:
+    """One row per (answer, way of choosing the copy's length): τ and predicted speedup over ``ar``."""
+    from spec_core.lookup_replay import copy_replays
+
+    rows = []
+    for a in answers:
+        for r in copy_replays(a["prompt_ids"], a["tokens"], profile, max_new_tokens):
+            rows.append(
+                {
+                    "prompt_id": a["id"],
+                    "category": a["category"],
+                    "policy": r.policy,
+                    "new_tokens": r.tokens,
+                    "rounds": len(r.lengths),
+                    "tau": r.tau,
+                    "speedup_vs_ar": r.speedup,
+                    "costs": profile.name,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    """Median speedup per policy: overall, then per category (Spec-Bench's order)."""
+    from spec_core.analysis.spec_bench import CATEGORIES
+
+    order = list(dict.fromkeys(df["policy"]))
+    out = pd.DataFrame(index=order)
+    out["overall"] = df.groupby("policy")["speedup_vs_ar"].median()
+    for c in [c for c in CATEGORIES if c in set(df["category"])]:
+        out[c] = df[df.category == c].groupby("policy")["speedup_vs_ar"].median()
+    return out.round(3)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m spec_core analyze lookup", description=__doc__.splitlines()[0])
+    ap.add_argument("--per-category", type=int, default=6, help="Spec-Bench questions of each category")
+    ap.add_argument("--offset", type=int, default=10, help="questions of each category skipped first")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--dtype", default=None, help="the pair's precision (default: auto)")
+    add_threads(ap, None)
+    ap.add_argument("--out", default="runs/lookup_replay.csv")
+    a = ap.parse_args(argv)
+    try:
+        if a.per_category < 1 or a.offset < 0 or a.max_new_tokens < 1:
+            raise SpecScopeError("--per-category and --max-new-tokens must be at least 1, --offset at least 0")
+        import torch
+
+        from spec_core import precision
+        from spec_core.analysis import spec_bench
+        from spec_core.models import load_pair
+
+        if a.threads:
+            torch.set_num_threads(a.threads)
+        prompts = [p for p in spec_bench.select(a.per_category, a.offset) if not p.get("history")]
+        pair = load_pair("embedded", dtype=a.dtype, operator=True)
+        profile = precision.machine_costs().get(pair.precision) if pair.device.type == "cpu" else None
+        if profile is None:
+            from spec_core.policies.cost import pair_costs
+
+            profile = pair_costs(pair)
+        df = replay_rows(record_answers(pair, prompts, a.max_new_tokens), profile, a.max_new_tokens)
+    except SpecScopeError as err:
+        print(f"error: {err}")
+        return 2
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(a.out, index=False)
+    print(f"prompt lookup replayed on {df.prompt_id.nunique()} answers, priced by {profile.name} ({profile.about})")
+    print(
+        f"median speedup over ar, the prefill left out (precision {pair.precision}, threads {torch.get_num_threads()}):"
+    )
+    with pd.option_context("display.width", 200, "display.max_columns", 12):
+        print(table(df).to_string())
+    print(
+        f"wrote {a.out} ({len(df)} rows); overall median of the answers' median τ: "
+        f"{statistics.median(df[df.policy == 'lookup (cost)'].tau):.2f} for lookup"
+    )
+    return 0
