@@ -106,8 +106,6 @@ def main(argv: list[str]) -> int:
     )
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table(df).to_string())
-    print(
-        f"wrote {a.out} ({len(df)} rows); overall median of the answers' median τ: "
-        f"{statistics.median(df[df.policy == 'lookup (cost)'].tau):.2f} for lookup"
-    )
+    tau = statistics.median(df[df.policy == "lookup (cost)"].tau)
+    print(f"wrote {a.out} ({len(df)} rows); lookup's median τ over the answers: {tau:.2f}")
     return 0
