@@ -52,16 +52,22 @@ def shares(weights: Sequence[float]) -> list[float]:
 MIN_BLOCK = 2  # a "block" of one token has nothing to weigh against
 
 
+def weighable(event: RoundEvent) -> bool:
+    """A round the lens can weigh: 2 drafted tokens or more, drafted by a model (a copied run has no q to train)."""
+    copied = tuple(getattr(event, "draft_sources", ()))[:1] == ("lookup",)
+    return len(event.gold_draft_probs) >= MIN_BLOCK and not copied
+
+
 def block_rounds(events: Sequence[RoundEvent]) -> list[int]:
-    """The rounds that drafted a block the lens can weigh (2 tokens or more)."""
-    return [e.index for e in events if len(e.gold_draft_probs) >= MIN_BLOCK]
+    """The rounds that drafted a block the lens can weigh."""
+    return [e.index for e in events if weighable(e)]
 
 
 def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, RoundEvent] | None:
     """The block to show: ``round_index`` of the first drafting lane, else its first block of 2 or more (the
     round the step-through opens on)."""
     for method, events in lanes.items():
-        blocks = [e for e in events if len(e.gold_draft_probs) >= MIN_BLOCK]
+        blocks = [e for e in events if weighable(e)]
         if not blocks:
             continue
         if round_index is not None:
