@@ -65,6 +65,8 @@ def test_the_playground_view_draws_every_length_and_says_it_in_numbers():
     fig, text = copy_view(record)
     assert [*fig.data[0].x] == ["k=1", "k=2", "k=3", "k=4", "k=6", "k=8", "k=10", "lookup (cost)", "oracle"]
     assert "lookup` as it runs is predicted" in text and "oracle" in text and "k=10" in text
+    assert [t.name for t in fig.data][1] == "GPU-like (a model)" and "accelerator model" in text
+    assert max(fig.data[1].y[:7]) >= max(fig.data[0].y[:7])  # wide passes cost nothing there: copies pay more
     empty_fig, intro = copy_view(None)
     assert "Prompt lookup" in intro and not empty_fig.data
 

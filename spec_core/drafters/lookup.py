@@ -37,6 +37,7 @@ from spec_core.types import SamplingConfig
 MAX_NGRAM = 8
 MAX_K = 32
 VOTERS = 16  # the most recent occurrences of an n-gram that vote on its continuation
+EXPLORE = 8  # a network priced below a plain step still drafts one round in this many
 PRIOR_FIRST, PRIOR_NEXT, PRIOR_WEIGHT = 0.4, 0.7, 4.0  # a fresh text's guess: the first copied token is kept 40%
 #   of the time, each next one (once the one before was kept) 70%, worth 4 rounds of evidence; the generation's own
 #   rounds take over within a few rounds (docs/ALGORITHMS.md §5)
@@ -225,7 +226,8 @@ class LookupDrafter:
 
 class HybridDrafter:
     """The lookup where a copied round promises more tokens per millisecond than the draft network's rounds have
-    been giving, else the network; one source per round. Both are priced by the one cost model: the copy at its
+    been giving (and than a plain step), else the network, unless its record is below a plain step's; one source
+    per round. Both are priced by the one cost model: the copy at its
     tokens' estimates (:meth:`LookupDrafter.run_estimates`) and its best length, the network at its record in this
     generation (tokens a round over the round's price), from a prior of :data:`PRIOR_FIRST` kept first tokens.
     The network follows every round's tokens (``follow``), so its cache and features stay the verified text's.
@@ -241,6 +243,7 @@ class HybridDrafter:
         self.source: str | None = None  # this round's
         self.drafted: list[int] = []  # this round's drafts, from either source
         self.forwards = 0  # this round's draft forwards
+        self.idle = 0  # rounds since the network last drafted
         self.model_record = self._prior()  # the network's rounds: [tokens, ms]
         self.ids: list[int] = []  # the verified text and the pending token (while the network has not started)
         self.rows: list[LMOutput] = []  # the target's states of the verified text so far, until the network starts
@@ -255,7 +258,7 @@ class HybridDrafter:
         self.ids, self.rows, self.started = list(prompt_ids), [], False
         if prefill is not None:
             self._keep(prefill)
-        self.source, self.drafted, self.forwards = None, [], 0
+        self.source, self.drafted, self.forwards, self.idle = None, [], 0, 0
         self.model_record = self._prior()
 
     def _keep(self, out: LMOutput) -> None:
@@ -282,10 +285,25 @@ class HybridDrafter:
         lengths = np.arange(1, len(kept) + 1)
         return float(((1 + np.cumsum(kept)) / self.profile.round_ms(lengths + 1, 0)).max())
 
+    def _choose(self) -> str:
+        """This round's source: the copy, the network, or none (a plain step), whichever promises the most tokens
+        per millisecond. A network whose record is below a plain step's still drafts one round in
+        :data:`EXPLORE`, so that its record can recover when the text changes."""
+        network = self.model_record[0] / self.model_record[1]
+        plain = 1.0 / float(self.profile.round_ms(1, 0))
+        if self.copy_value() >= max(network, plain):
+            return "lookup"
+        self.idle += 1
+        if network >= plain or self.idle >= EXPLORE:
+            self.idle = 0
+            return "model"
+        return "none"
+
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
         if self.source is None:
-            network = self.model_record[0] / self.model_record[1]
-            self.source = "lookup" if self.copy_value() >= network else "model"
+            self.source = self._choose()
+        if self.source == "none":  # neither source is worth its pass here: a plain step
+            return self.lookup.chunk([], sampling, [])
         if self.source == "lookup":
             chunk = self.lookup.propose(n, sampling, generator)
             if self.started:
