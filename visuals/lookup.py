@@ -20,7 +20,7 @@ from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.replay import TextRecord, default_costs
 from spec_core.types import RoundEvent
-from visuals.plots import Lanes, base_layout, drafting_lanes, rounds_note
+from visuals.plots import Lanes, base_layout, drafted_line, drafting_lanes, rounds_note
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -131,17 +131,7 @@ def sources_figure(lanes: Lanes) -> go.Figure:
                         hovertemplate=f"round %{{x}}: %{{y}} {name}<extra>{method}</extra>",
                     )
                 )
-        fig.add_trace(
-            go.Scatter(
-                x=rounds,
-                y=[e.draft_len for e in events],
-                name=f"{method} · drafted",
-                mode="lines",
-                line={"color": colour, "dash": dash, "shape": "hv", "width": 2},
-                legendgroup=method,
-                hovertemplate="round %{x}: drafted %{y}<extra>" + method + "</extra>",
-            )
-        )
+        fig.add_trace(drafted_line(method, events, colour, dash))
         expected = [(e.index, e.policy_trace.get("expected_tokens")) for e in events]
         expected = [(x, y - 1) for x, y in expected if y is not None]  # the round's own token apart: drafts kept
         if expected:

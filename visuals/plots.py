@@ -56,6 +56,20 @@ def base_layout(
     return fig
 
 
+def drafted_line(method: str, events: Sequence[RoundEvent], colour: str, dash: str) -> go.Scatter:
+    """A lane's drafted length per round, as a step line (the draft-length plot's, and the views' that sit
+    beside it)."""
+    return go.Scatter(
+        x=[e.index for e in events],
+        y=[e.draft_len for e in events],
+        name=f"{method} · drafted",
+        mode="lines",
+        line={"color": colour, "dash": dash, "shape": "hv", "width": 2},
+        legendgroup=method,
+        hovertemplate="round %{x}<br>drafted %{y} tokens<extra>" + method + "</extra>",
+    )
+
+
 def draft_lengths_figure(lanes: Lanes) -> go.Figure:
     """Per round: how many tokens were drafted (line) and how many of them were accepted (markers)."""
     fig = go.Figure()
@@ -63,17 +77,7 @@ def draft_lengths_figure(lanes: Lanes) -> go.Figure:
     for i, (method, events) in enumerate(spec.items()):
         colour, dash, marker = series_style(i)
         rounds = [e.index for e in events]
-        fig.add_trace(
-            go.Scatter(
-                x=rounds,
-                y=[e.draft_len for e in events],
-                name=f"{method} · drafted",
-                mode="lines",
-                line={"color": colour, "dash": dash, "shape": "hv", "width": 2},
-                legendgroup=method,
-                hovertemplate="round %{x}<br>drafted %{y} tokens<extra>" + method + "</extra>",
-            )
-        )
+        fig.add_trace(drafted_line(method, events, colour, dash))
         fig.add_trace(
             go.Scatter(
                 x=rounds,

@@ -357,20 +357,13 @@ class LookupDraft:
         return LookupDrafter(params, _vocab(pair), pair.device)
 
 
-class HybridDraft:
-    """``hybrid`` or ``hybrid:min=1,max=3,k=8`` — prompt lookup where it matches well, else the pair's draft."""
+class HybridDraft(LookupDraft):
+    """``hybrid`` or ``hybrid:min=1,max=3,k=8`` — prompt lookup where it matches well, else the pair's draft (the
+    lookup's settings; a round's states may be a copy's, which has none)."""
 
     prefix: ClassVar[str] = "hybrid"
-    named: ClassVar[bool] = True
-    drafts_trees: ClassVar[bool] = False
-    own_length: ClassVar[bool] = False
-    reads_draft_states: ClassVar[bool] = False  # a round's states may be a lookup's (none)
     about: ClassVar[str] = "prompt lookup where it matches, else the draft model (SAM-Decoding's idea)"
     examples: ClassVar[tuple[str, ...]] = ("hybrid",)
-
-    @classmethod
-    def parse(cls, arg: str | None) -> LookupParams:
-        return LookupParams.parse(arg, cls.prefix)
 
     @classmethod
     def build(cls, params: LookupParams, pair) -> Drafter:
