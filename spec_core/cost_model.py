@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -72,6 +72,7 @@ class CostProfile:
     name: str = "this machine"
     measured: bool = True
     about: str = ""  # what was measured, where, or the model's parameters
+    unit: str = "ms"  # "ms": milliseconds (a measurement); "step": a model where one plain step costs 1 (no clock)
     extra: dict = field(default_factory=dict, compare=False)  # e.g. the acceptance a precision was measured at
 
     def __post_init__(self):
@@ -82,6 +83,22 @@ class CostProfile:
         monotone = tuple(float(x) for x in np.maximum.accumulate([float(ms) for _, ms in pairs]))
         object.__setattr__(self, "widths", widths)
         object.__setattr__(self, "target_ms", monotone)
+
+    # -- units --------------------------------------------------------------------------------------------------
+
+    def in_own_unit(self, value: float, unit: str) -> float:
+        """``value`` if it is in this profile's unit; a cost in another unit is refused, never added raw (a
+        head call timed at 0.3 ms is not 0.3 of a step)."""
+        if unit != self.unit:
+            raise ValueError(f"{self.name} is priced in {self.unit}; a cost in {unit} cannot be added to it")
+        return float(value)
+
+    def with_head(self, ms: float, share: float) -> CostProfile:
+        """This profile with a pre-verifier call priced in its own unit: its measured ``ms`` on a profile in
+        milliseconds; on a model in steps, ``share`` (its parameters over the target's) of a step, as a draft
+        forward is priced there."""
+        cost = self.in_own_unit(ms, "ms") if self.unit == "ms" else self.in_own_unit(share * self.step_ms, "step")
+        return replace(self, head_ms=cost)
 
     # -- pricing ------------------------------------------------------------------------------------------------
 
@@ -186,15 +203,17 @@ def expected_tau(alpha, k: int) -> np.ndarray:
     return np.sum(np.power.outer(np.asarray(alpha, dtype=float), np.arange(k + 1)), axis=-1)
 
 
-def accelerator_profile(draft_ratio: float, step_ms: float = 1.0) -> CostProfile:
+def accelerator_profile(draft_ratio: float, step_ms: float = 1.0, unit: str = "step") -> CostProfile:
     """The memory-bound accelerator *model*: a pass over up to :data:`GPU_FREE_WIDTH` tokens costs one step
-    (reading the weights dominates), a draft forward costs ``draft_ratio`` (draft/target parameters) of one."""
+    (reading the weights dominates), a draft forward costs ``draft_ratio`` (draft/target parameters) of one. Its
+    unit is the step (``step_ms`` = 1) unless a caller scales it to milliseconds (``unit="ms"``)."""
     return CostProfile(
         name="GPU-like (model)",
         widths=(1, GPU_FREE_WIDTH, 2 * GPU_FREE_WIDTH),
         target_ms=(step_ms, step_ms, 2 * step_ms),
         draft_ms=draft_ratio * step_ms,
         measured=False,
+        unit=unit,
         about=f"a model, not a measurement: a pass over ≤ {GPU_FREE_WIDTH} tokens costs one step; "
         f"a draft forward costs {draft_ratio:.3f} of a step (draft/target parameters)",
     )

@@ -108,7 +108,7 @@ CPU_LIKE = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(50, 54, 60, 86, 129),
 
 
 def test_the_cost_policy_drafts_longer_where_passes_are_cheap_and_evidence_strong():
-    gpu = accelerator_profile(0.05, step_ms=50)
+    gpu = accelerator_profile(0.05, step_ms=50, unit="ms")
     assert _drafted_length(gpu, 0.9) == 16  # a pass over 17 tokens costs one step: draft all
     cpu_strong, cpu_weak = _drafted_length(CPU_LIKE, 0.95), _drafted_length(CPU_LIKE, 0.3)
     assert 3 <= cpu_strong < 16 and cpu_weak <= 2 < cpu_strong

@@ -116,3 +116,48 @@ def test_the_view_is_offered_to_pacer_lanes_only():
 
     assert "pacer_heads" in [v.key for v in views.views_for(["pacer+diversed"])]
     assert "pacer_heads" not in [v.key for v in views.views_for(["fixed:4", "confidence:0.4"])]
+
+
+def test_costs_carry_their_unit_and_a_head_call_is_priced_in_it():
+    """A head call timed in ms is never added raw to a model priced in steps: there it costs its parameters'
+    share of a step, as a draft forward does; a measured profile takes the ms."""
+    from spec_core.cost_model import accelerator_profile
+
+    model = accelerator_profile(0.046)
+    assert model.unit == "step" and FLAT.unit == "ms"
+    with pytest.raises(ValueError, match="priced in step"):
+        model.in_own_unit(0.3, "ms")
+    with pytest.raises(ValueError, match="priced in ms"):
+        FLAT.in_own_unit(1e-4, "step")
+    assert model.with_head(0.3, 1.5e-4).head_ms == pytest.approx(1.5e-4)
+    assert FLAT.with_head(0.3, 1.5e-4).head_ms == pytest.approx(0.3)
+
+
+def test_under_the_accelerator_model_the_paper_head_is_priced_by_its_parameters():
+    """The fresh-machine fallback (no cost table): the paper head's row equals the same rule with free calls
+    within 0.005 (it has 21k parameters beside the target's 135M), where adding its 0.3 ms raw to a one-step
+    model had priced each call at 0.3 of a step."""
+    from spec_core.cost_model import accelerator_profile
+
+    rounds = load_rounds("feature")
+    model = accelerator_profile(0.046)
+    paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
+    row = next(r for r in pacer_heads.compare(rounds, model) if r.head == paper)
+    labels, position = pacer_heads.token_labels(rounds)
+    named = {"name": "paper head", "kind": "head", "method": "pacer", "inputs": ""}
+    free = pacer_heads._rule_row(
+        rounds, rounds.predicted[pacer_heads.prediction_key(paper, 1)], labels, position, PacerParams(), model, **named
+    )
+    raw = pacer_heads._rule_row(
+        rounds,
+        rounds.predicted[pacer_heads.prediction_key(paper, 1)],
+        labels,
+        position,
+        PacerParams(),
+        model,
+        0.0,
+        float(rounds.card["head_ms"][paper]),  # the bug: milliseconds read as a share of a step
+        **named,
+    )
+    assert abs(row.speedup - free.speedup) < 0.005
+    assert raw.speedup < row.speedup - 0.05

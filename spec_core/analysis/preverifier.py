@@ -55,6 +55,7 @@ class Predictor:
     head_ms: object  # (block) -> ms of one call on a block (0: free)
     block: int
     rho: float
+    share: float = 0.0  # its parameters over the target's: a call's price on a model in steps
 
 
 def draft_cumprob(data: dict[str, torch.Tensor], mask: torch.Tensor, block: int) -> torch.Tensor:
@@ -127,8 +128,9 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
     ece, _ = calibration(probs.clamp(0, 1), labels)
     first = data["position"][test_tok] == 1
     ms = pred.head_ms(pred.block)
-    # the accelerator model prices a step at 1 and the head at 0 (a few kFLOPs beside a forward of the target)
-    costs, accel = dataclasses.replace(costs, head_ms=ms), dataclasses.replace(accel, head_ms=0.0)
+    # each profile prices a call in its own unit: the measured ms here, the head's parameter share of a step on the
+    # accelerator model (a few kFLOPs beside a forward of the target), as the app's head comparison does
+    costs, accel = costs.with_head(ms, pred.share), accel.with_head(ms, pred.share)
     train = rounds_of(data, train_rounds, pred.score(train_tok, pred.block).float()) if train_tok.any() else None
     test = rounds_of(data, test_rounds, probs)
 
@@ -337,9 +339,13 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     accel = accelerator_profile(DEFAULT_DRAFT_RATIO)  # the embedded pair: draft/target parameters ≈ 0.046
     embed_dim = int(data["token_embed"].shape[1])
 
+    target_parameters = sum(p.numel() for p in pair.parts_target.parameters())
+
     def row(name: str, head, inputs: str | None = None, block: int = args.block, rho: float = args.rho) -> Predictor:
+        share = sum(p.numel() for p in head.parameters()) / target_parameters
+        scorer = head_scorer(head, data)
         return Predictor(
-            name, inputs or " + ".join(head.inputs), head_scorer(head, data), head_call_ms(head, embed_dim), block, rho
+            name, inputs or " + ".join(head.inputs), scorer, head_call_ms(head, embed_dim), block, rho, share
         )
 
     predictors = []  # the shipped heads first: the default (`pacer`'s), the paper head, the hybrid

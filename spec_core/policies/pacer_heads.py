@@ -71,6 +71,19 @@ def token_labels(rounds: TuningRounds) -> tuple[torch.Tensor, torch.Tensor]:
     return (position <= torch.repeat_interleave(accepted, gamma)), position
 
 
+EMBEDDED_TARGET_PARAMETERS = 134_515_008  # SmolLM2-135M-Instruct, the target the shipped rounds were recorded on
+
+
+def head_share(name: str) -> float:
+    """A shipped head's parameters over the embedded target's (its card's count): what one call costs on a model
+    priced in steps, as a draft forward's share is (0 when the card is missing)."""
+    try:
+        card = json.loads((HEADS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0.0
+    return float(card.get("parameters", 0)) / EMBEDDED_TARGET_PARAMETERS
+
+
 def head_names(rounds: TuningRounds) -> dict[str, tuple[str, str, str]]:
     """Head file name → (row name, method, inputs) for each head the rounds were scored by."""
     out = {}
@@ -86,10 +99,11 @@ def head_names(rounds: TuningRounds) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def _rule_row(rounds, predicted, labels, position, params, costs, head_ms=0.0, **row) -> HeadRow:
-    """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE."""
+def _rule_row(rounds, predicted, labels, position, params, costs, head_ms=0.0, share=0.0, **row) -> HeadRow:
+    """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE. A head
+    call costs ``head_ms`` on a measured profile and ``share`` of a step on a model (:meth:`CostProfile.with_head`)."""
     per_round = list(torch.split(predicted.float(), rounds.gamma.tolist()))
-    priced = dataclasses.replace(costs, head_ms=head_ms)
+    priced = costs.with_head(head_ms, share)
     t, best = best_threshold(per_round, rounds.gamma, rounds.accepted, params, priced)
     first = position == 1
     ece, _ = calibration(predicted.float().clamp(0, 1), labels)
@@ -124,6 +138,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                     params,
                     costs,
                     head_ms,
+                    head_share(name),
                     name=row,
                     kind="head",
                     method=method,
