@@ -371,3 +371,38 @@ def test_the_held_out_split_leaves_out_prompts_a_shipped_head_trained_on(tmp_pat
     assert any(seen[i] for i in range(0, 64, 4))  # the reorder really puts trained prompts at held-out indices
     none, why = prompts_seen_in_training(tmp_path / "missing", [card])
     assert none is None and "by index only" in why
+
+
+# -- analyze preverifier on a user's prompts (a clone without training shards) ---------------------------------
+
+
+def _prompts(path, texts):
+    path.write_text("".join(f'{{"id": "u{i}", "prompt": "{t}"}}\n' for i, t in enumerate(texts)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.embedded
+def test_analyze_preverifier_scores_a_users_prompts_with_t_tuned_on_the_shipped_rounds(tmp_path, capsys):
+    """Six prompts the tool has never seen, no training shards: t is tuned on the shipped rounds (it used to die in
+    a division by zero), every row is scored on the user's rounds, and a file too small for a row says so."""
+    from spec_core.__main__ import main
+
+    texts = [
+        "Hi! How are you today?",
+        "What is a good name for a cat?",
+        "Tell me a fun fact about the moon.",
+        "Can you suggest a quick breakfast?",
+        "What does a librarian do?",
+        "Say something kind to a friend who is tired.",
+    ]
+    args = ["analyze", "preverifier", "--data", str(tmp_path / "feature"), "--max-new-tokens", "24", "--threads", "1"]
+    out = tmp_path / "rows.csv"
+    assert main([*args, "--prompts", str(_prompts(tmp_path / "six.jsonl", texts)), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "shipped rounds (no training rounds here)" in said
+    table = pd.read_csv(out).set_index("head")
+    assert {"draft Π q", "perfect pre-verifier", "confidence:T", "fixed:1", "oracle"} <= set(table.index)
+    assert table["predicted_speedup"].notna().all()
+    tiny = _prompts(tmp_path / "one.jsonl", ["Hi!"])
+    assert main([*args, "--prompts", str(tiny), "--max-new-tokens", "2", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "a row needs at least" in capsys.readouterr().err

@@ -39,10 +39,12 @@ from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer import PacerParams
-from spec_core.policies.pacer_tuning import replay_rule
+from spec_core.policies.pacer_heads import DRAFT_CUMPROB
+from spec_core.policies.pacer_tuning import prediction_key, replay_rule
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
 COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup"]  # the issue's columns, first
+MIN_HELD_OUT_ROUNDS = 10  # fewer held-out rounds make no row worth reading
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,8 @@ class Predictor:
     block: int
     rho: float
     share: float = 0.0  # its parameters over the target's: a call's price on a model in steps
+    shipped_key: str | None = None  # its â in the shipped rounds asset, where t is tuned when no training rounds
+    #   exist (a user's prompt file on a fresh clone); "" = the verifier's outcome (the perfect row)
 
 
 def draft_cumprob(data: dict[str, torch.Tensor], mask: torch.Tensor, block: int) -> torch.Tensor:
@@ -118,9 +122,10 @@ def replay_speed(rounds: RecordedRounds, params: PacerParams, costs: CostProfile
     return replay_rule(per_round, rounds.gamma, rounds.accepted, params, costs)
 
 
-def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) -> dict:
+def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel, shipped=None) -> dict:
     """One row: held-out AUC / ECE, and the stop rule's held-out speed under each cost model at the t tuned on the
-    training rounds under that cost model."""
+    training rounds under that cost model; without training rounds, on the shipped rounds (``shipped``, a
+    :class:`~spec_core.policies.pacer_tuning.TuningRounds`) where they carry this predictor's â."""
     from spec_core.heads.metrics import calibration, roc_auc
 
     labels = data["label"][test_tok].float()
@@ -134,10 +139,16 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
     train = rounds_of(data, train_rounds, pred.score(train_tok, pred.block).float()) if train_tok.any() else None
     test = rounds_of(data, test_rounds, probs)
 
+    tune_on = shipped_per_round(shipped, pred) if train is None else None
+
     def tuned(profile: CostProfile) -> tuple[PacerParams, dict]:
         best_t, best = PacerParams().threshold, -1.0
-        for t in THRESHOLDS if train is not None else ():
-            s = replay_speed(train, PacerParams(block=pred.block, threshold=t, rho=pred.rho), profile)["speedup"]
+        for t in THRESHOLDS if train is not None or tune_on is not None else ():
+            params = PacerParams(block=pred.block, threshold=t, rho=pred.rho)
+            if train is not None:
+                s = replay_speed(train, params, profile)["speedup"]
+            else:
+                s = replay_rule(tune_on, shipped.gamma, shipped.accepted, params, profile)["speedup"]
             if s > best:
                 best_t, best = t, s
         params = PacerParams(block=pred.block, threshold=best_t, rho=pred.rho)
@@ -166,23 +177,63 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
     }
 
 
-def confidence_row(data, train_rounds, test_rounds, costs: CostProfile, accel: CostProfile) -> dict:
+def confidence_lengths(q_rounds: list[torch.Tensor], t: float) -> torch.Tensor:
+    """``confidence:T``'s length in each round: up to the first drafted token whose q is under T."""
+    out = []
+    for row in q_rounds:
+        low = torch.nonzero(row < t)
+        out.append(int(low[0]) + 1 if len(low) else len(row))
+    return torch.tensor(out)
+
+
+def shipped_per_round(shipped, pred: Predictor) -> list[torch.Tensor] | None:
+    """The predictor's â per round of the shipped rounds (None where they carry none for it)."""
+    from spec_core.policies.pacer_heads import token_labels
+
+    if shipped is None or pred.shipped_key is None:
+        return None
+    if pred.shipped_key == "":  # the perfect row: the verifier's outcome
+        labels, _ = token_labels(shipped)
+        return list(torch.split(labels.float(), shipped.gamma.tolist()))
+    return shipped.per_round(pred.shipped_key) if pred.shipped_key in shipped.predicted else None
+
+
+def shipped_q(shipped) -> list[torch.Tensor] | None:
+    """The draft's q of each drafted token in the shipped rounds, from their Π_{j≤i} q_j (None without it)."""
+    from spec_core.policies.pacer_heads import DRAFT_CUMPROB
+
+    if shipped is None or DRAFT_CUMPROB not in shipped.predicted:
+        return None
+    out = []
+    for cum in shipped.per_round(DRAFT_CUMPROB):
+        before = torch.cat([torch.ones(1), cum[:-1]])
+        out.append(cum / before.clamp_min(1e-12))
+    return out
+
+
+def confidence_row(
+    data, train_rounds, test_rounds, costs: CostProfile, accel: CostProfile, shipped=None
+) -> dict | None:
     """``confidence:T``, the confidence baseline (stop after the first drafted token whose q is under T; at most the
-    recorded window), T tuned on the training rounds under each cost model."""
+    recorded window), T tuned on the training rounds under each cost model, or on the shipped rounds when there are
+    none (None when neither exists)."""
 
-    def lengths(rounds_mask: torch.Tensor, t: float) -> torch.Tensor:
+    def q_rounds(rounds_mask: torch.Tensor) -> list[torch.Tensor]:
         q = data["token_prob"][torch.repeat_interleave(rounds_mask, data["round_gamma"].long())]
-        out = []
-        for row in torch.split(q, data["round_gamma"][rounds_mask].long().tolist()):
-            low = torch.nonzero(row < t)
-            out.append(int(low[0]) + 1 if len(low) else len(row))
-        return torch.tensor(out)
+        return list(torch.split(q, data["round_gamma"][rounds_mask].long().tolist()))
 
-    train, test = rounds_of(data, train_rounds, torch.zeros(0)), rounds_of(data, test_rounds, torch.zeros(0))
+    test = rounds_of(data, test_rounds, torch.zeros(0))
+    if train_rounds.any():
+        train = rounds_of(data, train_rounds, torch.zeros(0))
+        tune_q, tune_rounds = q_rounds(train_rounds), train
+    else:
+        tune_q, tune_rounds = shipped_q(shipped), shipped
+        if tune_q is None:
+            return None
     row = {"head": "confidence:T", "inputs": "draft probability: q_i"}
     for suffix, profile in (("", costs), ("_accelerator_model", accel)):
-        best = max(THRESHOLDS, key=lambda t: replay(train, lengths(train_rounds, t), profile)["speedup"])
-        r = replay(test, lengths(test_rounds, best), profile)
+        best = max(THRESHOLDS, key=lambda t: replay(tune_rounds, confidence_lengths(tune_q, t), profile)["speedup"])
+        r = replay(test, confidence_lengths(q_rounds(test_rounds), best), profile)
         key = "predicted_speedup" if not suffix else f"speedup{suffix}"
         row |= {
             key: round(r["speedup"], 4),
@@ -334,6 +385,20 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     test_tok, train_tok = to_tokens(test_rounds), to_tokens(train_rounds)
     if not test_tok.any():
         raise SpecScopeError("no held-out rounds left after the selection")
+    if int(test_rounds.sum()) < MIN_HELD_OUT_ROUNDS:
+        raise SpecScopeError(
+            f"only {int(test_rounds.sum())} held-out rounds: a row needs at least {MIN_HELD_OUT_ROUNDS} "
+            "(more prompts, or more --max-new-tokens)"
+        )
+    shipped_rounds = None
+    if not train_rounds.any():  # a user's prompt file on a clone without training shards: tune on the shipped rounds
+        from spec_core.policies.pacer_tuning import load_rounds
+
+        shipped_rounds = load_rounds(args.draft)
+        if shipped_rounds is None:
+            raise SpecScopeError(
+                f"no training rounds in {data_dir} and no shipped rounds for the {args.draft} draft to tune t on"
+            )
 
     costs = this_machine_costs(pair, args.costs)
     accel = accelerator_profile(DEFAULT_DRAFT_RATIO)  # the embedded pair: draft/target parameters ≈ 0.046
@@ -341,17 +406,20 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
 
     target_parameters = sum(p.numel() for p in pair.parts_target.parameters())
 
-    def row(name: str, head, inputs: str | None = None, block: int = args.block, rho: float = args.rho) -> Predictor:
+    def row(
+        name: str, head, inputs: str | None = None, block: int = args.block, rho: float = args.rho, file: str = ""
+    ) -> Predictor:
         share = sum(p.numel() for p in head.parameters()) / target_parameters
         scorer = head_scorer(head, data)
+        key = prediction_key(file, block) if file else None  # a shipped head's â in the shipped rounds
         return Predictor(
-            name, inputs or " + ".join(head.inputs), scorer, head_call_ms(head, embed_dim), block, rho, share
+            name, inputs or " + ".join(head.inputs), scorer, head_call_ms(head, embed_dim), block, rho, share, key
         )
 
     predictors = []  # the shipped heads first: the default (`pacer`'s), the paper head, the hybrid
     for i, (name, (head, hcard)) in enumerate(shipped.items()):
         default = " = pacer" if i == 0 else ""
-        predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head))
+        predictors.append(row(f"{name} ({hcard['config'].get('design', 'hybrid')}, shipped{default})", head, file=name))
     predictors.append(
         Predictor(
             "draft Π q",
@@ -360,6 +428,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
             lambda b: 0.0,
             args.block,
             args.rho,
+            shipped_key=DRAFT_CUMPROB,
         )
     )
     predictors.append(  # a head that never errs: â is the verifier's outcome (AUC 1), the rule unchanged
@@ -370,6 +439,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
             lambda b: 0.0,
             args.block,
             args.rho,
+            shipped_key="",
         )
     )
     names = set(available(heads_dir)) if heads_dir.exists() else set()
@@ -377,12 +447,16 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
         head, hcard = load_head(name, heads_dir)
         predictors.append(row(f"{name} (trained on {data_dir.name}, {hcard['config'].get('design', 'hybrid')})", head))
     for name, (head, _) in shipped.items():  # the stop rule's ablations: ρ = 1, b ∈ {1, 2, 4}
-        predictors.append(row(f"{name} ρ = 1", head, rho=1.0))
+        predictors.append(row(f"{name} ρ = 1", head, rho=1.0, file=name))
         for b in (1, 2, 4):
             if b != args.block:
-                predictors.append(row(f"{name} b = {b}", head, block=b))
-    rows = [evaluate(p, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel) for p in predictors]
-    rows.append(confidence_row(data, train_rounds, test_rounds, costs, accel))
+                predictors.append(row(f"{name} b = {b}", head, block=b, file=name))
+    rows = [
+        evaluate(p, data, train_tok, train_rounds, test_tok, test_rounds, costs, accel, shipped_rounds)
+        for p in predictors
+    ]
+    confidence = confidence_row(data, train_rounds, test_rounds, costs, accel, shipped_rounds)
+    rows += [confidence] if confidence is not None else []
     rows += reference_rows(data, test_rounds, costs, accel)
     table = pd.DataFrame(rows)
     table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
@@ -396,7 +470,11 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
         f"held out: {int(test_rounds.sum())} rounds, {int(test_tok.sum())} drafted tokens ({where}; "
         f"{'greedy' if args.prompts else args.rounds + ' rounds'}); costs: {costs.name} "
         f"({costs.about}); "
-        f"t tuned per row on {int(train_rounds.sum())} training rounds"
+        + (
+            f"t tuned per row on {int(train_rounds.sum())} training rounds"
+            if shipped_rounds is None
+            else f"t tuned per row on the {len(shipped_rounds.gamma)} shipped rounds (no training rounds here)"
+        )
     )
     return table
 
