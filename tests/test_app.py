@@ -8,6 +8,7 @@ one test marked ``embedded`` runs the real pair end to end.
 
 from __future__ import annotations
 
+import inspect
 import socket
 
 import gradio as gr
@@ -17,6 +18,9 @@ from conftest_app import tiny_loader
 import app
 from spec_core import live, requests
 from spec_core.errors import SpecScopeError
+from ui import analyzer, shared
+from ui.live import N_LANES
+from visuals.menus import live_method_choices
 
 PROMPT = "Why is the sky blue?"
 
@@ -30,8 +34,8 @@ def free_port() -> int:
 def test_import_builds_demo_without_loading_a_model():
     assert isinstance(app.demo, gr.Blocks)
     assert app.get_pair.cache_info().currsize == 0
-    assert not any(m.startswith("hf-") for m in app.live_method_choices())
-    assert {"heuristic", "fixed:4", "ar"} <= set(app.live_method_choices())
+    assert not any(m.startswith("hf-") for m in live_method_choices())
+    assert {"heuristic", "fixed:4", "ar"} <= set(live_method_choices())
     assert app.pair_choices()[0] == "embedded"
 
 
@@ -39,11 +43,29 @@ def test_app_stays_wiring_only():
     from pathlib import Path
 
     source = open(app.__file__).read()
-    assert len(source.splitlines()) <= 350
+    assert len(source.splitlines()) <= 120  # the three tabs and /generate, wired
     assert "import torch" not in source and "import plotly" not in source
     for module in (Path(app.__file__).parent / "ui").glob("*.py"):  # the wiring app.py builds on
         text = module.read_text()
         assert len(text.splitlines()) <= 200 and "import torch" not in text and "import plotly" not in text, module
+
+
+def test_the_live_api_names_its_inputs_in_order():
+    """``/live``'s parameters (scripts call it positionally) are the Live tab's inputs, each named by its handler."""
+    demo = app.build_demo(tiny_loader)
+    (k,) = [k for k, f in demo.fns.items() if f.api_name == "live"]
+    params = list(inspect.signature(demo.fns[k].fn).parameters)
+    assert params == [
+        *("prompt", "method_a", "method_b", "method_c", "temperature", "top_p", "seed", "max_new", "pair"),
+        *("precision", "show_rejected", "stop_request"),
+    ]
+    inputs = [demo.blocks[i] for i in demo.config["dependencies"][k]["inputs"]]
+    named = [b.elem_id or b.label for b in inputs[:-1]]
+    assert named == [
+        *("prompt", "method-0", "method-1", "method-2", "temperature", "top-p", "seed", "max-new"),
+        *("model pair (target,draft)", "precision", "show-rej"),
+    ]
+    assert isinstance(inputs[-1], gr.State)
 
 
 def test_hub_pairs_only_when_allowed(monkeypatch):
@@ -63,8 +85,8 @@ def test_ui_errors_turn_specscope_errors_into_gr_errors():
         raise SpecScopeError(f"bad stream {x}")
 
     with pytest.raises(gr.Error, match="bad 1"):
-        app.ui_errors(bad)(1)
-    stream = app.ui_errors(bad_stream)
+        shared.ui_errors(bad)(1)
+    stream = shared.ui_errors(bad_stream)
     assert stream.__wrapped__ is bad_stream
     with pytest.raises(gr.Error, match="bad stream 2"):
         list(stream(2))
@@ -81,14 +103,14 @@ def test_view_updates_fill_slots_from_the_registry():
             0.0,
         )
     )
-    out = app.view_updates(frames[-1].lanes)
-    assert len(out) == 3 * app.N_VIEW_SLOTS
+    out = shared.view_updates(frames[-1].lanes)
+    assert len(out) == 3 * shared.N_VIEW_SLOTS
     visible = [u["visible"] for u in out[0::3]]
     n = sum(visible)
-    assert visible == [True] * n + [False] * (app.N_VIEW_SLOTS - n) and n == 5  # 4 generic + heuristic's own
+    assert visible == [True] * n + [False] * (shared.N_VIEW_SLOTS - n) and n == 5  # 4 generic + heuristic's own
     assert "Draft length" in out[1] and out[2].data  # a figure with traces
-    during = app.figure_updates(frames[1], first=False)
-    assert len(during) == 3 * app.N_VIEW_SLOTS and all(u == gr.update() for u in during)  # no drawing mid-run
+    during = shared.figure_updates(frames[1], first=False)
+    assert len(during) == 3 * shared.N_VIEW_SLOTS and all(u == gr.update() for u in during)  # no drawing mid-run
 
 
 def test_replay_outputs_route_a_record_to_the_analyzer_slots():
@@ -97,13 +119,13 @@ def test_replay_outputs_route_a_record_to_the_analyzer_slots():
     from spec_core.analysis.records import PromptRecord
 
     records = {"p1": PromptRecord("p1", "Why is the sky blue?", "qa", 0.0, {"ar": tuple(AR), "fixed:4": tuple(LANE)})}
-    out = app.replay_outputs(records, "p1")
-    assert len(out) == 1 + 3 * 2 + 3 * app.N_VIEW_SLOTS
+    out = analyzer.replay_outputs(records, "p1")
+    assert len(out) == 1 + 3 * 2 + 3 * shared.N_VIEW_SLOTS
     assert out[0].startswith("#### Prompt p1 (qa)") and "sky" in out[0]
     assert out[1].startswith("### fixed:4") and out[4].startswith("### ar")  # the method first, then ar
     assert 'data-kind="accepted"' in out[3] and 'data-kind="target"' in out[6]
     with pytest.raises(SpecScopeError, match="no run"):
-        app.replay_outputs(records, "zzz")
+        analyzer.replay_outputs(records, "zzz")
 
 
 # -- through the server ---------------------------------------------------------------------------------------
@@ -189,12 +211,12 @@ def test_client_live_tab_streams_lanes_and_figures(client):
         PROMPT, "heuristic", "warp:9", "ar", 1.0, 1.0, 1, 20, "embedded", "bfloat16", True, api_name="/live"
     )
     final = job.result(timeout=120)
-    status, lanes = final[0], final[1 : 1 + 3 * app.N_LANES]
+    status, lanes = final[0], final[1 : 1 + 3 * N_LANES]
     assert "Done" in status and "warp:9" in status
     assert [lane.split("\n")[0] for lane in lanes[0::3]] == ["### heuristic", "### warp:9", "### ar"]
     assert 'data-kind="accepted"' in lanes[2] and 'data-kind="target"' in lanes[8]
     assert "spec-error" in lanes[5] and "unknown method part" in lanes[5]  # the bad name fails its lane only
-    plot = final[1 + 3 * app.N_LANES + 2]  # the first figure slot's plot
+    plot = final[1 + 3 * N_LANES + 2]  # the first figure slot's plot
     assert plot and "draft" in str(plot).lower()
 
 

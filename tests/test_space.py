@@ -3,14 +3,16 @@
 - ``scripts/space.py zerogpu`` writes a folder whose README front matter huggingface_hub reads as a Gradio Space
   on ZeroGPU hardware, whose requirements pin a torch that ZeroGPU lists, and whose vendored embedded target
   ``spec_core.models`` finds; ``cpu`` is the Docker Space as it is.
-- With a fake ``spaces`` module (the real one is a no-op off ZeroGPU) the Live tab's stream and ``/generate``
-  are ``spaces.GPU``-wrapped with a duration computed from the request, and answer exactly as without it; a slot
-  that ends mid-run ends the stream with the text so far and a message, not a stack trace.
+- With a fake ``spaces`` module (the real one is a no-op off ZeroGPU) every handler that runs the model (the Live
+  tab's stream, ``/generate``, the Analyzer's run, the Playground's *Record this text*) is ``spaces.GPU``-wrapped
+  with a duration computed from the request, and answers exactly as without it; a slot that ends mid-run ends the
+  stream with the text (or the prompts) so far and a message, not a stack trace.
 - A faked CUDA device: ``auto`` picks bfloat16 or float16 (never int8), and int8 is refused.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import pickle
 import subprocess
@@ -25,7 +27,9 @@ from conftest_app import tiny_loader
 
 import app
 from spec_core import gpu_slot, models, precision
+from spec_core.analysis import spec_bench
 from spec_core.errors import SpecScopeError
+from ui import analyzer, playground
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -96,8 +100,9 @@ def test_cpu_space_is_the_docker_space_and_bad_calls_are_refused(tmp_path):
 
 class FakeSpaces(types.ModuleType):
     """``spaces`` as ZeroGPU runs it, minus the GPU: ``GPU(duration=d)(fn)`` records ``fn`` and ``d``, and each
-    call records the duration ``d`` asks for with the call's own arguments. ``abort_after`` outputs, the slot ends
-    as spaces ends it: ``gr.Error("GPU task aborted")`` raised in the app process."""
+    call records the duration ``d`` asks for with the call's own arguments. ``abort_after`` outputs of a stream, the
+    slot ends as spaces ends it: ``gr.Error("GPU task aborted")`` raised in the app process. A plain function (not
+    a stream) is called once and its result returned, as spaces does."""
 
     def __init__(self, abort_after: int | None = None):
         super().__init__("spaces")
@@ -112,8 +117,12 @@ class FakeSpaces(types.ModuleType):
                         raise gr.Error("GPU task aborted", title="ZeroGPU worker error")
                     yield out
 
+            def call(*args, **kwargs):
+                self.calls.append((fn.__name__, duration(*args, **kwargs)))
+                return fn(*args, **kwargs)
+
             self.wrapped[fn.__name__] = duration
-            return gen
+            return gen if inspect.isgeneratorfunction(fn) else call
 
         return wrap(task) if task is not None else wrap
 
@@ -124,6 +133,16 @@ def handlers(demo) -> dict:
 
 LIVE_ARGS = (PROMPT, "fixed:2", "ar", "(none)", 1.0, 1.0, 1, 12, "embedded", "bfloat16", False, None)
 GENERATE_ARGS = (PROMPT, "fixed:2", 12, 1.0, 1)
+ANALYZER_ARGS = ("prompts/specscope.jsonl", None, "fixed:2", 2, 4, 1.0, 1.0, 1, "embedded", "float32")
+RECORD_ARGS = (None, PROMPT, 8, "embedded", "float32", "pacer", 4, 0.4, 1, 0.6, 1.1, 8)  # then the policy's knobs
+
+
+def handler_of(demo, elem_id: str):
+    """The handler of the event that the component ``elem_id`` triggers (the page's private events)."""
+    by_elem = {getattr(b, "elem_id", None): i for i, b in demo.blocks.items()}
+    deps = demo.config["dependencies"]
+    (k,) = [k for k, d in enumerate(deps) if [by_elem[elem_id]] == [t[0] for t in d["targets"]]]
+    return demo.fns[k].fn
 
 
 def final_outputs(demo) -> tuple[dict, dict]:
@@ -143,6 +162,13 @@ def test_budget_grows_with_tokens_and_lanes_and_is_capped():
     assert gpu_slot.budget_s("junk", None) == gpu_slot.budget_s(float("nan")) == 11
     assert app.live_slot_s(*LIVE_ARGS) == gpu_slot.budget_s(12, 2)  # "(none)" is no lane
     assert app.generate_slot_s(*GENERATE_ARGS) == app.generate_slot_s(PROMPT, max_new_tokens=12) == 11
+    assert analyzer.analyzer_slot_s(*ANALYZER_ARGS) == gpu_slot.budget_s(4, 2 * 2)  # 2 prompts × (ar, the method)
+    n_bench = len(spec_bench.select(spec_bench.DEFAULT_PER_CATEGORY))  # Spec-Bench's entry: its own selection
+    assert analyzer.analyzer_slot_s(spec_bench.ANALYZER_CHOICE, None, "fixed:2", 1, 4) == gpu_slot.budget_s(
+        4, 2 * n_bench
+    )
+    assert analyzer.analyzer_slot_s("x.jsonl", None, "fixed:2", "junk", 4) == gpu_slot.budget_s(4)
+    assert playground.record_slot_s(*RECORD_ARGS) == gpu_slot.budget_s(8)
 
 
 def test_without_spaces_nothing_is_wrapped(monkeypatch):
@@ -158,9 +184,31 @@ def test_fake_spaces_wraps_live_and_generate_and_changes_nothing(monkeypatch):
     fake = FakeSpaces()
     monkeypatch.setitem(sys.modules, "spaces", fake)
     demo = app.build_demo(tiny_loader)
-    assert fake.wrapped == {"on_live": app.live_slot_s, "generate": app.generate_slot_s}
+    assert fake.wrapped == {
+        "on_live": app.live_slot_s,
+        "generate": app.generate_slot_s,
+        "on_analyze": analyzer.analyzer_slot_s,
+        "on_record": playground.record_slot_s,
+    }
     assert final_outputs(demo) == plain
     assert fake.calls == [("on_live", gpu_slot.budget_s(12, 2)), ("generate", gpu_slot.budget_s(12))]
+
+
+def test_fake_spaces_wraps_the_analyzer_run_and_the_playground_record(monkeypatch, one_thread):
+    """The two page handlers that run the model outside the Live tab ask for a slot sized from their request."""
+    fake = FakeSpaces()
+    monkeypatch.setitem(sys.modules, "spaces", fake)
+    demo = app.build_demo(tiny_loader)
+    analyzed = list(handler_of(demo, "an-run")(*ANALYZER_ARGS))
+    recorded = handler_of(demo, "pg-record")(*RECORD_ARGS)
+    pickle.dumps([analyzed, recorded])  # carried back from ZeroGPU's worker process: all must pickle
+    assert analyzed[-1][0].startswith("Done: 2 prompts") and len(analyzed[-1][2]) == 2
+    assert "in the Playground" in recorded[0].meta["source"] and "rounds" in recorded[1]
+    assert fake.calls == [("on_analyze", gpu_slot.budget_s(4, 2 * 2)), ("on_record", gpu_slot.budget_s(8))]
+    fake.abort_after = 2  # "Running 2 prompts", the first one done, then the slot ends: that prompt stays
+    cut = list(handler_of(app.build_demo(tiny_loader), "an-run")(*ANALYZER_ARGS))
+    assert len(cut) == 3 and gpu_slot.SLOT_END_NOTE in cut[-1][0] and len(cut[-2][2]) == 1
+    assert all(u == gr.update() for u in cut[-1][1:])  # the table keeps the prompt done
 
 
 def test_a_slot_that_ends_mid_run_keeps_the_text_and_says_why(monkeypatch):

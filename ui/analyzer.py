@@ -1,7 +1,9 @@
 """The Analyzer tab: a prompt set run with ``ar`` and one method, per-prompt records, replays, DIVERSED's panel.
 
 The tab owns its settings and shows them: temperature, top-p, seed and precision sit beside the method (they
-once came, unseen, from the Live tab's settings). Records are built by :mod:`spec_core.analysis.records`.
+once came, unseen, from the Live tab's settings). Records are built by :mod:`spec_core.analysis.records`. A run
+uses the model: on ZeroGPU it runs in a GPU slot sized by :func:`analyzer_slot_s` (:mod:`spec_core.gpu_slot`), and
+when the slot ends first the prompts done so far stay, with a message.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from spec_core import guards, live, requests
+from spec_core import gpu_slot, guards, live, requests
 from spec_core.analysis import pareto, spec_bench
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
 from ui.shared import (
     UI_MAX_NEW_TOKENS,
+    Visitor,
+    alert,
     lane_columns,
     named_upload,
     pair_and_precision,
@@ -30,7 +34,9 @@ from visuals import live_page
 from visuals.menus import live_method_choices
 
 
-def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> None:
+def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, root: Path) -> None:
+    """``visitor``: the page's cross-tab state (:class:`ui.shared.Visitor`); this tab neither reads nor writes it."""
+
     def prompt_sets() -> list[str]:  # the project's files, and Spec-Bench's first questions of each category
         return [*prompt_files(), spec_bench.ANALYZER_CHOICE]
 
@@ -106,8 +112,11 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
             ]
         yield finished(records, f"Done: {len(records)} prompts, {how}. Pick a row to replay it.")
 
+    def slot_ended(last, note):  # ZeroGPU took the GPU back: the prompts done so far stay, the status says why
+        return [alert(note), *[gr.update()] * (len(results) - 1)]
+
     event = run.click(
-        shown_errors(on_analyze, len(results)),
+        gpu_slot.until_slot_end(gpu_slot.gpu_slot(shown_errors(on_analyze, len(results)), analyzer_slot_s), slot_ended),
         [prompt_file, upload, method, limit, max_new, *settings],
         results,
         api_visibility="private",
@@ -127,6 +136,14 @@ def analyzer_tab(pair_loader, pairs: list[str], prompt_files, root: Path) -> Non
         shown_errors(on_pick, 1 + 3 * 2 + len(slots)), state, [title, *lanes, *slots], api_visibility="private"
     )
     pareto_panel()
+
+
+def analyzer_slot_s(prompt_set, upload, method, n_prompts, max_new, *rest) -> int:
+    """The Analyzer's GPU slot on ZeroGPU (:mod:`spec_core.gpu_slot`): ``max_new`` tokens for each prompt, twice (ar
+    and the method); Spec-Bench's entry runs its own selection, not the first N."""
+    if prompt_set == spec_bench.ANALYZER_CHOICE and not upload:
+        n_prompts = len(spec_bench.select(spec_bench.DEFAULT_PER_CATEGORY))
+    return gpu_slot.budget_s(max_new, 2 * n_prompts if isinstance(n_prompts, int | float) else n_prompts)
 
 
 def leaderboard(table: pd.DataFrame) -> pd.DataFrame | None:

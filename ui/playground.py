@@ -2,26 +2,27 @@
 
 The text is the tab's own (:mod:`ui.playground_record`): nothing the Live tab does later (a sampled run, a
 stopped one) can take it away; the Live tab's last finished greedy run of the same prompt is reused when there
-is one. Errors (an empty prompt, a bad file) show as one message in the tab's text, not as badges on every
-figure.
+is one (read from the page's :class:`ui.shared.Visitor`). Errors (an empty prompt, a bad file) show as one
+message in the tab's text, not as badges on every figure. Recording runs the model: on ZeroGPU it runs in a GPU
+slot sized by :func:`record_slot_s` (:mod:`spec_core.gpu_slot`).
 """
 
 from __future__ import annotations
 
-import functools
-
 import gradio as gr
 
-from spec_core import requests
+from spec_core import gpu_slot, requests
 from spec_core.precision import cached_machine_costs
-from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_record, on_upload, source_text
-from ui.shared import named_upload, pair_and_precision, shown_errors
+from ui import playground_record
+from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_upload, source_text
+from ui.shared import Visitor, named_upload, pair_and_precision, shown_errors
 from visuals import hardware, lookup, playground
 from visuals.menus import EXAMPLES
 
 
-def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None:
-    """``live_greedy``: the Live tab's last finished greedy run (:class:`ui.playground_record.LiveGreedyRun`)."""
+def playground_tab(visitor: Visitor, pair_loader, pairs: list[str]) -> None:
+    """Reads ``visitor.live_greedy``: the Live tab's last finished greedy run, to reuse when the prompt matches."""
+    live_greedy = visitor.live_greedy
     gr.Markdown(playground.INTRO)
     with gr.Row(equal_height=True):  # the text this tab records, and its settings
         prompt = gr.Textbox(
@@ -64,9 +65,12 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
         api_visibility="private",
         show_progress="hidden",
     )
-    bound = functools.partial(on_record, pair_loader, pairs)
+
+    def on_record(live_run, prompt, max_new, pair, precision, *knobs):
+        return playground_record.on_record(pair_loader, pairs, live_run, prompt, max_new, pair, precision, *knobs)
+
     recorded = record.click(
-        shown_errors(bound, n_out + 1, at=1),
+        gpu_slot.gpu_slot(shown_errors(on_record, n_out + 1, at=1), record_slot_s),
         [live_greedy, prompt, max_new, pair, precision, *knobs],
         [state, *outs, t_knob],
         api_visibility="private",
@@ -94,6 +98,11 @@ def playground_tab(pair_loader, pairs: list[str], live_greedy: gr.State) -> None
     copy_fn = shown_errors(lookup.copy_view, len(copy), at=1)
     for then in (recorded.then, uploaded.then):
         then(copy_fn, [state], copy, api_visibility="private", show_progress="hidden")
+
+
+def record_slot_s(live_greedy, prompt, max_new, *rest) -> int:
+    """*Record this text*'s GPU slot on ZeroGPU (:mod:`spec_core.gpu_slot`): one lane of ``max_new`` tokens."""
+    return gpu_slot.budget_s(max_new)
 
 
 def lens_view(*values):

@@ -1,4 +1,5 @@
-"""Pieces every tab uses: figure slots filled from the view registry, lane columns, and errors shown in place.
+"""Pieces every tab uses: the visitor's cross-tab state, figure slots filled from the view registry, lane columns,
+and errors shown in place.
 
 Errors in the page's own handlers (a bad upload, nothing to record, an empty prompt) are shown as one message
 inside the tab (:func:`shown_errors`): a ``gr.Error`` would also mark every output of the event with a red
@@ -12,6 +13,7 @@ import functools
 import html
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,27 @@ from visuals import views
 
 N_VIEW_SLOTS = 10  # figure slots filled from the view registry (visuals.views), generic views first
 UI_MAX_NEW_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """Everything that flows from one tab to another, for one visitor's page: the cross-tab ``gr.State``s.
+
+    ``app.build_demo`` creates it once (:meth:`create`, inside the Blocks) and hands it to every tab function; a
+    tab reaches another only through these fields. A state only one tab uses (the Live tab's last frame and Stop,
+    the Analyzer's records, the Playground's record) stays in that tab.
+
+    - ``live_greedy``: the Live tab's last *finished greedy* run (:class:`ui.playground_record.LiveGreedyRun`, or
+      None). The Live tab writes it after each run (a sampled or stopped run keeps the previous one); the
+      Playground reads it to say what *Record this text* will record, and reuses it when the prompt matches.
+    """
+
+    live_greedy: gr.State
+
+    @classmethod
+    def create(cls) -> Visitor:
+        """The states, empty: call it once, inside ``gr.Blocks``."""
+        return cls(live_greedy=gr.State(None))
 
 
 def ui_errors(fn: Callable) -> Callable:
@@ -98,6 +121,14 @@ def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
             views.build(v, lanes) if v else None,
         ]
     return out
+
+
+def figure_updates(frame, first: bool) -> list[Any]:
+    """A live stream's figure slots (``frame``: a :class:`spec_core.live.LiveFrame`): hidden at its first update,
+    untouched while it runs, drawn once when it is done (drawing them at every update cost the models their cores)."""
+    if frame.done:
+        return view_updates(frame.lanes)
+    return [gr.update(visible=False), "", None] * N_VIEW_SLOTS if first else [gr.update()] * (3 * N_VIEW_SLOTS)
 
 
 def view_slots(prefix: str) -> list[Any]:
