@@ -260,6 +260,14 @@ def check_playground(page) -> None:
     if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
         page.locator("#pg-lens").screenshot(path=str(SHOTS / "hardware_lens.png"))
         assert (SHOTS / "hardware_lens.png").stat().st_size < 400_000
+    # prompt lookup on the same record: every copy length, lookup's own and the oracle, on two machines
+    page.get_by_text("Prompt lookup: what a longer or shorter copy would have paid").click()
+    page.locator("#pg-copy-plot .js-plotly-plot").wait_for(timeout=60_000)
+    copy = page.locator("#pg-copy-text").inner_text()
+    assert "as it runs is predicted" in copy and "oracle" in copy and "accelerator model" in copy, copy
+    if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
+        page.locator("#pg-copy").screenshot(path=str(SHOTS / "lookup_playground.png"))
+        assert (SHOTS / "lookup_playground.png").stat().st_size < 400_000
 
 
 def check_pareto(page) -> None:

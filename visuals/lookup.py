@@ -68,7 +68,8 @@ def copy_view(record: TextRecord | None) -> tuple[go.Figure, str]:
         note=f"{len(record.tokens)} tokens of one recorded answer · {profile.name} and the accelerator model",
     )
     fig.update_layout(barmode="group")
-    fig.update_yaxes(rangemode="tozero")
+    top = max([r.speedup for r in rows + gpu_rows] + [1.0])
+    fig.update_yaxes(range=[0, top * 1.15])  # room for the labels above the bars
     best_gpu = max(gpu_rows[: len(COPY_WINDOWS)], key=lambda r: r.speedup)
     hardware = (
         f" On the accelerator model (a pass over up to 64 tokens costs one step; a model, not a measurement) the "
@@ -76,10 +77,10 @@ def copy_view(record: TextRecord | None) -> tuple[go.Figure, str]:
         f"{next(r for r in gpu_rows if r.policy == 'lookup (cost)').speedup:.2f}×: where wide passes are cheap, "
         "long copies pay."
     )
-    return fig, copy_caption(record, rows, profile.name) + hardware
+    return fig, copy_caption(record, rows, profile) + hardware
 
 
-def copy_caption(record: TextRecord, rows, costs_name: str) -> str:
+def copy_caption(record: TextRecord, rows, profile) -> str:
     """The view's sentence, from its own numbers."""
     at = copies(record.prompt_ids, record.tokens)
     offered = sum(1 for c in at if c.tokens)
@@ -90,11 +91,12 @@ def copy_caption(record: TextRecord, rows, costs_name: str) -> str:
     own, oracle, peers = by["lookup (cost)"], by["oracle"], by["k=10"]
     return (
         f"{INTRO}\n\nOn this answer a copy was on offer at {offered} of {len(at)} positions and its first token "
-        f"was right at {borne}. Priced by **{costs_name}**: `lookup` as it runs is predicted "
+        f"was right at {borne}. Priced by **{profile.name}**: `lookup` as it runs is predicted "
         f"**{own.speedup:.2f}×** `ar` (τ {own.tau:.2f}); the best fixed length, {best.policy}, "
         f"{best.speedup:.2f}×; the peers' k=10, {peers.speedup:.2f}×; the oracle {oracle.speedup:.2f}×. "
-        "A long copy pays only where passes over many tokens are cheap or the text repeats itself: on a CPU a "
-        "pass over 8 tokens costs far more than one step, so a wrong long copy costs more than it saves."
+        f"A long copy pays where a pass over many tokens is cheap or the text repeats itself: here a pass over 9 "
+        f"tokens costs {profile.verify_ratio(9):.2f}× a plain step, so a copy that fails early pays that price for "
+        "one token."
     )
 
 
