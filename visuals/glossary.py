@@ -61,6 +61,17 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "is likely to reach).",
     ),
     (
+        "lookup · hybrid",
+        "prompt lookup copies what followed the text's last words earlier in the prompt or the answer "
+        "(no draft model; copied tokens have a sky overline); hybrid copies where the copy promises more "
+        "than the draft model, else lets the model draft.",
+    ),
+    (
+        "cost",
+        "the length policy of lookup and hybrid: it drafts one more token while a longer draft is worth "
+        "more tokens per millisecond at this machine's pass costs.",
+    ),
+    (
         "lossless",
         "the verification rule that keeps the target's output distribution exactly (greedy: accept "
         "a draft iff it is the target's top token).",
