@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spec_core.cost_model import CostProfile as RoundCosts
+from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 from spec_core.methods import spec_of
 from spec_core.policies import DraftSoFar, make_policy
@@ -38,7 +38,7 @@ FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
 ORACLE = "oracle"
 # the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (docs/RESULTS.md, "This
 # machine": `python -m spec_core costs --threads 1`): the default when a record carries no costs of its own
-DEFAULT_COSTS = RoundCosts(
+DEFAULT_COSTS = CostProfile(
     widths=(1, 2, 4, 8, 16),
     target_ms=(93.8, 125.0, 166.1, 346.4, 614.4),
     draft_ms=7.6,
@@ -61,7 +61,7 @@ class TextRecord:
     draft_probs: np.ndarray  # [N, M] float32: the draft's (temperature-1) probability of each drafted token
     match: np.ndarray  # [N] int64: leading drafts equal to y[i:], what the greedy verifier keeps
     predicted: dict[str, np.ndarray] = field(default_factory=dict)  # head variant ("" = shipped) → [N, M] â
-    costs: RoundCosts | None = None  # measured forward costs (ms) for the predicted speed
+    costs: CostProfile | None = None  # measured forward costs (ms) for the predicted speed
     meta: dict[str, Any] = field(default_factory=dict)  # pair, dtype, draft design, record_s, pieces, ...
 
     @property
@@ -95,7 +95,7 @@ class TextRecord:
             probs = np.asarray(d["draft_probs"], dtype=np.float32).reshape(drafts.shape)
             pred = {k: np.asarray(v, dtype=np.float32).reshape(drafts.shape) for k, v in d["predicted"].items()}
             costs = d.get("costs")
-            costs = RoundCosts.from_dict(costs) if costs else None
+            costs = CostProfile.from_dict(costs) if costs else None
             return cls(
                 str(d["prompt"]),
                 tuple(d["prompt_ids"]),
@@ -232,7 +232,7 @@ def _drive(policy, row_tokens: list[int], row_probs: list[float], budget: int) -
     return len(tokens), False
 
 
-def replay_policy(record: TextRecord, policy: str | PacerParams, costs: RoundCosts | None = None) -> PolicyReplay:
+def replay_policy(record: TextRecord, policy: str | PacerParams, costs: CostProfile | None = None) -> PolicyReplay:
     """Replay one policy on the record (no model call): its rounds, τ, drafts kept and wasted, predicted time."""
     family, params = _parse(policy)
     n_tokens, limit, m = len(record.tokens), record.max_new_tokens, record.max_len
@@ -283,7 +283,7 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: RoundCos
     )
 
 
-def _oracle_plan(record: TextRecord, costs: RoundCosts | None) -> list[int] | None:
+def _oracle_plan(record: TextRecord, costs: CostProfile | None) -> list[int] | None:
     """The draft length at each position that reaches the end of the record in the least predicted time.
 
     The oracle knows what the target keeps (``match``) and what rounds cost: at each position it may draft any
@@ -310,7 +310,7 @@ def standard_policies(confidence: float = 0.4, pacer: Sequence[str | PacerParams
     return [*(f"fixed:{k}" for k in FIXED_WINDOWS), "heuristic", f"confidence:{confidence:g}", *pacer, ORACLE]
 
 
-def replay_all(record: TextRecord, policies: Sequence[str | PacerParams], costs: RoundCosts | None = None):
+def replay_all(record: TextRecord, policies: Sequence[str | PacerParams], costs: CostProfile | None = None):
     """Replays of every policy that this record can replay (PACER without scores is left out)."""
     out = []
     for p in policies:
@@ -336,7 +336,7 @@ def pacer_grid(
     rhos: Sequence[float],
     block: int = 1,
     max_len: int = 8,
-    costs: RoundCosts | None = None,
+    costs: CostProfile | None = None,
     head: str = "",
 ) -> np.ndarray:
     """Predicted speedup (τ without costs) of PACER over ``rhos`` (rows) × ``thresholds`` (columns)."""
@@ -360,7 +360,7 @@ def load_record(path: str | Path) -> TextRecord:
 # -- the app's sources: the live tab's last run, a saved record, an events file -------------------------------------
 
 
-def default_costs(precision: str | None = None) -> RoundCosts:
+def default_costs(precision: str | None = None) -> CostProfile:
     """The costs a record without its own is replayed under: this machine's cached table for ``precision``
     (``costs --machine``; never measured here, a view must not wait), else :data:`DEFAULT_COSTS`."""
     from spec_core.precision import cached_profile
@@ -372,7 +372,7 @@ def default_costs(precision: str | None = None) -> RoundCosts:
     return named if named.head_ms else dataclasses.replace(named, head_ms=DEFAULT_COSTS.head_ms)
 
 
-def costs_from_events(lanes) -> RoundCosts | None:
+def costs_from_events(lanes) -> CostProfile | None:
     """The costs measured in a run's own rounds (:func:`spec_core.cost_model.profile_from_events`: medians per
     width, made monotone, the engine's work and PACER's head per call); None if too little ran."""
     from spec_core.cost_model import profile_from_events

@@ -400,7 +400,8 @@ def test_view_figures_are_built_from_policy_traces():
 
 
 def test_policy_replay_and_oracle_on_recorded_rounds():
-    from spec_core.analysis.policies import RecordedRounds, RoundCosts, policy_table, replay
+    from spec_core.analysis.policies import RecordedRounds, policy_table, replay
+    from spec_core.cost_model import CostProfile
 
     # three rounds drafted to 4: kept 0, 2 and 4 drafts; PACER's head predicts per token
     rounds = RecordedRounds(
@@ -410,7 +411,7 @@ def test_policy_replay_and_oracle_on_recorded_rounds():
         greedy=torch.tensor([True, True, True]),
         predicted={"": torch.tensor([0.2, 0.1, 0.1, 0.1, 0.9, 0.8, 0.2, 0.1, 0.9, 0.9, 0.9, 0.9])},
     )
-    costs = RoundCosts(widths=(1, 5), target_ms=(10.0, 14.0), draft_ms=1.0, engine_ms=0.0, head_ms=0.0)
+    costs = CostProfile(widths=(1, 5), target_ms=(10.0, 14.0), draft_ms=1.0, engine_ms=0.0, head_ms=0.0)
     fixed2 = replay(rounds, torch.full((3,), 2), costs)
     # tokens: min(a, 2) + 1 = 1, 3, 3; time: 2 steps + target over 3 tokens (12 ms) per round
     assert fixed2["tokens_per_round"] == pytest.approx(7 / 3) and fixed2["ms_per_token"] == pytest.approx(42 / 7)

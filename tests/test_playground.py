@@ -20,7 +20,7 @@ from spec_core.analysis.playground import (
     replay_policy,
     standard_policies,
 )
-from spec_core.analysis.policies import RoundCosts
+from spec_core.cost_model import CostProfile
 from spec_core.drafters.networks import FeatureDraft
 from spec_core.engine import generate
 from spec_core.errors import SpecScopeError
@@ -28,7 +28,7 @@ from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
 from spec_core.models import ModelPair
 from spec_core.policies.pacer import HEAD_KEY, PacerParams
 
-COSTS = RoundCosts(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, engine_ms=0.5, head_ms=0.1)
+COSTS = CostProfile(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, engine_ms=0.5, head_ms=0.1)
 PROMPTS = ("hello world prompt", "another one here", "abc def ghi")
 N = 40
 
@@ -209,7 +209,7 @@ def test_playground_view_is_built_from_the_record(records):
 def test_no_policy_is_predicted_above_the_oracle_even_where_verifying_is_dear(records):
     """On an AVX2 CPU in bfloat16 a pass over k tokens costs almost k steps: drafting everything the target keeps
     is then not the fastest plan, and the oracle, a cost-aware plan over the record, still bounds every policy."""
-    dear = RoundCosts(widths=(1, 2, 4, 8, 16), target_ms=(39.2, 54.5, 89.8, 162.7, 336.5), draft_ms=3.0)
+    dear = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(39.2, 54.5, 89.8, 162.7, 336.5), draft_ms=3.0)
     for _, _, record in records:
         replays = replay_all(record, [*standard_policies(), *pacer_settings(record)], dear)
         oracle = next(r for r in replays if r.policy == ORACLE)

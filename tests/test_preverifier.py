@@ -268,13 +268,13 @@ def test_playground_replays_the_paper_head_exactly_at_every_block_size():
     """The Playground records the paper head's â per block size; replaying PACER on the record gives the engine's
     rounds (float32, greedy), b = 1, 2 and 3 alike."""
     from spec_core.analysis.playground import paper_key, record_text, replay_policy
-    from spec_core.analysis.policies import RoundCosts
+    from spec_core.cost_model import CostProfile
 
     pair = make_tiny_pair(vocab=8, draft="feature", draft_seed=2)
     torch.manual_seed(0)
     head = BlockPreVerifier(BlockPreVerifierConfig(hidden_size=32, max_len=6)).eval()
     pair.extras[HEAD_KEY] = (head, "paper")
-    costs = RoundCosts(widths=(1, 8), target_ms=(10.0, 12.0), draft_ms=1.0)
+    costs = CostProfile(widths=(1, 8), target_ms=(10.0, 12.0), draft_ms=1.0)
     record = record_text(pair, "abc def ghi", max_new_tokens=24, max_len=6, costs=costs)
     assert {paper_key("", b) for b in (1, 2, 3)} <= set(record.predicted)
     for b in (1, 2, 3):

@@ -20,7 +20,7 @@ position ``pos`` drafts ``L`` tokens (the policy decides from the recorded row, 
 ``max_new_tokens − pos − 1``), keeps ``min(match[pos], L)`` and emits one more. ``fixed``, ``heuristic`` and
 ``confidence`` are the engine's own policy objects fed the recorded drafts; PACER is
 :func:`~spec_core.policies.pacer.replay_length` on the recorded â. The **oracle** drafts exactly the tokens the
-target will keep (``L = match[pos]``). Time comes from :class:`~spec_core.analysis.policies.RoundCosts`: a round
+target will keep (``L = match[pos]``). Time comes from :class:`~spec_core.analysis.policies.CostProfile`: a round
 costs ``L`` draft steps, one target forward over ``L + 1`` tokens, the engine's own work and (PACER) one
 pre-verifier call per block; ``ar`` one one-token forward and the engine's work per token.
 
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spec_core.cost_model import CostProfile as RoundCosts
+from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 from spec_core.policies.pacer import PacerParams
 from spec_core.replay import (  # noqa: F401  (the replay's names, re-exported for the analysis tools)
@@ -160,7 +160,7 @@ def record_text(
     max_len: int = DEFAULT_MAX_LEN,
     tokens: Sequence[int] | None = None,
     heads: Sequence[str] = ("",),
-    costs: RoundCosts | None = None,
+    costs: CostProfile | None = None,
     chat: bool = True,
     method: str = "ar",
 ) -> TextRecord:

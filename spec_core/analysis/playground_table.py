@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from spec_core.analysis.playground import _heads, record_text
-from spec_core.analysis.policies import RoundCosts
+from spec_core.cost_model import CostProfile
 from spec_core.replay import (
     ORACLE,
     PolicyReplay,
@@ -131,7 +131,7 @@ def prompts_main(args) -> int:
         _parse(p)  # a bad name fails before any model runs
     if args.costs:
         raw = json.loads(Path(args.costs).read_text())
-        costs = RoundCosts.from_dict(raw)
+        costs = CostProfile.from_dict(raw)
     else:
         blocks = [_parse(p)[1].params.block for p in policies if _parse(p)[0] == "pacer"]
         costs = measure_round_costs(pair, _heads(pair, [""]).get(""), max(blocks, default=1), args.repeats)

@@ -67,9 +67,6 @@ class RecordedRounds:
         return list(torch.split(values, self.gamma.tolist()))
 
 
-RoundCosts = CostProfile  # the one cost model (spec_core.cost_model); the name the replay code grew up with
-
-
 def load_rounds(paths: list[Path], heads: dict | None = None, pair=None, blocks=(1, 2, 3, 4)) -> RecordedRounds:
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
     variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
@@ -109,7 +106,7 @@ def shard_rounds(path: Path) -> int:
         return f.get_slice("round_gamma").get_shape()[0]
 
 
-def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: RoundCosts, head_calls: torch.Tensor | None = None):
+def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: CostProfile, head_calls: torch.Tensor | None = None):
     """Tokens, time and rate of drafting ``lengths`` ``[R]`` tokens in each recorded state (:meth:`CostProfile.replay`)."""
     lengths = torch.minimum(lengths.long(), rounds.gamma)
     calls = head_calls.numpy() if head_calls is not None else 0
@@ -134,7 +131,7 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
     return lengths, (lengths + params.block - 1) // params.block
 
 
-def policy_table(rounds: RecordedRounds, costs: RoundCosts, pacer: dict[str, object] | None = None) -> pd.DataFrame:
+def policy_table(rounds: RecordedRounds, costs: CostProfile, pacer: dict[str, object] | None = None) -> pd.DataFrame:
     """One row per policy: fixed windows, the oracle and the given PACER settings (name → PacerParams)."""
     rows = []
 
@@ -158,7 +155,7 @@ def policy_table(rounds: RecordedRounds, costs: RoundCosts, pacer: dict[str, obj
     return df
 
 
-def tune_pacer(rounds: RecordedRounds, costs: RoundCosts, grid: dict[str, list]) -> pd.DataFrame:
+def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]) -> pd.DataFrame:
     """Every PACER setting of ``grid`` (keys of :class:`PacerParams`) replayed, best first."""
     from itertools import product
 
@@ -176,7 +173,7 @@ def tune_pacer(rounds: RecordedRounds, costs: RoundCosts, grid: dict[str, list])
     return pd.DataFrame(rows).sort_values("speedup_vs_ar", ascending=False, ignore_index=True)
 
 
-def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> RoundCosts:
+def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
     """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
     generation) and one pre-verifier call on a block of ``block`` tokens."""
     from spec_core.analysis.costs import measure_costs
@@ -197,7 +194,7 @@ def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> R
         else:
             feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
             head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
-    return RoundCosts(
+    return CostProfile(
         tuple(int(t) for t in target["tokens"]),
         tuple(float(m) for m in target["ms"]),
         draft_ms,
@@ -252,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--costs",
         default=None,
-        help="JSON of RoundCosts fields (widths, target_ms, draft_ms, engine_ms, head_ms) instead of "
+        help="JSON of CostProfile fields (widths, target_ms, draft_ms, engine_ms, head_ms) instead of "
         "measuring now, e.g. costs measured alone on the machine",
     )
     add_threads(ap, 1)
@@ -313,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SpecScopeError("no recorded rounds left after the selection")
     if args.costs:
         raw = json.loads(Path(args.costs).read_text())
-        costs = RoundCosts.from_dict(raw)
+        costs = CostProfile.from_dict(raw)
     else:
         costs = measure_round_costs(pair, head, max((p.block for p in settings.values()), default=2), args.repeats)
     table = policy_table(rounds, costs, settings)
