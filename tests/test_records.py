@@ -73,3 +73,17 @@ def test_bad_events_file_is_a_clear_error(tmp_path):
     bad.write_text('{"hello": 1}\n')
     with pytest.raises(SpecScopeError, match="not a SpecScope event"):
         rec.records_from_file(bad)
+
+
+def test_the_csv_keeps_whole_prompts_where_the_screen_shows_their_start(records, tmp_path):
+    import dataclasses
+
+    import pandas as pd
+
+    long = "word " * 40 + "the end"
+    records = {**records, "a": dataclasses.replace(records["a"], prompt=long)}
+    table = rec.table_rows(records)
+    assert table.set_index("prompt_id").loc["a", "prompt"].endswith("…")  # the screen: the first characters
+    csv_path, _ = rec.write_downloads(records, table, tmp_path)
+    written = pd.read_csv(csv_path, dtype={"prompt_id": str}).set_index("prompt_id")
+    assert written.loc["a", "prompt"] == long

@@ -189,9 +189,13 @@ def records_from_file(path: str | Path) -> dict[str, PromptRecord]:
 
 
 def write_downloads(records: Records, table: pd.DataFrame, out_dir: str | Path | None = None) -> tuple[str, str]:
-    """The table as CSV and the events as JSONL, in ``out_dir`` (a fresh temporary folder by default)."""
+    """The table as CSV and the events as JSONL, in ``out_dir`` (a fresh temporary folder by default). The screen
+    shows the first characters of each prompt; the CSV keeps every prompt whole."""
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="specscope-"))
     csv_path, jsonl_path = out / "specscope_analyzer.csv", out / "specscope_events.jsonl"
+    if "prompt" in table and "prompt_id" in table:
+        whole = {str(pid): r.prompt for pid, r in records.items()}
+        table = table.assign(prompt=[whole.get(str(pid), shown) for pid, shown in zip(table.prompt_id, table.prompt)])
     table.to_csv(csv_path, index=False)
     jsonl_path.write_text(records_jsonl(records), encoding="utf-8")
     return str(csv_path), str(jsonl_path)
