@@ -87,3 +87,8 @@ def test_the_csv_keeps_whole_prompts_where_the_screen_shows_their_start(records,
     csv_path, _ = rec.write_downloads(records, table, tmp_path)
     written = pd.read_csv(csv_path, dtype={"prompt_id": str}).set_index("prompt_id")
     assert written.loc["a", "prompt"] == long
+
+
+def test_a_speedup_above_tau_is_flagged_as_noise():
+    assert rec.above_tau_note(1.296, 1.164) == rec.NOISE_NOTE  # code-2 in the issue: τ 1.164, speedup 1.296
+    assert rec.above_tau_note(1.10, 1.164) == "" and rec.above_tau_note(None, 1.2) == ""

@@ -37,7 +37,9 @@ TABLE_COLUMNS = [
     "ar_tokens_per_s",
     "speedup_vs_ar",
     "first_divergence",
+    "note",
 ]
+NOISE_NOTE = "noise: the plain run was slowed (measured speedup above τ)"
 SUMMARY_COLUMNS = [
     "method",
     "prompts",
@@ -97,6 +99,12 @@ def _short(text: str) -> str:
     return text if len(text) <= PROMPT_CHARS else text[: PROMPT_CHARS - 1] + "…"
 
 
+def above_tau_note(measured: float | None, tau: float) -> str:
+    """A speedup above τ cannot come from the method: a round costs at least one plain step, so at most τ tokens
+    come per step's time. Above it, the plain run it is measured against was slowed (the machine was busy)."""
+    return NOISE_NOTE if measured is not None and tau > 0 and measured > tau * 1.001 else ""
+
+
 def table_rows(records: Records, method: str | None = None) -> pd.DataFrame:
     """One row per prompt and non-ar method: τ, α, tokens/s and speedup against the same prompt's ar run."""
     rows = []
@@ -121,6 +129,7 @@ def table_rows(records: Records, method: str | None = None) -> pd.DataFrame:
                     round(base.tokens_per_s, 2) if base else None,
                     round(sp, 3) if sp is not None else None,
                     first_divergence(_tokens(events), _tokens(ar)) if ar else None,
+                    above_tau_note(sp, s.tau),
                 ]
             )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
