@@ -142,6 +142,16 @@ def spec_of(name: str) -> MethodSpec:
     return parse_method(name)
 
 
+def is_fixed_window(name: str) -> bool:
+    """Whether ``name`` is a plain fixed window (``fixed:K`` on the pair's draft, verified losslessly): the
+    baseline rows of the replay tables. A row label that is no method (``oracle``) is not one."""
+    try:
+        spec = spec_of(name)
+    except SpecScopeError:
+        return False
+    return spec.heads == ("fixed",)
+
+
 def is_lossy(name: str) -> bool:
     """Whether method ``name``'s verifier may change the target's output (:attr:`MethodSpec.is_lossy`)."""
     return spec_of(name).is_lossy

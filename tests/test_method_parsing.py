@@ -21,7 +21,9 @@ PATTERNS = {
     'split("+")': re.compile(r"""\.split\(\s*["']\+["']"""),
     'split(":")': re.compile(r"""\.split\(\s*["']:["']"""),
     'partition(":")': re.compile(r"""\.r?partition\(\s*["']:["']\s*\)"""),
-    "startswith(family)": re.compile(r"""\.startswith\(\s*\(?\s*["'](hf-|block|tree|pacer)"""),
+    "startswith(family)": re.compile(
+        r"""\.startswith\(\s*\(?\s*["'](hf-|block|tree|pacer|fixed|lookup|hybrid|cost|static|lenient|diversed|confidence|heuristic)"""
+    ),
 }
 
 # (file, pattern) → why that use is not about a method name. Keep it tiny; each entry must still be needed.
@@ -29,6 +31,7 @@ ALLOWED = {
     ("spec_core/types.py", 'partition(":")'): "PartSpec.parse: every part's own FAMILY[:ARG] parse, under methods",
     ("spec_core/precision.py", 'split(":")'): "a /proc/cpuinfo line ('model name : ...'), not a method",
     ("spec_core/analysis/spec_bench.py", 'partition(":")'): "a suite name (spec-bench:N), not a method",
+    ("visuals/diversed.py", "startswith(family)"): "a DIVERSED head's file name (diversed-sampled), not a method",
 }
 
 

@@ -19,6 +19,7 @@ import torch
 
 from spec_core.analysis.playground import _heads, record_text
 from spec_core.cost_model import CostProfile
+from spec_core.methods import is_fixed_window
 from spec_core.replay import (
     ORACLE,
     PolicyReplay,
@@ -106,7 +107,7 @@ def summary(df):
             "sampled": g["measured_speedup"].count(),
         }
     )
-    fixed = out[out.index.str.startswith("fixed:")]["predicted_speedup"]
+    fixed = out[out.index.map(is_fixed_window).astype(bool)]["predicted_speedup"]
     best, oracle = fixed.max(), out["predicted_speedup"].get(ORACLE, np.nan)
     out["vs_best_fixed"] = out["predicted_speedup"] / best
     out["share_of_oracle_gain"] = (out["predicted_speedup"] - best) / (oracle - best) if oracle > best else np.nan

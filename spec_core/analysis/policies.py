@@ -39,7 +39,7 @@ from spec_core.analysis.costs import median_ms
 from spec_core.cli_args import add_threads
 from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
-from spec_core.methods import spec_of
+from spec_core.methods import is_fixed_window, spec_of
 
 if TYPE_CHECKING:
     from spec_core.policies.pacer import PacerParams
@@ -146,7 +146,7 @@ def policy_table(rounds: RecordedRounds, costs: CostProfile, pacer: dict[str, ob
     for name, params in (pacer or {}).items():
         add(name, *pacer_lengths(rounds, params))
     df = pd.DataFrame(rows)
-    best_fixed = df[df["policy"].str.startswith("fixed:")]["speedup_vs_ar"].max()
+    best_fixed = df[df["policy"].map(is_fixed_window)]["speedup_vs_ar"].max()
     oracle = float(df.loc[df["policy"] == "oracle", "speedup_vs_ar"].iloc[0])
     df["vs_best_fixed"] = df["speedup_vs_ar"] / best_fixed
     df["share_of_oracle_gain"] = (
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table.round(4).to_string(index=False))
     oracle = table.set_index("policy").loc["oracle"]
-    best = table[table["policy"].str.startswith("fixed:")].sort_values("speedup_vs_ar").iloc[-1]
+    best = table[table["policy"].map(is_fixed_window)].sort_values("speedup_vs_ar").iloc[-1]
     print(f"\noracle gain over the best fixed window ({best['policy']}): x{oracle['vs_best_fixed']:.3f}")
     result = {
         "rounds": len(rounds.gamma),
