@@ -253,21 +253,24 @@ def check_playground(page) -> None:
         page.screenshot(path=str(SHOTS / "playground.png"))  # the knobs, the rounds and the speeds (one screen)
         assert (SHOTS / "playground.png").stat().st_size < 400_000
     # the hardware lens: the same record priced on this run's costs and on the accelerator model, said to be one
-    page.get_by_text("Hardware lens: the same record on other machines").click()
-    page.locator("#pg-lens-plot .js-plotly-plot").wait_for(timeout=60_000)
-    lens = page.locator("#pg-lens-text").inner_text()
+    lens = open_panel(page, "Hardware lens: the same record on other machines", "pg-lens", "hardware_lens.png")
     assert "GPU-like (a model)" in lens and "a model, not a measurement" in lens and "measured" in lens, lens
-    if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
-        page.locator("#pg-lens").screenshot(path=str(SHOTS / "hardware_lens.png"))
-        assert (SHOTS / "hardware_lens.png").stat().st_size < 400_000
     # prompt lookup on the same record: every copy length, lookup's own and the oracle, on two machines
-    page.get_by_text("Prompt lookup: what a longer or shorter copy would have paid").click()
-    page.locator("#pg-copy-plot .js-plotly-plot").wait_for(timeout=60_000)
-    copy = page.locator("#pg-copy-text").inner_text()
+    copy = open_panel(
+        page, "Prompt lookup: what a longer or shorter copy would have paid", "pg-copy", "lookup_playground.png"
+    )
     assert "as it runs is predicted" in copy and "oracle" in copy and "accelerator model" in copy, copy
+
+
+def open_panel(page, label: str, key: str, shot: str) -> str:
+    """Open one of the Playground's accordions (``#KEY``, its plot ``#KEY-plot``, its text ``#KEY-text``), wait
+    for the figure, take its screenshot when asked; returns its text."""
+    page.get_by_text(label).click()
+    page.locator(f"#{key}-plot .js-plotly-plot").wait_for(timeout=60_000)
     if os.environ.get("SPECSCOPE_SCREENSHOTS") == "1":
-        page.locator("#pg-copy").screenshot(path=str(SHOTS / "lookup_playground.png"))
-        assert (SHOTS / "lookup_playground.png").stat().st_size < 400_000
+        page.locator(f"#{key}").screenshot(path=str(SHOTS / shot))
+        assert (SHOTS / shot).stat().st_size < 400_000
+    return page.locator(f"#{key}-text").inner_text()
 
 
 def check_pareto(page) -> None:

@@ -20,7 +20,7 @@ from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.replay import TextRecord, default_costs
 from spec_core.types import RoundEvent
-from visuals.plots import Lanes, base_layout, drafted_line, drafting_lanes, rounds_note
+from visuals.plots import Lanes, base_layout, drafted_line, drafting_lanes, per_round_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -150,18 +150,8 @@ def sources_figure(lanes: Lanes) -> go.Figure:
                     + "</extra>",
                 )
             )
-    base_layout(
-        fig,
-        "Where the kept drafts came from, and the length the costs chose",
-        "round (target forward pass)",
-        "tokens",
-        empty=not any(spec.values()),
-        note=rounds_note(spec),
-    )
     fig.update_layout(barmode="stack")
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(tickformat="d", rangemode="tozero")
-    return fig
+    return per_round_layout(fig, "Where the kept drafts came from, and the length the costs chose", spec)
 
 
 def sources_caption(lanes: Lanes) -> str:

@@ -89,13 +89,13 @@ def draft_lengths_figure(lanes: Lanes) -> go.Figure:
                 hovertemplate="round %{x}<br>accepted %{y} tokens<extra>" + method + "</extra>",
             )
         )
+    return per_round_layout(fig, "Draft length and accepted length per round", spec)
+
+
+def per_round_layout(fig: go.Figure, title: str, spec: Lanes) -> go.Figure:
+    """The house layout of a figure drawn round by round: tokens against the round, both from zero."""
     base_layout(
-        fig,
-        "Draft length and accepted length per round",
-        "round (target forward pass)",
-        "tokens",
-        empty=not any(spec.values()),
-        note=rounds_note(spec),
+        fig, title, "round (target forward pass)", "tokens", empty=not any(spec.values()), note=rounds_note(spec)
     )
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(tickformat="d", rangemode="tozero")
