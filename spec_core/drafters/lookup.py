@@ -191,17 +191,13 @@ class LookupDrafter:
         return [self.estimates.estimate(n, first + i, recurred) for i in range(max(room, 0))]
 
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
+        estimates = self.run_estimates()[:n]  # one per token copied now (searches the round's match once)
         tokens: list[int] = []
-        if self.has_match():
+        if self._round is not None:
             size, at, recurred = self._round
-            ids = self.index.ids
-            room = min(n, self.params.k - len(self.drafted), len(ids) - at)
-            tokens = ids[at : at + max(room, 0)]
+            tokens = self.index.ids[at : at + len(estimates)]
             self._round = (size, at + len(tokens), recurred)
-        first = len(self.drafted) + 1
         self.drafted += tokens
-        size, _, recurred = self._round or (0, 0, False)
-        estimates = [self.estimates.estimate(size, first + i, recurred) for i in range(len(tokens))]
         return self.chunk(tokens, sampling, estimates)
 
     def chunk(self, tokens: list[int], sampling: SamplingConfig, estimates: list[float]) -> DraftChunk:
