@@ -67,3 +67,26 @@ def load_asset(name: str, directory: Path, what: str = "asset", hint: str = "") 
     if file_sha256(weights) != card.get("sha256"):
         raise SpecScopeError(f"{what} {name!r}: {weights.name} does not match the sha256 in its card")
     return load_file(str(weights)), card
+
+
+def source_commit(root: Path | None = None) -> str:
+    """The commit the code that trains an asset ran at (``git rev-parse HEAD``; ``+dirty`` when the tree had
+    uncommitted changes), or ``"unknown"`` outside a git checkout: what a card's ``commit`` field records."""
+    import subprocess
+
+    where = str(root or Path(__file__).resolve().parent.parent)
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}+dirty" if dirty else head

@@ -89,7 +89,7 @@ def test_rollout_records_one_row_per_emitted_drafted_token():
     pair = make_tiny_pair()
     head = EnsembleHead(32, 32)
     item = tiny_items(1)[0]
-    r, rec, text = rollout(pair, head, item, TrainConfig(temperature=1.0), seed=0)
+    r, rec, text = rollout(pair, head, item, TrainConfig(temperature=1.0), seed=0, temperature=1.0)
     assert rec is not None and 0 < rec["p_y"].shape[0] <= 10 and isinstance(r, float)
     n = rec["p_y"].shape[0]
     assert rec["draft_hidden"].shape == (n, 32) and rec["target_hidden"].shape == (n, 32)
@@ -203,9 +203,9 @@ def test_group_rollouts_use_the_leave_one_out_baseline(tmp_path, monkeypatch, no
     seeds, advantages = [], []
     real_rollout, real_surrogate = td.rollout, td.clipped_surrogate
 
-    def fake_rollout(pair, head, item, cfg, seed):
+    def fake_rollout(pair, head, item, cfg, seed, temperature):
         seeds.append(seed)
-        _, rec, text = real_rollout(pair, head, item, cfg, seed)
+        _, rec, text = real_rollout(pair, head, item, cfg, seed, temperature)
         assert rec is not None
         return next(rewards), rec, text
 
@@ -336,7 +336,7 @@ def test_training_at_temperature_zero_explores_and_moves_the_head(tmp_path):
         progress=False,
     )
     head = EnsembleHead(*pair_hidden_sizes(pair))
-    _, rec, _ = rollout(pair, head, tiny_items(1)[0], cfg, seed=3)
+    _, rec, _ = rollout(pair, head, tiny_items(1)[0], cfg, seed=3, temperature=0.0)
     assert rec is not None and rec["z"].shape == rec["tv"].shape
     assert not torch.allclose(rec["z"], head.logit(rec["draft_hidden"], rec["target_hidden"]))  # noise was added
     trained, card = train(pair, cfg, tiny_items(6), tiny_items(2))
@@ -606,3 +606,27 @@ def test_the_pareto_panel_names_each_head():
     labels = next(t for t in pareto_figure(df).data if t.name == "diversed").text
     assert sorted(labels) == ["diversed", "diversed-sampled"]
     assert point_label("diversed", "mine") == "diversed:head=mine" and point_label("lenient", "0.5") == "lenient:0.5"
+
+
+def test_a_short_training_run_writes_a_card_that_names_what_it_ran(tmp_path):
+    """Every card field comes from the run: the estimator, the rule, the temperatures it was rolled out and chosen
+    at, the split sizes, the selection metric, the commit, and how often REINFORCE++'s clip bound."""
+    pair = make_tiny_pair()
+    cfg = TrainConfig(
+        temperatures="0.5,1",
+        epochs=1,
+        batch_size=2,
+        group=2,
+        updates=3,
+        lr=0.05,
+        work_dir=str(tmp_path / "work"),
+        progress=False,
+    )
+    _, card = train(pair, cfg, tiny_items(4), tiny_items(2))
+    assert card["training"]["estimator"] == "decision" and card["training"]["rule"] == "sampled"
+    assert card["training"]["temperature_grid"] == [0.5, 1.0] and card["serves"] == "temperatures 0.5–1"
+    assert card["data"]["train_items"] == 4 and card["data"]["val_items"] == 2
+    assert "validation quality" in card["selection_metric"] and card["commit"]
+    assert 0.0 <= card["history"][0]["train_clipped"] <= 1.0
+    with pytest.raises(SpecScopeError, match="must be > 0"):
+        train(pair, TrainConfig(temperatures="0,1", work_dir=str(tmp_path / "w2")), tiny_items(2), [])

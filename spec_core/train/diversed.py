@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 from spec_core import rules
-from spec_core.assets import HEADS_DIR, save_asset
+from spec_core.assets import HEADS_DIR, save_asset, source_commit
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.heads.ensemble import EnsembleHead, pair_hidden_sizes
@@ -69,6 +69,8 @@ class TrainConfig:
     explore: float = 0.0  # σ of the Gaussian noise on the head's logit in "gaussian" rollouts
     policy: str = "fixed:4"  # draft-length policy of the rollouts
     temperature: float = 1.0  # rollouts sample ν (> 0), or 0 with the "gaussian" estimator
+    temperatures: str = ""  # a comma list (e.g. "0.1,0.4,0.7,1"): the band the head serves; rollout and validation
+    # item n run at its n-th temperature in turn (overrides --temperature)
     epochs: int = 2  # the authors' default
     batch_size: int = 8  # items per update (the authors' default), each rolled out --group times
     group: int = 1  # rollouts per item; > 1 uses the leave-one-out baseline of the item's other rollouts
@@ -156,13 +158,13 @@ class RolloutGeneration(Generation):
 
 
 def rollout(
-    pair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int
+    pair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int, temperature: float
 ) -> tuple[float, dict[str, torch.Tensor] | None, str]:
-    """One ensemble rollout: (reward, the recorded positions concatenated or None, text)."""
+    """One ensemble rollout at ``temperature``: (reward, the recorded positions concatenated or None, text)."""
     explore = cfg.explore if cfg.estimator == "gaussian" else 0.0
     verifier = RecordingVerifier(head, DiversedParams(head=TRAIN_HEAD, t0="argmax"), explore, seed)
     limit = min(item.max_new_tokens, cfg.max_new_tokens) if cfg.max_new_tokens else item.max_new_tokens
-    sampling = SamplingConfig(temperature=cfg.temperature, seed=seed)
+    sampling = SamplingConfig(temperature=temperature, seed=seed)
     pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(cfg.policy)})  # what the
     # engine's own build finds (then replaced by the recorder)
     run = RolloutGeneration(verifier, pair, item.prompt, f"{cfg.policy}+diversed:head={TRAIN_HEAD}", limit, sampling)
@@ -184,9 +186,45 @@ def rollout_drafter(policy: str) -> str:
     return parse_method(policy).drafter.text
 
 
+def temperature_grid(cfg: TrainConfig) -> tuple[float, ...]:
+    """The temperatures the head trains and is chosen at: ``--temperatures`` parsed, else ``(--temperature,)``."""
+    if not cfg.temperatures.strip():
+        return (cfg.temperature,)
+    try:
+        grid = tuple(float(t) for t in cfg.temperatures.split(",") if t.strip())
+    except ValueError as err:
+        raise SpecScopeError(f"--temperatures must be a comma list of numbers, got {cfg.temperatures!r}") from err
+    if not grid or min(grid) <= 0:
+        raise SpecScopeError(f"--temperatures must be > 0 (the decisions are sampled), got {cfg.temperatures!r}")
+    return grid
+
+
+def item_temperature(grid: tuple[float, ...], index: int) -> float:
+    """The temperature item ``index`` runs at: the grid in turn, so every temperature of the band is trained and
+    validated on a third (or a quarter, …) of the items."""
+    return grid[index % len(grid)]
+
+
 def rollout_seed(cfg: TrainConfig, epoch: int, index: int, member: int) -> int:
     """The sampling seed of rollout ``member`` of training item ``index`` in ``epoch`` (distinct for all three)."""
     return cfg.seed + 1000 * epoch + index + 100_000 * member
+
+
+def serving_fields(cfg: TrainConfig, grid: tuple[float, ...]) -> dict:
+    """The card's ``rule``, ``serves`` and ``ships_for``, derived from what the training ran: a head serves the
+    rule and the temperatures it was rolled out and chosen at (docs/DIVERSED.md)."""
+    if max(grid) <= 0:
+        return {
+            "rule": "argmax",
+            "serves": "temperature 0",
+            "ships_for": f"temperature 0 under the argmax rule it was trained with ({cfg.estimator} estimator)",
+        }
+    band = f"temperature {grid[0]:g}" if len(grid) == 1 else f"temperatures {min(grid):g}–{max(grid):g}"
+    return {
+        "rule": "sampled",
+        "serves": band,
+        "ships_for": f"{band}: rolled out and chosen there ({cfg.estimator} estimator)",
+    }
 
 
 def split_train_val(
@@ -289,10 +327,12 @@ def update_head(
     opt: torch.optim.Optimizer,
     rollouts: list[tuple[dict[str, torch.Tensor] | None, float]],
     cfg: TrainConfig,
+    stats: dict | None = None,
 ) -> float | None:
     """``cfg.updates`` optimiser steps on one batch of (recorded positions, advantage) rollouts; returns the first
     step's loss (None when no rollout drafted anything). Loss = −(Σ clipped surrogate + λ Σ_t (1 − w_t·TV)),
-    averaged over the batch, the gradient's norm clipped to ``cfg.max_grad_norm``."""
+    averaged over the batch, the gradient's norm clipped to ``cfg.max_grad_norm``. ``stats`` (when given) gets
+    ``clipped``: the share of decisions whose ratio lay outside 1 ± ε at the last step (0 with one update)."""
     kept = [(rec, a) for rec, a in rollouts if rec is not None]
     if not kept:
         return None
@@ -303,22 +343,29 @@ def update_head(
     for _ in range(cfg.updates):
         opt.zero_grad()
         total = torch.zeros(())
+        outside, decisions = 0, 0
         for (rec, a), logp_old in zip(kept, old):
             logp, keep, _ = loss_terms(head, rec, cfg.estimator, cfg.explore)
             total = total - clipped_surrogate(logp, logp_old, a, cfg.clip_eps) - cfg.lam * keep
+            ratio = (logp.detach() - logp_old).exp()
+            outside += int(((ratio < 1.0 - cfg.clip_eps) | (ratio > 1.0 + cfg.clip_eps)).sum())
+            decisions += ratio.numel()
         loss = total / len(rollouts)
         loss.backward()
         if cfg.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         opt.step()
         first = float(loss.detach()) if first is None else first
+        if stats is not None:
+            stats["clipped"] = outside / max(1, decisions) if cfg.clip_eps > 0 else 0.0
     return first
 
 
-def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float = 0.0) -> dict:
+def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float | tuple[float, ...] = 0.0) -> dict:
     """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items`` (item n with
-    seed n, one :func:`spec_core.rewards.run_item` each)."""
-    records = [run_item(pair, method, item, temperature, n) for n, item in enumerate(items)]
+    seed n at the n-th temperature of ``temperature`` in turn, one :func:`spec_core.rewards.run_item` each)."""
+    grid = temperature if isinstance(temperature, tuple) else (temperature,)
+    records = [run_item(pair, method, item, item_temperature(grid, n), n) for n, item in enumerate(items)]
     rewards: dict[str, list[float]] = {}
     for rec in records:
         rewards.setdefault(rec["task"], []).append(rec["reward"])
@@ -338,7 +385,9 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
     }
 
 
-def evaluate(pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float = 0.0) -> dict:
+def evaluate(
+    pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float | tuple[float, ...] = 0.0
+) -> dict:
     """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
     pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(policy)})
     return evaluate_method(pair, items, f"{policy}+diversed:head={TRAIN_HEAD}", temperature)
@@ -370,16 +419,24 @@ def select_epoch(history: list[dict], lossless_acceptance: float | None, min_rat
     )
 
 
+def same_run(saved: dict, config: dict) -> bool:
+    """Whether a checkpoint's config is this run's: every field equal but ``epochs`` (so a run can be cut short
+    or carried further: ``--epochs 2`` after three epochs ships the best of the first two) and ``progress``."""
+    loose = ("epochs", "progress")
+    return {k: v for k, v in saved.items() if k not in loose} == {k: v for k, v in config.items() if k not in loose}
+
+
 def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
     """Run the REINFORCE loop; returns the head and the card (resumes from ``cfg.work_dir``)."""
     if cfg.estimator == "gaussian" and cfg.explore <= 0:
         raise SpecScopeError("--estimator gaussian explores w_t with Gaussian noise on the logit: give --explore σ > 0")
-    if cfg.temperature <= 0 and cfg.estimator != "gaussian":
+    grid = temperature_grid(cfg)
+    if min(grid) <= 0 and cfg.estimator != "gaussian":
         raise SpecScopeError(
             "at --temperature 0 the argmax rule is deterministic, so the decisions carry no gradient: "
             "use --estimator gaussian --explore σ (noise on w_t), or a temperature > 0"
         )
-    if cfg.temperature < 0:
+    if min(grid) < 0:
         raise SpecScopeError(f"--temperature must be ≥ 0, got {cfg.temperature}")
     if not train_items:
         raise SpecScopeError("no training items")
@@ -402,7 +459,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
     state = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
-        if saved.get("config") == asdict(cfg):
+        if same_run(saved.get("config") or {}, asdict(cfg)):
             head.load_state_dict(saved["head"]), opt.load_state_dict(saved["opt"])
             state = saved["state"]
     steps_per_epoch = (len(train_items) + cfg.batch_size - 1) // cfg.batch_size
@@ -411,7 +468,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
     )
     t0 = time.perf_counter()
     if val_items and state["lossless"] is None:  # the reference the selection compares acceptance with
-        state["lossless"] = evaluate_method(pair, val_items, f"{cfg.policy}+lossless", cfg.temperature)
+        state["lossless"] = evaluate_method(pair, val_items, f"{cfg.policy}+lossless", grid)
         print(json.dumps({"lossless": state["lossless"]}), flush=True)
     for epoch in range(state["epoch"], cfg.epochs):
         order = list(range(len(train_items)))
@@ -421,7 +478,9 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             picked = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
             head.eval()
             outs = {
-                (i, g): rollout(pair, head, train_items[i], cfg, seed=rollout_seed(cfg, epoch, i, g))
+                (i, g): rollout(
+                    pair, head, train_items[i], cfg, rollout_seed(cfg, epoch, i, g), item_temperature(grid, i + epoch)
+                )
                 for i in picked
                 for g in range(cfg.group)
             }
@@ -456,26 +515,29 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             if cfg.advantage_norm == "batch":
                 adv = normalise_advantages(adv)
             recs = [outs[i, g][1] for i in picked for g in range(cfg.group)]  # the order of raw
-            loss = update_head(head, opt, list(zip(recs, adv.tolist())), cfg)
+            update: dict = {}
+            loss = update_head(head, opt, list(zip(recs, adv.tolist())), cfg, update)
             state["step"] += 1
             log = {
                 "step": state["step"],
                 "reward": round(statistics.fmean(rs), 4),
                 "mean_w": round(statistics.fmean(ws), 4) if ws else None,
                 "loss": None if loss is None else round(loss, 4),
+                "clipped": update.get("clipped", 0.0),
             }
             log["w_by_task"] = task_ws  # pooled per epoch by epoch_w_by_task
             epoch_log.append(log)
             bar.set_postfix(reward=log["reward"], w=log["mean_w"])
             bar.update()
         head.eval()
-        heldout = evaluate(pair, head, val_items, cfg.policy, cfg.temperature) if val_items else {}
+        heldout = evaluate(pair, head, val_items, cfg.policy, grid) if val_items else {}
         state["history"].append(
             {
                 "epoch": epoch + 1,
                 "elapsed_s": round(time.perf_counter() - t0, 1),
                 "train_reward": round(statistics.fmean(x["reward"] for x in epoch_log), 4),
                 "train_mean_w": epoch_log[-1]["mean_w"],
+                "train_clipped": round(statistics.fmean(x["clipped"] for x in epoch_log), 4),
                 "train_w_by_task": epoch_w_by_task(epoch_log),
                 "heldout": heldout,
             }
@@ -486,9 +548,12 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         torch.save({"config": asdict(cfg), "head": head.state_dict(), "opt": opt.state_dict(), "state": state}, ckpt)
     bar.close()
     lossless_acc = (state["lossless"] or {}).get("acceptance_rate")
+    state["history"] = state["history"][: cfg.epochs]  # a checkpoint carried further than --epochs
+    state["heads"] = state["heads"][: cfg.epochs]
     chosen, why = select_epoch(state["history"], lossless_acc, cfg.min_acceptance_ratio)
     if state["heads"]:
         head.load_state_dict(state["heads"][chosen])
+    serving = serving_fields(cfg, grid)
     card = {
         "kind": "diversed-ensemble-head",
         "paper": "DIVERSED, arXiv 2604.07622",
@@ -502,14 +567,20 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
             "tasks": sorted({i.task for i in train_items}),
             "source": "prompts/eval/*.jsonl, split=train (the last val_per_task items of each task for the validation check, the rest for rollouts); split=eval is never read",
         },
-        "steps": state["step"],
+        "steps": min(state["step"], cfg.epochs * steps_per_epoch),
         "lambda": cfg.lam,
-        "training": asdict(cfg),
+        "commit": source_commit(),
+        **serving,
+        "training": {**asdict(cfg), "rule": serving["rule"], "temperature_grid": list(grid)},
         "history": state["history"],
         "heldout_items": "validation: the last val_per_task items of each task of the train split, never rolled out",
         "lossless_heldout": state["lossless"],
         "selected_epoch": chosen + 1 if state["history"] else None,
         "selection": why,
+        "selection_metric": (
+            f"validation quality (macro mean reward) of {cfg.policy}+diversed at {serving['serves']}, among epochs "
+            f"accepting ≥ {cfg.min_acceptance_ratio:g}× lossless there"
+        ),
         "results": state["history"][chosen]["heldout"] if state["history"] else {},
     }
     return head, card
