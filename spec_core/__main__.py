@@ -49,10 +49,13 @@ def _add_sampling_args(p: argparse.ArgumentParser) -> None:
 def _pair(args):
     import torch
 
-    from spec_core.models import load_pair
+    from spec_core.analysis.machine import ensure_measured
+    from spec_core.models import load_pair, resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if ensure_measured(resolve_device(args.device), args.dtype or "auto"):
+        print("auto: measured this machine's arithmetic once (cached for later runs)", flush=True)
     return load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
 
 
@@ -84,13 +87,14 @@ def _measure_costs_for_auto_t(pair, pair_name: str, specs) -> None:
     which a lane never measures itself (a build must not wait). A benchmark can: without a table for this CPU and
     thread count it would run ``pacer`` at the fallback t, so the table is measured once first, and cached."""
     from spec_core import precision
+    from spec_core.analysis.machine import machine_costs
 
     auto_t = any(getattr(getattr(s.policy, "params", None), "auto_t", False) for s in specs if s.policy is not None)
     if auto_t and str(pair.device) == "cpu" and precision.cached_machine_costs() is None:
         print(
             "pacer's t=auto reads this machine's cost table; measuring it once (cached for later runs) ...", flush=True
         )
-        print(precision.explain(precision.machine_costs(pair_name)), flush=True)
+        print(precision.explain(machine_costs(pair_name)), flush=True)
 
 
 def cmd_bench(args) -> int:
@@ -149,10 +153,11 @@ def cmd_costs(args) -> int:
 
     if args.machine:  # the table `auto` picks from: every precision measured, cached, explained
         from spec_core import precision
+        from spec_core.analysis.machine import machine_costs
 
         if args.threads:
             torch.set_num_threads(args.threads)
-        table = precision.machine_costs(args.pair, refresh=True)
+        table = machine_costs(args.pair, refresh=True)
         print(precision.explain(table))
         print(f"auto picks {precision.choose(table)} on this machine; cached in {precision.table_path()}")
         return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -90,3 +91,8 @@ def source_commit(root: Path | None = None) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{head}+dirty" if dirty else head
+
+
+def cache_dir() -> Path:
+    """Where SpecScope keeps what it measured or downloaded on this machine (``$SPECSCOPE_CACHE``)."""
+    return Path(os.environ.get("SPECSCOPE_CACHE", Path.home() / ".cache" / "specscope"))

@@ -204,7 +204,7 @@ def probe_profile(pair, events: Sequence[RoundEvent], target_lm, pending: int, r
     ``ar`` lane to anchor it, and no second prefill is needed."""
     import torch
 
-    from spec_core.precision import interleaved_median_ms
+    from spec_core.pass_timing import interleaved_median_ms
 
     if not events or target_lm is None or target_lm.cache is None:
         return None

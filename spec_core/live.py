@@ -151,9 +151,11 @@ def _machine_measured() -> bool:
 @functools.lru_cache(maxsize=2)
 def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
     """Load a pair (CUDA when present, else CPU) and warm it up once, so the first timed rounds are honest."""
-    from spec_core.models import load_pair
+    from spec_core.analysis.machine import ensure_measured
+    from spec_core.models import load_pair, resolve_device
 
     try:
+        ensure_measured(resolve_device(None), precision)  # auto's table: measured once on this machine, then cached
         pair = load_pair(name, dtype=precision)
     except SpecScopeError as err:
         raise SpecScopeError(f"cannot load the model pair {name!r}: {err}") from err

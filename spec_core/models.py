@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from spec_core.assets import cache_dir
 from spec_core.attention import use_grouped_sdpa
 from spec_core.errors import SpecScopeError
 from spec_core.guards import weights_problem
@@ -118,10 +119,6 @@ class ModelPair:
         if self.tokenizer.eos_token_id is not None:
             ids.add(self.tokenizer.eos_token_id)
         return ids
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SPECSCOPE_CACHE", Path.home() / ".cache" / "specscope"))
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

@@ -1,4 +1,5 @@
-"""The arithmetic per machine: measure each precision's costs once, cache them, and let ``auto`` pick.
+"""The arithmetic per machine, as far as it is known: the CPU's flags, this machine's cached cost table, and
+``auto``'s choice from it. Nothing here measures (that is :mod:`spec_core.analysis.machine`, above the engine).
 
 Whether speculation pays depends on the price of verifying: a target pass over k tokens against one plain step.
 That price is a fact of the machine, not of the method. Measured on this project's machines (docs/RESULTS.md,
@@ -6,11 +7,11 @@ That price is a fact of the machine, not of the method. Measured on this project
 steps, so every speculative lane loses; weight-only int8 (:mod:`spec_core.int8`) keeps it near 1.3, and a CPU
 with AMX runs bf16 passes over 16 tokens at 1.3 steps.
 
-:func:`machine_costs` measures, per precision, the target's forward over 1…8 tokens, one draft step, the engine's
-own work and the draft's acceptance on two short prompts, and caches the table under ``$SPECSCOPE_CACHE`` keyed by
-the CPU, the thread count and the torch version. :func:`auto_precision` picks the precision under which the
-default speculative lane is predicted fastest (plain decoding of every precision is the yardstick), so ``auto``
-is the fastest lane this machine can run, and the choice is shown with the numbers that made it.
+The table lives under ``$SPECSCOPE_CACHE`` keyed by the CPU, the thread count and the torch version.
+:func:`auto_precision` picks the precision under which the default speculative lane is predicted fastest (plain
+decoding of every precision is the yardstick), so ``auto`` is the fastest lane this machine can run, and the
+choice is shown with the numbers that made it. Before the table is measured it falls back to
+:data:`UNMEASURED_CPU_PRECISION` and says so (:func:`auto_reason`).
 """
 
 from __future__ import annotations
@@ -20,99 +21,19 @@ import hashlib
 import json
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from spec_core.cost_model import CostProfile, profile_from_events
+from spec_core.assets import cache_dir
+from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 
 PRECISION_ENV = "SPECSCOPE_PRECISION"  # set to a precision to skip the measurement (e.g. a Space with known costs)
 CPU_PRECISIONS = ("bfloat16", "float32", "int8")
-WIDTHS = (1, 2, 3, 4, 6, 8)
-CONTEXT = 200
-PROBE_PROMPTS = (  # the first prompts of the project's benchmark set (prompts/specscope.jsonl), code and math
-    "Write a Python function that returns the list of prime numbers below n.",
-    "A bakery makes 48 muffins each morning and sells them in boxes of 6. If 3 boxes are left unsold, how many "
-    "muffins were sold?",
-)
-PROBE_METHOD = "fixed:3"
-PROBE_TOKENS = 32
+UNMEASURED_CPU_PRECISION = "int8"  # ``auto`` on a CPU whose table is not measured yet: the choice every measured
+# table of this project's CPUs made (an AVX2 EPYC and an AMX Xeon, docs/RESULTS.md "Arithmetic per machine")
 VERSION = 3  # bump when what is measured changes: old tables are then measured again
-
-
-def interleaved_median_ms(calls: dict, repeats: int) -> dict:
-    """Median milliseconds of each call, timed round-robin after one warm-up each, so that a slow spell of a
-    shared machine slows every call alike instead of one whole series."""
-    for fn in calls.values():
-        fn()
-    times: dict = {k: [] for k in calls}
-    for _ in range(repeats):
-        for key, fn in calls.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append((time.perf_counter() - t0) * 1000)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
-def target_calls(pair, widths=WIDTHS, context: int = CONTEXT, hidden: bool = False) -> dict:
-    """Width → a call that runs one target forward over that many new tokens after ``context`` cached ones, then
-    crops back (ordinary token ids, seeded; any id fits a tiny test model). ``costs`` times them beside its
-    draft steps; :func:`target_forward_ms` alone."""
-    from spec_core.cached_lm import CachedLM
-
-    context = max(2, int(context))
-    vocab = pair.target.config.vocab_size
-    low, high = (100, 1000) if vocab > 1000 else (0, vocab)
-    ids = torch.randint(low, high, (context,), generator=torch.Generator().manual_seed(0))
-    feed = ids.repeat(max(widths) // context + 1)  # enough tokens for the widest pass
-    lm = CachedLM(pair.target, hidden=hidden)
-    lm.reset()
-    with torch.inference_mode():
-        lm.forward(ids, all_logits=False)
-
-    @torch.inference_mode()
-    def call(n):
-        lm.forward(feed[:n])
-        lm.crop(context)
-
-    return {n: (lambda n=n: call(n)) for n in sorted({1, *widths})}
-
-
-def target_forward_ms(pair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
-    """Median ms of a target forward over each width, ``context`` tokens already cached."""
-    return interleaved_median_ms(target_calls(pair, widths, context), repeats)
-
-
-def measure_profile(pair, repeats: int = 6) -> CostProfile:
-    """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
-    (``extra["acceptance"]``) on the probe prompts."""
-    from spec_core.engine import Generation
-    from spec_core.types import SamplingConfig
-
-    widths = target_forward_ms(pair, repeats=repeats)
-    lanes, drafted, accepted = {}, 0, 0
-    for i, prompt in enumerate(PROBE_PROMPTS):
-        for method in ("ar", PROBE_METHOD):
-            run = Generation(pair, prompt, method, PROBE_TOKENS, SamplingConfig(), display=False)
-            events = list(run.rounds())
-            lanes[f"{method}#{i}"] = events
-            drafted += sum(e.draft_len for e in events)
-            accepted += sum(e.accepted for e in events)
-    rounds = profile_from_events(lanes)
-    draft_ms = rounds.draft_ms if rounds is not None else 0.0
-    engine_ms = rounds.engine_ms if rounds is not None else 0.0
-    return CostProfile(
-        name=f"this machine · {pair.precision}",
-        widths=tuple(widths),
-        target_ms=tuple(widths.values()),
-        draft_ms=draft_ms,
-        engine_ms=engine_ms,
-        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens",
-        extra={"acceptance": accepted / drafted if drafted else 0.0, "precision": pair.precision},
-    )
 
 
 def cpu_name() -> str:
@@ -144,23 +65,12 @@ def machine_key() -> str:
 
 
 def table_path() -> Path:
-    from spec_core.models import cache_dir
-
     return cache_dir() / "machine-costs" / f"{machine_key()}.json"
 
 
-def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
-    """Precision → this machine's measured profile (cached; ``refresh`` measures again)."""
-    cached = None if refresh else cached_machine_costs()
-    if cached:
-        return cached  # (a damaged table reads as None: measured again)
+def save_table(profiles: dict[str, CostProfile]) -> Path:
+    """Write this machine's table (precision → profile) where :func:`cached_machine_costs` reads it."""
     path = table_path()
-    from spec_core.models import load_pair
-
-    profiles = {}
-    for precision in CPU_PRECISIONS:
-        pair = load_pair(pair_name, device="cpu", dtype=precision, operator=True)
-        profiles[precision] = measure_profile(pair)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(
@@ -175,7 +85,7 @@ def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[st
         encoding="utf-8",
     )
     tmp.replace(path)
-    return profiles
+    return path
 
 
 def cached_machine_costs() -> dict[str, CostProfile] | None:
@@ -247,11 +157,13 @@ def check_int8_device(device: torch.device | None) -> None:
 
 def auto_precision(device: torch.device) -> str:
     """``auto``: on a GPU :func:`gpu_precision` (bfloat16, or float16 without native bf16; never int8); on a CPU
-    the precision :func:`choose` picks from this machine's cost table (measured once, ~20 s, then cached), or
-    ``$SPECSCOPE_PRECISION`` when set (an int8 there is refused on a GPU by :func:`check_int8_device`)."""
+    the precision :func:`choose` picks from this machine's cached cost table, or :data:`UNMEASURED_CPU_PRECISION`
+    before one is measured (``spec_core.analysis.machine.ensure_measured``, which the app and the command line
+    call first); ``$SPECSCOPE_PRECISION`` when set (an int8 there is refused on a GPU by :func:`check_int8_device`)."""
     forced = os.environ.get(PRECISION_ENV, "").strip()
     if forced and forced != "auto":
         return forced
     if device.type != "cpu":
         return gpu_precision(device)
-    return choose(machine_costs())
+    table = cached_machine_costs()
+    return choose(table) if table else UNMEASURED_CPU_PRECISION

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import make_tiny_pair
 
 from spec_core.engine import generate
@@ -45,8 +46,8 @@ def test_the_runtime_imports_nothing_from_train():
 
 
 def _module_files() -> dict[str, Path]:
-    """Every module of spec_core, visuals and app.py, by dotted name."""
-    files = [*ROOT.glob("spec_core/**/*.py"), *ROOT.glob("visuals/**/*.py"), ROOT / "app.py"]
+    """Every module of spec_core, visuals, ui and app.py, by dotted name."""
+    files = [f for top in ("spec_core", "visuals", "ui") for f in ROOT.glob(f"{top}/**/*.py")] + [ROOT / "app.py"]
     names = {}
     for path in files:
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -58,8 +59,9 @@ MODULES = _module_files()
 
 
 def _imports(name: str, import_time_only: bool = False) -> set[str]:
-    """The modules ``name`` imports (a ``from a import b`` of a module ``a.b`` counts as ``a.b``), third-party ones
-    included; ``import_time_only`` leaves out the imports inside functions, which run on a call."""
+    """The modules ``name`` imports (a ``from a import b`` of a module ``a.b`` counts as ``a.b``, not as the
+    package ``a``), third-party ones included, inside functions too; imports under ``if TYPE_CHECKING:`` never run
+    and are left out; ``import_time_only`` also leaves out the imports inside functions, which run on a call."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -67,8 +69,8 @@ def _imports(name: str, import_time_only: bool = False) -> set[str]:
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
             type_only = isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)  # never runs
-            if import_time_only and (
-                type_only or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if type_only or (
+                import_time_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             ):
                 continue
             if isinstance(child, ast.Import):
@@ -78,8 +80,10 @@ def _imports(name: str, import_time_only: bool = False) -> set[str]:
                 if child.level:  # relative: from the package up
                     up = package.split(".")[: len(package.split(".")) - child.level + 1]
                     base = ".".join(up + ([child.module] if child.module else []))
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in child.names if f"{base}.{alias.name}" in MODULES)
+                submodules = {f"{base}.{alias.name}" for alias in child.names} & MODULES.keys()
+                if len(submodules) < len(child.names):  # a name that is not a submodule: the package itself
+                    found.add(base)
+                found.update(submodules)
             visit(child)
 
     visit(ast.parse(path.read_text()))
@@ -103,9 +107,35 @@ def test_the_runtime_imports_nothing_from_train_in_any_function():
 
 
 def test_the_engine_holds_one_loop():
-    """No drafter-name branch: a token tree is a drafter behind the protocol and a registered verifier's rule, so
-    the loop never names it (not even in a comment)."""
-    assert "tree" not in (ROOT / "spec_core" / "engine.py").read_text().lower()
+    """One loop, by structure: ``Generation._rounds`` is the only loop; no subclass anywhere overrides it (or the
+    ``rounds`` that drives it); the engine reaches the parts only through their registries and protocols (it
+    imports no family's module), and no registered family's name appears in its code as a string or a name."""
+    from spec_core.drafters import DRAFTERS
+    from spec_core.engine import Generation
+    from spec_core.policies import POLICIES
+
+    subclasses = [m for m in MODULES if MODULES[m].read_text().count("(Generation)")]
+    for module in subclasses:
+        for node in ast.walk(ast.parse(MODULES[module].read_text())):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "Generation" for b in node.bases):
+                overridden = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+                assert not overridden & {"_rounds", "rounds", "run"}, f"{module}.{node.name} replaces the loop"
+    assert "_rounds" in vars(Generation)
+    allowed = {"spec_core.drafters", "spec_core.policies", "spec_core.verifiers"}  # the registries and protocols
+    families = [m for m in MODULES if any(m.startswith(p + ".") for p in allowed) and not m.endswith(".base")]
+    assert families and not _imports("spec_core.engine") & set(families)
+    tree = ast.parse((ROOT / "spec_core" / "engine.py").read_text())
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body and isinstance(n.body[0], ast.Expr)
+    }
+    words = {n.value.lower() for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)} | {
+        n.id.lower() for n in ast.walk(tree) if isinstance(n, ast.Name)
+    }
+    words -= {n.value.lower() for n in ast.walk(tree) if id(n) in docstrings}
+    prefixes = {p for p in (*DRAFTERS, *POLICIES, *VERIFIERS) if p not in ("default", "ar")}
+    assert not words & prefixes, sorted(words & prefixes)
 
 
 def test_train_imports_nothing_from_analysis():
@@ -124,39 +154,67 @@ def test_visuals_draw_and_run_nothing():
     assert not {m: i for m, i in bad.items() if i}
 
 
-def test_one_cost_model():
-    """Every speed prediction prices rounds with spec_core.cost_model: no second copy of the formula elsewhere."""
-    users = [m for m in MODULES if "spec_core.cost_model" in _imports(m)]
-    for module in ("spec_core.lane_speed", "spec_core.replay", "spec_core.analysis.costs", "spec_core.precision"):
-        assert module in users, module
+def test_one_cost_model(monkeypatch):
+    """Every price comes from ``CostProfile.round_ms``: double it, and every consumer's number moves (a second
+    copy of the formula anywhere would leave its number where it was)."""
+    from spec_core import precision
+    from spec_core.cost_model import CostProfile
+    from spec_core.lane_speed import breakeven
+    from spec_core.policies.pacer_rule import PacerParams
+    from spec_core.policies.pacer_tuning import best_threshold
+
+    profile = CostProfile(widths=(1, 2, 4, 8), target_ms=(50.0, 54.0, 60.0, 86.0), draft_ms=4.0, engine_ms=1.0)
+    profile = CostProfile(**{**profile.__dict__, "extra": {"acceptance": 0.6}})
+    pair = make_tiny_pair(draft="feature")
+    events = generate(pair, "speculative decoding", "fixed:3", max_new_tokens=24).events
+    per_round = torch.rand(40, 8, generator=torch.Generator().manual_seed(0))
+    gamma, accepted = torch.full((40,), 8), torch.randint(0, 8, (40,), generator=torch.Generator().manual_seed(1))
+
+    def numbers() -> dict[str, float]:
+        t, best = best_threshold(per_round, gamma, accepted, PacerParams(), profile)
+        return {
+            "precision.predicted_tokens_per_s": precision.predicted_tokens_per_s(profile)[0],
+            "CostProfile.replay (policy replays, pacer t=auto, analyze preverifier)": best["speedup"],
+            "lane_speed.breakeven": breakeven(events, profile)[0],
+            "CostProfile.events_speedup (a lane's predicted speedup)": profile.events_speedup(events),
+            "CostProfile.best_window (auto, the lens)": profile.best_window(0.6)[1],
+        }
+
+    before = numbers()
+    real = CostProfile.round_ms
+    monkeypatch.setattr(CostProfile, "round_ms", lambda self, *a, **k: 2 * real(self, *a, **k))
+    after = numbers()
+    unmoved = [k for k in before if before[k] == pytest.approx(after[k])]
+    assert not unmoved, f"these numbers do not come from CostProfile.round_ms: {unmoved}"
 
 
 def test_live_takes_nothing_from_the_benchmark():
     assert not {i for i in _imports("spec_core.live") if _within(i, "spec_core.analysis.bench")}
 
 
-def test_no_import_cycle_at_import_time():
-    """The imports that run when a module is imported (not those inside functions) form no cycle among spec_core,
-    visuals and app.py (a strongly connected component of more than one module)."""
-    graph = {m: {i for i in _imports(m, import_time_only=True) if i in MODULES and i != m} for m in MODULES}
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
+    on_stack: set[str] = set()
     cycles: list[list[str]] = []
 
-    def connect(v: str) -> None:  # Tarjan's strongly connected components
+    def connect(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
+        on_stack.add(v)
         for w in graph[v]:
             if w not in index:
                 connect(w)
                 low[v] = min(low[v], low[w])
-            elif w in stack:
+            elif w in on_stack:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
             component = []
             while True:
                 w = stack.pop()
+                on_stack.discard(w)
                 component.append(w)
                 if w == v:
                     break
@@ -166,7 +224,14 @@ def test_no_import_cycle_at_import_time():
     for v in graph:
         if v not in index:
             connect(v)
-    assert not cycles
+    return cycles
+
+
+def test_no_import_cycle_at_import_time():
+    """The imports that run when a module is imported (not those inside functions) form no cycle among spec_core,
+    visuals, ui and app.py (a strongly connected component of more than one module)."""
+    graph = {m: {i for i in _imports(m, import_time_only=True) if i in MODULES and i != m} for m in MODULES}
+    assert not _cycles(graph)
 
 
 def test_parsing_a_method_loads_no_weights(monkeypatch):
@@ -211,3 +276,57 @@ def test_the_add_a_verifier_example_runs(topk_registered):
     assert loose.stats.acceptance_rate > strict.stats.acceptance_rate  # more of the target's top tokens pass
     with pytest.raises(Exception, match="topk:K"):
         parse_method("fixed:3+topk:0")
+
+
+# -- every module on a floor of docs/ARCHITECTURE.md ------------------------------------------------------------
+
+
+def _floors() -> dict[str, int]:
+    """Pattern → floor, read from the floors table of docs/ARCHITECTURE.md."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    table = text.split("<!-- floors:", 1)[1].split("-->", 1)[1].strip().split("\n\n", 1)[0]
+    floors: dict[str, int] = {}
+    for line in table.splitlines()[2:]:  # after the header and its rule
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for pattern in re.findall(r"`([^`]+)`", cells[2]):
+            assert pattern not in floors, f"{pattern} is on two floors"
+            floors[pattern] = int(cells[0])
+    assert floors, "the floors table is missing from docs/ARCHITECTURE.md"
+    return floors
+
+
+def _floor_of(module: str, floors: dict[str, int]) -> int | None:
+    """The floor of ``module``'s most specific pattern (``a.b.*`` covers ``a.b`` and all under it)."""
+    matches = [
+        (len(p), f)
+        for p, f in floors.items()
+        if module == p or (p.endswith(".*") and (module == p[:-2] or module.startswith(p[:-1])))
+    ]
+    return max(matches)[1] if matches else None
+
+
+def test_every_module_has_a_floor_and_no_import_climbs():
+    """Counting the imports inside functions (type-only ones excepted)."""
+    floors = _floors()
+    where = {m: _floor_of(m, floors) for m in MODULES}
+    assert not [m for m, f in where.items() if f is None], "modules without a floor in docs/ARCHITECTURE.md"
+    climbs = {
+        m: sorted(f"{i} (floor {where[i]})" for i in _imports(m) if i in MODULES and where[i] > where[m])
+        for m in MODULES
+    }
+    assert not {m: c for m, c in climbs.items() if c}
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    """The same search as at import time, with every import that can run (type-only ones excepted)."""
+    graph = {m: {i for i in _imports(m) if i in MODULES and i != m} for m in MODULES}
+    assert not _cycles(graph)
+
+
+def test_spec_core_imports_no_view_no_plot_and_no_gradio():
+    core = [m for m in MODULES if _within(m, "spec_core")]
+    bad = {
+        m: sorted(i for i in _imports(m) if any(_within(i, p) for p in ("visuals", "ui", "plotly", "gradio")))
+        for m in core
+    }
+    assert not {m: i for m, i in bad.items() if i}

@@ -146,9 +146,9 @@ def test_make_block_drafter_errors(tmp_path) -> None:
     pair = tiny_pair()
     pair.extras.clear()
     with pytest.raises(SpecScopeError, match="embedded"):
-        make_block_drafter(pair, "block:dpace")
+        make_block_drafter(pair, "dpace")
     with pytest.raises(SpecScopeError):
-        make_block_drafter(pair, "block:nope")
+        make_block_drafter(pair, "nope")
     with pytest.raises(SpecScopeError, match="train block"):
         load_block_model(pair.target, "dpace", tmp_path)
 

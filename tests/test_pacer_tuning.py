@@ -132,12 +132,13 @@ def test_bench_measures_the_cost_table_once_when_pacer_tunes_its_t(tiny_pair, mo
     cached (a lane never does: a build must not wait); with a t given, or a table cached, it measures nothing."""
     from spec_core import precision
     from spec_core.__main__ import _measure_costs_for_auto_t
+    from spec_core.analysis import machine
     from spec_core.methods import parse_method
 
     flat = CostProfile(widths=(1, 8), target_ms=(50.0, 54.0), draft_ms=2.0)
     calls = []
     monkeypatch.setattr(precision, "cached_machine_costs", lambda: None)
-    monkeypatch.setattr(precision, "machine_costs", lambda name: calls.append(name) or {"bfloat16": flat})
+    monkeypatch.setattr(machine, "machine_costs", lambda name: calls.append(name) or {"bfloat16": flat})
     _measure_costs_for_auto_t(tiny_pair, "embedded", [parse_method("fixed:2"), parse_method("pacer:t=0.5")])
     assert calls == []
     _measure_costs_for_auto_t(tiny_pair, "embedded", [parse_method("fixed:2"), parse_method("pacer+lossless")])

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from spec_core import precision
+from spec_core.analysis import machine
 from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 from spec_core.int8 import Int8Linear, int8_target
@@ -82,18 +83,22 @@ def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
         def __init__(self, p):
             self.precision = p
 
-    monkeypatch.setattr(precision, "measure_profile", fake_measure)
+    monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
+    assert precision.auto_precision(torch.device("cpu")) == precision.UNMEASURED_CPU_PRECISION  # nothing measured
+    monkeypatch.setattr(machine, "measure_profile", fake_measure)
     monkeypatch.setattr("spec_core.models.load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
-    first = precision.machine_costs()
+    assert machine.ensure_measured("cpu", "bfloat16") is False  # a precision named: nothing to measure
+    assert machine.ensure_measured("cpu", "auto") is True and len(calls) == 3
+    first = machine.machine_costs()
     assert sorted(calls) == sorted(precision.CPU_PRECISIONS)
-    again = precision.machine_costs()
+    assert machine.ensure_measured("cpu", "auto") is False  # cached: measured once
+    again = machine.machine_costs()
     assert len(calls) == 3 and again == first  # read back, not measured again
     saved = json.loads(precision.table_path().read_text())
     assert set(saved["profiles"]) == set(precision.CPU_PRECISIONS)
     precision.table_path().write_text("{not json")  # a damaged table is measured again
-    precision.machine_costs()
+    machine.machine_costs()
     assert len(calls) == 6
-    monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
     assert precision.auto_precision(torch.device("cpu")) == precision.choose(first)
     monkeypatch.setenv(precision.PRECISION_ENV, "float32")
     assert precision.auto_precision(torch.device("cpu")) == "float32"

@@ -266,7 +266,7 @@ def test_place_on_gpu_only_with_spaces_and_cuda(monkeypatch):
 def test_auto_on_cuda_is_bf16_or_fp16_never_int8(monkeypatch, bf16, expected):
     monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
-    monkeypatch.setattr(precision, "machine_costs", lambda *a, **k: pytest.fail("a GPU measures no CPU table"))
+    monkeypatch.setattr(precision, "cached_machine_costs", lambda *a, **k: pytest.fail("a GPU reads no CPU table"))
     cuda = torch.device("cuda")
     assert precision.auto_precision(cuda) == models.resolve_precision("auto", cuda) == expected
     assert models.resolve_precision(None, cuda) == expected

@@ -23,7 +23,7 @@ from spec_core.cached_lm import CachedLM, LMOutput
 from spec_core.cost_model import CostProfile, expected_tau, round_shape
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
-from spec_core.precision import interleaved_median_ms, target_calls
+from spec_core.pass_timing import interleaved_median_ms, target_calls
 from spec_core.types import SamplingConfig
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
@@ -197,3 +197,33 @@ def round_breakdown(
     df = pd.DataFrame(rows)
     df["gap_pct"] = 100 * (df["measured_speedup"] / df["predicted_speedup"] - 1)
     return df.round(3)
+
+
+def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
+    """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
+    generation) and one pre-verifier call on a block of ``block`` tokens."""
+    from spec_core.engine import generate
+
+    df = measure_costs(pair, {"draft": pair.draft}, repeats)
+    target = df[df["what"] == "target forward"]
+    draft_ms = float(df.loc[df["what"] == "draft step (draft)", "ms"].iloc[0])
+    events = generate(pair, "Explain what a list is in Python.", "fixed:4", max_new_tokens=32).events
+    overhead_ms = statistics.median(e.engine_s for e in events) * 1000
+    head_ms = 0.0
+    if head is not None:
+        hidden = torch.zeros(block, head.cfg.hidden_size)
+        positions = torch.arange(1, block + 1)
+        if getattr(head.cfg, "design", "") == "paper":
+            embeds = torch.zeros(block, head.cfg.hidden_size) if head.cfg.use_token else None
+            head_ms = median_ms(lambda: head.predict(hidden, embeds, positions), 50)
+        else:
+            feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
+            head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
+    return CostProfile(
+        tuple(int(t) for t in target["tokens"]),
+        tuple(float(m) for m in target["ms"]),
+        draft_ms,
+        overhead_ms,
+        head_ms,
+        name=f"this machine · {pair.precision}",
+    )

@@ -81,15 +81,15 @@ def main(argv: list[str]) -> int:
             raise SpecScopeError("--per-category and --max-new-tokens must be at least 1, --offset at least 0")
         import torch
 
-        from spec_core import precision
         from spec_core.analysis import spec_bench
+        from spec_core.analysis.machine import machine_costs
         from spec_core.models import load_pair
 
         if a.threads:
             torch.set_num_threads(a.threads)
         prompts = [p for p in spec_bench.select(a.per_category, a.offset) if not p.get("history")]
         pair = load_pair("embedded", dtype=a.dtype, operator=True)
-        profile = precision.machine_costs().get(pair.precision) if pair.device.type == "cpu" else None
+        profile = machine_costs().get(pair.precision) if pair.device.type == "cpu" else None
         if profile is None:
             from spec_core.policies.cost import pair_costs
 

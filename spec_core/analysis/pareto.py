@@ -387,7 +387,6 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--summarise", default="", help="comma list of *.items.jsonl: rebuild the table, run nothing")
     ap.add_argument("--compare", default="", help="an earlier sweep CSV (same items): print these rows against it")
-    ap.add_argument("--figure", default="", help="also write the plotly figure as HTML here")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default="bfloat16")
     add_threads(ap, 1)
@@ -418,10 +417,6 @@ def main(argv: list[str]) -> int:
             df = with_frontier(pd.concat([df, rows], ignore_index=True))
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(a.out, index=False)
-        if a.figure:
-            from visuals.diversed import pareto_figure
-
-            pareto_figure(df, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
         with pd.option_context("display.width", 220, "display.max_columns", 14):
             print(df[df["method"] != "task-static"].round(3).to_string(index=False))
         if envelope is None:
@@ -476,10 +471,6 @@ def main(argv: list[str]) -> int:
     df.to_csv(out, index=False)
     both = pd.concat([pd.read_csv(a.compare, dtype={"param": str}), df], ignore_index=True) if a.compare else df
     both = with_frontier(both)
-    if a.figure:
-        from visuals.diversed import pareto_figure
-
-        pareto_figure(both, f"Acceptance vs quality, eval split, temperature {a.temperature:g}").write_html(a.figure)
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(
             both[["method", "param", "acceptance_rate", "quality", "frontier_quality", "acceptance_vs_lossless"]]

@@ -119,7 +119,7 @@ def prompts_main(args) -> int:
     import pandas as pd
 
     from spec_core.analysis.bench import load_prompts
-    from spec_core.analysis.policies import measure_round_costs
+    from spec_core.analysis.costs import measure_round_costs
     from spec_core.methods import split_methods
     from spec_core.models import load_pair
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spec_core.analysis.costs import median_ms
+from spec_core.analysis.costs import measure_round_costs
 from spec_core.cli_args import add_threads
 from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
@@ -171,37 +170,6 @@ def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]
         r = replay(rounds, lengths, costs, calls)
         rows.append({**dict(zip(keys, values)), **r, "speedup_vs_ar": r.pop("speedup")})
     return pd.DataFrame(rows).sort_values("speedup_vs_ar", ascending=False, ignore_index=True)
-
-
-def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
-    """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
-    generation) and one pre-verifier call on a block of ``block`` tokens."""
-    from spec_core.analysis.costs import measure_costs
-    from spec_core.engine import generate
-
-    df = measure_costs(pair, {"draft": pair.draft}, repeats)
-    target = df[df["what"] == "target forward"]
-    draft_ms = float(df.loc[df["what"] == "draft step (draft)", "ms"].iloc[0])
-    events = generate(pair, "Explain what a list is in Python.", "fixed:4", max_new_tokens=32).events
-    overhead_ms = statistics.median(e.engine_s for e in events) * 1000
-    head_ms = 0.0
-    if head is not None:
-        hidden = torch.zeros(block, head.cfg.hidden_size)
-        positions = torch.arange(1, block + 1)
-        if getattr(head.cfg, "design", "") == "paper":
-            embeds = torch.zeros(block, head.cfg.hidden_size) if head.cfg.use_token else None
-            head_ms = median_ms(lambda: head.predict(hidden, embeds, positions), 50)
-        else:
-            feats = head.prob_features(torch.full((block,), 0.5)) if head.cfg.use_token_prob else None
-            head_ms = median_ms(lambda: head.predict(hidden, positions, feats), 50)
-    return CostProfile(
-        tuple(int(t) for t in target["tokens"]),
-        tuple(float(m) for m in target["ms"]),
-        draft_ms,
-        overhead_ms,
-        head_ms,
-        name=f"this machine · {pair.precision}",
-    )
 
 
 def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:

@@ -278,7 +278,7 @@ def this_machine_costs(pair, path: str | None) -> CostProfile:
     cached = cached_machine_costs() or {}
     if pair.precision in cached:
         return cached[pair.precision]
-    from spec_core.analysis.policies import measure_round_costs
+    from spec_core.analysis.costs import measure_round_costs
 
     return measure_round_costs(pair)
 

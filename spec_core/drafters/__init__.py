@@ -23,41 +23,13 @@ from typing import ClassVar
 
 from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
 from spec_core.drafters.lookup import HybridDraft, LookupDraft
+from spec_core.drafters.pair_draft import PairDraft
 from spec_core.drafters.tree import TreeShape, make_tree_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.rules import BLOCK_LOSSES
 from spec_core.types import PartSpec
 
 __all__ = ["DRAFTERS", "DraftChunk", "Drafter", "NoDrafter", "RoundDraft", "draw", "make_drafter", "parse_drafter"]
-
-
-class PairDraft:
-    """The pair's own draft network, drafting a chain token by token: EAGLE-style features, or a standalone LM."""
-
-    prefix: ClassVar[str] = "default"
-    named: ClassVar[bool] = False
-    drafts_trees: ClassVar[bool] = False
-    own_length: ClassVar[bool] = False
-    reads_draft_states: ClassVar[bool] = True
-    about: ClassVar[str] = "the pair's draft model"
-    examples: ClassVar[tuple[str, ...]] = ()
-
-    @classmethod
-    def parse(cls, arg: str | None) -> None:
-        if arg is not None:
-            raise SpecScopeError("the pair's draft takes no parameter")
-
-    @classmethod
-    def build(cls, params: None, pair) -> Drafter:
-        if pair.draft is None:
-            raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
-        if pair.draft_design == "feature":
-            from spec_core.drafters.feature import FeatureDrafter
-
-            return FeatureDrafter(pair.draft)
-        from spec_core.drafters.standalone import StandaloneDrafter
-
-        return StandaloneDrafter(pair.draft)
 
 
 class BlockDraft:
@@ -81,7 +53,7 @@ class BlockDraft:
     def build(cls, loss: str, pair) -> Drafter:
         from spec_core.drafters.block.runtime import make_block_drafter
 
-        return make_block_drafter(pair, f"block:{loss}")
+        return make_block_drafter(pair, loss)
 
 
 class TreeDraft:

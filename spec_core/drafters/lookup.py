@@ -363,9 +363,9 @@ class HybridDraft(LookupDraft):
 
     @classmethod
     def build(cls, params: LookupParams, pair) -> Drafter:
-        from spec_core.drafters import make_drafter
+        from spec_core.drafters.pair_draft import PairDraft
 
-        model = make_drafter(pair, "default")
+        model = PairDraft.build(None, pair)
         if not hasattr(model, "follow"):
             raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")
         from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike

@@ -94,14 +94,9 @@ def pair_hidden_sizes(pair) -> tuple[int, int]:
 
 def head_drafter(card: dict) -> str:
     """The drafter whose hidden states the head of ``card`` was trained on: its ``drafter`` (``"default"``, the
-    pair's own draft, or ``"block:LOSS"``); cards written before the field existed name it through the rollout
-    policy they were trained with (``fixed:4``: the default draft)."""
-    if "drafter" in card:
-        return str(card["drafter"])
-    from spec_core.methods import spec_of  # lazily: methods sits above the heads (docs/ARCHITECTURE.md)
-
-    policy = str((card.get("training") or {}).get("policy", "")).strip()
-    return spec_of(policy).drafter.text if policy else "default"
+    pair's own draft, or ``"block:LOSS"``). Cards written before the field existed were all trained on the
+    pair's own draft (their rollouts ran ``fixed:4``)."""
+    return str(card.get("drafter", "default"))
 
 
 def load_head(pair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:

@@ -92,7 +92,7 @@ def pair_costs(pair) -> CostProfile:
     """The cost profile a ``cost`` policy prices with: this machine's cached table for the pair's precision, else
     (a fresh machine, a GPU, a pair of one's own) a quick one measured once on the pair: the target's passes over
     1..16 tokens (about a second), a draft forward priced at the draft's share of the target's parameters."""
-    from spec_core import precision  # the cached table (precision.py is a floor above the policies)
+    from spec_core import precision  # the cached table
 
     if pair is None:
         raise SpecScopeError("the cost policy needs the loaded pair (its pass costs)")
@@ -103,10 +103,10 @@ def pair_costs(pair) -> CostProfile:
 
 
 def quick_profile(pair) -> CostProfile:
-    from spec_core import precision
     from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, draft_ratio
+    from spec_core.pass_timing import target_forward_ms
 
-    widths = precision.target_forward_ms(pair, widths=(1, 2, 3, 4, 6, 8, 12, 16), repeats=3)
+    widths = target_forward_ms(pair, widths=(1, 2, 3, 4, 6, 8, 12, 16), repeats=3)
     step = widths[1]
     ratio = draft_ratio(pair) if pair.draft is not None else None
     return CostProfile(

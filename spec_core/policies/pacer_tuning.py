@@ -27,7 +27,7 @@ import torch
 
 from spec_core.assets import ASSETS_DIR, HEADS_DIR, file_sha256
 from spec_core.cost_model import CostProfile
-from spec_core.policies.pacer import PacerParams, replay_length
+from spec_core.policies.pacer_rule import PacerParams, replay_length
 
 RESULTS_DIR = ASSETS_DIR / "results"
 SHIPPED_THRESHOLD = PacerParams.threshold  # t when nothing can be tuned (chosen on int8 costs, docs/PACER.md)

@@ -83,19 +83,18 @@ class BlockDrafter:
         self._extend(verified.layer_hidden[: accepted + 1])  # [pending, x_1..x_accepted]
 
 
-def make_block_drafter(pair, spec: str) -> BlockDrafter:
-    """The drafter of method ``block:LOSS`` for ``pair`` (loaded once, then cached in ``pair.extras``).
+def make_block_drafter(pair, loss: str) -> BlockDrafter:
+    """The block drafter trained with ``loss`` (``block:LOSS``) for ``pair`` (loaded once, then cached in
+    ``pair.extras``).
 
     A model already in ``pair.extras["block:LOSS"]`` is used as is (tests and ablations inject one there);
     otherwise the asset ``assets/block/LOSS`` is loaded, which exists for the embedded target only.
     """
-    from spec_core.drafters import parse_drafter  # the registry sits above its families' modules
     from spec_core.drafters.block.assets import load_block_model
 
-    part = parse_drafter(spec)  # block's own parse checks the loss
-    if part.family != "block":
-        raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got {spec!r}")
-    loss = part.params
+    if loss not in BLOCK_LOSSES:
+        raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got 'block:{loss}'")
+    spec = f"block:{loss}"
 
     def load():
         if pair.name != "embedded":

@@ -1,0 +1,88 @@
+"""Measuring this machine's arithmetic: ``python -m spec_core costs --machine``, and what ``auto`` reads.
+
+Whether speculation pays depends on the price of verifying: a target pass over k tokens against one plain step.
+:func:`machine_costs` measures, per precision, the target's forward over 1…8 tokens, one draft step, the engine's
+own work and the draft's acceptance on two short prompts (it runs the engine, so it lives here, above it), and
+writes the table that :mod:`spec_core.precision` reads and ``auto`` chooses from. :func:`ensure_measured` is
+what a tool or the app calls before loading a pair at ``auto``, so the choice is measured rather than assumed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from spec_core.cost_model import CostProfile, profile_from_events
+from spec_core.pass_timing import CONTEXT, target_forward_ms
+from spec_core.precision import (
+    CPU_PRECISIONS,
+    PRECISION_ENV,
+    cached_machine_costs,
+    cpu_name,
+    save_table,
+)
+
+PROBE_PROMPTS = (  # the first prompts of the project's benchmark set (prompts/specscope.jsonl), code and math
+    "Write a Python function that returns the list of prime numbers below n.",
+    "A bakery makes 48 muffins each morning and sells them in boxes of 6. If 3 boxes are left unsold, how many "
+    "muffins were sold?",
+)
+PROBE_METHOD = "fixed:3"
+PROBE_TOKENS = 32
+
+
+def measure_profile(pair, repeats: int = 6) -> CostProfile:
+    """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
+    (``extra["acceptance"]``) on the probe prompts."""
+    from spec_core.engine import Generation
+    from spec_core.types import SamplingConfig
+
+    widths = target_forward_ms(pair, repeats=repeats)
+    lanes, drafted, accepted = {}, 0, 0
+    for i, prompt in enumerate(PROBE_PROMPTS):
+        for method in ("ar", PROBE_METHOD):
+            run = Generation(pair, prompt, method, PROBE_TOKENS, SamplingConfig(), display=False)
+            events = list(run.rounds())
+            lanes[f"{method}#{i}"] = events
+            drafted += sum(e.draft_len for e in events)
+            accepted += sum(e.accepted for e in events)
+    rounds = profile_from_events(lanes)
+    draft_ms = rounds.draft_ms if rounds is not None else 0.0
+    engine_ms = rounds.engine_ms if rounds is not None else 0.0
+    return CostProfile(
+        name=f"this machine · {pair.precision}",
+        widths=tuple(widths),
+        target_ms=tuple(widths.values()),
+        draft_ms=draft_ms,
+        engine_ms=engine_ms,
+        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens",
+        extra={"acceptance": accepted / drafted if drafted else 0.0, "precision": pair.precision},
+    )
+
+
+def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
+    """Precision → this machine's measured profile (cached; ``refresh`` measures again)."""
+    cached = None if refresh else cached_machine_costs()
+    if cached:
+        return cached  # (a damaged table reads as None: measured again)
+    from spec_core.models import load_pair
+
+    profiles = {}
+    for precision in CPU_PRECISIONS:
+        pair = load_pair(pair_name, device="cpu", dtype=precision, operator=True)
+        profiles[precision] = measure_profile(pair)
+    save_table(profiles)
+    return profiles
+
+
+def ensure_measured(device: torch.device | str = "cpu", precision: str = "auto") -> bool:
+    """Measure this machine's table now when ``precision`` is ``auto`` on a CPU and nothing answers it yet (no
+    cached table, no ``$SPECSCOPE_PRECISION`` pin); returns whether it measured. The app and the command line
+    call it before loading a pair at ``auto``; :func:`spec_core.precision.auto_precision` never measures."""
+    if precision != "auto" or torch.device(device).type != "cpu":
+        return False
+    if os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto") or cached_machine_costs() is not None:
+        return False
+    machine_costs()
+    return True

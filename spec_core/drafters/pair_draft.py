@@ -1,0 +1,39 @@
+"""The pair's own draft network as a drafter family (``default``): EAGLE-style features or a standalone LM,
+drafting a chain token by token. Its own module so that a family built on it (``hybrid``,
+:mod:`spec_core.drafters.lookup`) reaches it without climbing to the registry."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from spec_core.drafters.base import Drafter
+from spec_core.errors import SpecScopeError
+
+
+class PairDraft:
+    """The pair's own draft network, drafting a chain token by token: EAGLE-style features, or a standalone LM."""
+
+    prefix: ClassVar[str] = "default"
+    named: ClassVar[bool] = False
+    drafts_trees: ClassVar[bool] = False
+    own_length: ClassVar[bool] = False
+    reads_draft_states: ClassVar[bool] = True
+    about: ClassVar[str] = "the pair's draft model"
+    examples: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def parse(cls, arg: str | None) -> None:
+        if arg is not None:
+            raise SpecScopeError("the pair's draft takes no parameter")
+
+    @classmethod
+    def build(cls, params: None, pair) -> Drafter:
+        if pair.draft is None:
+            raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
+        if pair.draft_design == "feature":
+            from spec_core.drafters.feature import FeatureDrafter
+
+            return FeatureDrafter(pair.draft)
+        from spec_core.drafters.standalone import StandaloneDrafter
+
+        return StandaloneDrafter(pair.draft)
