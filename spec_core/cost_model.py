@@ -148,8 +148,8 @@ class CostProfile:
         prices its rounds here."""
         lengths = np.asarray(lengths, dtype=np.int64)
         kept = np.minimum(np.asarray(accepted, dtype=np.int64), lengths)
-        tokens = int((kept + 1).sum())
-        ms = float(self.round_ms(lengths + 1, lengths, head_calls).sum())
+        round_tokens, round_ms = self.round_prices(lengths, accepted, head_calls)
+        tokens, ms = int(round_tokens.sum()), float(round_ms.sum())
         return {
             "speedup": tokens * self.step_ms / ms,
             "ms_per_token": ms / tokens,
@@ -157,6 +157,16 @@ class CostProfile:
             "tokens_per_round": tokens / len(lengths),
             "kept_share": float(kept.sum() / max(int(lengths.sum()), 1)),
         }
+
+    def round_prices(self, lengths, accepted, head_calls=0) -> tuple[np.ndarray, np.ndarray]:
+        """Per re-decided round (as :meth:`replay` prices it): the tokens it adds, min(accepted, length) + 1, and
+        its time, one pass over length + 1 tokens with ``lengths`` draft forwards and ``head_calls`` calls. What a
+        bootstrap over rounds or prompts resamples (:mod:`spec_core.policies.pacer_headroom`)."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        kept = np.minimum(np.asarray(accepted, dtype=np.int64), lengths)
+        return kept + 1, np.asarray(self.round_ms(lengths + 1, lengths, head_calls), dtype=float) * np.ones(
+            len(lengths)
+        )
 
     def events_speedup(self, events: Sequence) -> float | None:
         """:meth:`speedup` of a run's rounds (round 0 follows the prefill: left out when there are others)."""

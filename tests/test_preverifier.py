@@ -249,7 +249,16 @@ def test_analyze_preverifier_writes_the_table(tiny_paper, tmp_path):
     )
     analyze(pair, args)
     table = pd.read_csv(out)
-    assert list(table.columns[:5]) == ["head", "inputs", "auc", "ece", "predicted_speedup"]
+    assert list(table.columns[:8]) == [
+        "head",
+        "inputs",
+        "auc",
+        "ece",
+        "predicted_speedup",
+        "headroom",
+        "headroom_low",
+        "headroom_high",
+    ]
     heads = table["head"].tolist()
     assert any(h.startswith("pacer-feature (paper") for h in heads)
     assert any(h.startswith("pacer-feature-hybrid") for h in heads) and "draft Π q" in heads
@@ -262,6 +271,42 @@ def test_analyze_preverifier_writes_the_table(tiny_paper, tmp_path):
     assert perfect["auc"] == 1.0 and perfect["ece"] == 0.0 and perfect["auc_position1"] == 1.0
     scored = table[table["auc"].notna()]
     assert scored["auc"].between(0, 1).all() and (table["predicted_speedup"] > 0).all()
+    # H: 1 for the perfect pre-verifier, ≤ 0 for every fixed window (0 for the best), an interval around the value
+    for suffix in ("", "_accelerator_model"):
+        h = table.set_index("head")[f"headroom{suffix}"]
+        if h.notna().any():
+            assert h["perfect pre-verifier"] == pytest.approx(1.0)
+            fixed = h[[f"fixed:{k}" for k in (1, 2, 3, 4)]]
+            assert fixed.max() == pytest.approx(0.0) and (fixed <= 1e-9).all()
+    rows = table[table["headroom"].notna()]
+    assert (rows["headroom_low"] <= rows["headroom"] + 1e-9).all() and (
+        rows["headroom"] <= rows["headroom_high"] + 1e-9
+    ).all()
+
+
+def test_headroom_is_the_share_of_a_perfect_rules_gain_and_its_interval_resamples_groups():
+    """H = (S − S_best_fixed) / (S_perfect − S_best_fixed) from per-round prices; the interval resamples groups."""
+    import numpy as np
+
+    from spec_core.policies.pacer_headroom import headroom
+
+    ones = np.ones(6)
+    priced = {  # (tokens, ms) per round; speed ∝ tokens / ms
+        "fixed:1": (2 * ones, 10 * ones),  # 0.2
+        "fixed:2": (2.2 * ones, 10 * ones),  # 0.22: the best fixed window
+        "perfect": (3.2 * ones, 10 * ones),  # 0.32
+        "head": (2.7 * ones, 10 * ones),  # half-way
+        "worse": (2.0 * ones, 10 * ones),
+    }
+    found = headroom(priced, ["fixed:1", "fixed:2"], "perfect", groups=np.array([0, 0, 1, 1, 2, 2]), samples=50)
+    assert found["head"].value == pytest.approx(0.5) and found["perfect"].value == pytest.approx(1.0)
+    assert found["fixed:2"].value == pytest.approx(0.0) and found["worse"].value == pytest.approx(-0.2)
+    assert found["head"].groups == 3 and found["head"].low == pytest.approx(0.5)  # identical groups: no spread
+    noisy = {k: (t * np.array([1, 1.3, 0.7, 1, 1.2, 0.8]), m) for k, (t, m) in priced.items()}
+    noisy["head"] = (priced["head"][0] * np.array([1.4, 1.4, 0.6, 0.6, 1, 1]), priced["head"][1])
+    spread = headroom(noisy, ["fixed:1", "fixed:2"], "perfect", samples=200)["head"]
+    assert spread.low < spread.value < spread.high and spread.groups == 6
+    assert "no headroom" in headroom({"a": (ones, ones), "p": (ones, ones)}, ["a"], "p")["a"].text()
 
 
 def test_playground_replays_the_paper_head_exactly_at_every_block_size():

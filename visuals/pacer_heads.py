@@ -9,6 +9,7 @@ measured), beside the fixed windows and the oracle. The lane's own head is marke
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from spec_core.cost_model import CostProfile, accelerator_profile
@@ -72,6 +73,8 @@ def hover(row: HeadRow) -> str:
     if row.auc is not None:
         parts.append(f"AUC {row.auc:.3f} (first drafted token {row.auc_first:.3f}) · ECE {row.ece:.3f}")
     parts.append(f"drafts {row.drafted_per_round:.2f} a round, adds {row.tokens_per_round:.2f} tokens")
+    if row.headroom is not None and row.kind in ("head", "probability"):
+        parts.append(f"captures {row.headroom.text()} of a perfect pre-verifier's gain over the best window")
     return "<br>".join(parts)
 
 
@@ -149,12 +152,36 @@ def describe(lanes: Lanes) -> str:
     probs = by_kind.get("probability")
     if probs:
         parts.append(f"The draft's own Π q driving the same rule: {probs[0].speedup:.2f}×.")
+    parts.append(headroom_lesson(mine, probs[0] if probs else None))
     parts.append(
         f"A perfect pre-verifier, which stops right after the first token the target will reject, would reach "
         f"{perfect.speedup:.2f}× ({perfect.speedup / best.speedup:.3f}× the best window); it still drafts a block "
         f"before it judges it. The oracle, which may draft nothing, {oracle.speedup:.2f}×."
     )
     return " ".join(parts)
+
+
+def headroom_lesson(head: HeadRow | None, probs: HeadRow | None) -> str:
+    """The lesson of the comparison, judged by headroom captured (H: 0 = the best fixed window, 1 = a perfect
+    pre-verifier): whether the learned layer, which reads no probability, beats the draft's own confidence."""
+    if head is None or probs is None or head.headroom is None or probs.headroom is None:
+        return ""
+    h, q = head.headroom, probs.headroom
+    if not np.isfinite(h.value):
+        return f"Headroom: {h.text()}."
+    says = (
+        f"Of what a perfect pre-verifier gains over the best fixed window, the {head.name} captures "
+        f"{h.value:.2f} ({h.low:.2f} … {h.high:.2f}) and the draft's own Π q {q.value:.2f} ({q.low:.2f} … {q.high:.2f})"
+        f" ({h.level:.0%} intervals over the {h.groups:,} recorded rounds)."
+    )
+    if h.low > q.high:
+        return says + " Here a learned pre-verifier beats the draft's own confidence: PACER's premise holds."
+    if h.high < q.low:
+        return says + (
+            " Here the draft's own confidence beats the learned pre-verifier: this draft is not overconfident "
+            "(PACER's premise), so the probabilities it already has say more than the layer learned."
+        )
+    return says + " The two are within each other's intervals: on these rounds neither beats the other."
 
 
 register_view(

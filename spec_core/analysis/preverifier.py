@@ -39,12 +39,16 @@ from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer import PacerParams
-from spec_core.policies.pacer_heads import DRAFT_CUMPROB
-from spec_core.policies.pacer_tuning import prediction_key, replay_rule
+from spec_core.policies.pacer_headroom import headroom
+from spec_core.policies.pacer_heads import DRAFT_CUMPROB, FIXED_WINDOWS
+from spec_core.policies.pacer_tuning import prediction_key, replay_rule, rule_lengths
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
-COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup"]  # the issue's columns, first
+COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup", "headroom", "headroom_low", "headroom_high"]
 MIN_HELD_OUT_ROUNDS = 10  # fewer held-out rounds make no row worth reading
+PERFECT = "perfect pre-verifier"  # the row H is measured against
+ACCEL = "_accelerator_model"  # the suffix of the columns priced under the accelerator model
+PRICED = "_priced"  # a row's per-round (tokens, ms) under each profile, for the bootstrap (not written)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +160,12 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
 
     params, speed = tuned(costs)
     accel_params, accel_speed = tuned(accel)
+    priced = {}
+    for suffix, profile, chosen in (("", costs, params), (ACCEL, accel, accel_params)):
+        lengths, calls = rule_lengths(test.per_round(test.predicted[""]), test.gamma, chosen)
+        priced[suffix] = profile.round_prices(lengths, test.accepted.numpy(), calls)
     return {
+        PRICED: priced,
         "head": pred.head,
         "inputs": pred.inputs,
         "auc": round(roc_auc(probs, labels), 4),
@@ -230,10 +239,12 @@ def confidence_row(
         tune_q, tune_rounds = shipped_q(shipped), shipped
         if tune_q is None:
             return None
-    row = {"head": "confidence:T", "inputs": "draft probability: q_i"}
-    for suffix, profile in (("", costs), ("_accelerator_model", accel)):
+    row: dict = {"head": "confidence:T", "inputs": "draft probability: q_i", PRICED: {}}
+    for suffix, profile in (("", costs), (ACCEL, accel)):
         best = max(THRESHOLDS, key=lambda t: replay(tune_rounds, confidence_lengths(tune_q, t), profile)["speedup"])
-        r = replay(test, confidence_lengths(q_rounds(test_rounds), best), profile)
+        lengths = torch.minimum(confidence_lengths(q_rounds(test_rounds), best), test.gamma)
+        r = replay(test, lengths, profile)
+        row[PRICED][suffix] = profile.round_prices(lengths.numpy(), test.accepted.numpy())
         key = "predicted_speedup" if not suffix else f"speedup{suffix}"
         row |= {
             key: round(r["speedup"], 4),
@@ -245,18 +256,38 @@ def confidence_row(
     return row
 
 
+def add_headroom(rows: list[dict], prompts) -> None:
+    """Each row gets ``headroom`` (H of :mod:`spec_core.policies.pacer_headroom`: the share of a perfect
+    pre-verifier's gain over the best fixed window that it captures) and its bootstrap interval over prompts
+    (``headroom_low``, ``headroom_high``), under this machine's costs and under the accelerator model; the rows'
+    per-round prices are dropped."""
+    for suffix in ("", ACCEL):
+        priced = {r["head"]: r[PRICED][suffix] for r in rows}
+        fixed = [f"fixed:{k}" for k in FIXED_WINDOWS]
+        found = headroom(priced, fixed, PERFECT, prompts)
+        for r in rows:
+            h = found[r["head"]]
+            r |= {f"headroom{suffix}": round(h.value, 4), f"headroom_low{suffix}": round(h.low, 4)}
+            r[f"headroom_high{suffix}"] = round(h.high, 4)
+    for r in rows:
+        r.pop(PRICED)
+
+
 def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) -> list[dict]:
-    """fixed:1, fixed:2 and the oracle on the same held-out rounds (no predictor: no AUC)."""
+    """The fixed windows the app compares with (fixed:1 … fixed:4, at most the recorded window) and the oracle on
+    the same held-out rounds (no predictor: no AUC)."""
     rounds = rounds_of(data, test_rounds, torch.zeros(0))
     rows = []
-    for name, lengths in [
-        ("fixed:1", torch.ones_like(rounds.gamma)),
-        ("fixed:2", torch.full_like(rounds.gamma, 2)),
-        ("oracle", rounds.accepted.clone()),
-    ]:
+    windows = [(f"fixed:{k}", torch.minimum(torch.full_like(rounds.gamma, k), rounds.gamma)) for k in FIXED_WINDOWS]
+    for name, lengths in [*windows, ("oracle", rounds.accepted.clone())]:
         r, a = replay(rounds, lengths, costs), replay(rounds, lengths, accel)
+        accepted = rounds.accepted.numpy()
         rows.append(
             {
+                PRICED: {
+                    "": costs.round_prices(lengths.numpy(), accepted),
+                    ACCEL: accel.round_prices(lengths.numpy(), accepted),
+                },
                 "head": name,
                 "inputs": "none (a fixed window)" if name != "oracle" else "the verifier's outcome",
                 "predicted_speedup": round(r["speedup"], 4),
@@ -433,7 +464,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     )
     predictors.append(  # a head that never errs: â is the verifier's outcome (AUC 1), the rule unchanged
         Predictor(
-            "perfect pre-verifier",
+            PERFECT,
             "the verifier's outcome, token by token (a bound, not a head)",
             lambda m, b: data["label"][m].float(),
             lambda b: 0.0,
@@ -458,6 +489,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     confidence = confidence_row(data, train_rounds, test_rounds, costs, accel, shipped_rounds)
     rows += [confidence] if confidence is not None else []
     rows += reference_rows(data, test_rounds, costs, accel)
+    add_headroom(rows, data["round_prompt"][test_rounds].numpy())
     table = pd.DataFrame(rows)
     table = table[COLUMNS + [c for c in table.columns if c not in COLUMNS]]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

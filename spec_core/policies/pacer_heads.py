@@ -31,6 +31,7 @@ from spec_core.assets import HEADS_DIR
 from spec_core.cost_model import CostProfile
 from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.policies.pacer import PacerParams
+from spec_core.policies.pacer_headroom import Headroom, headroom
 from spec_core.policies.pacer_tuning import (
     RESULTS_DIR,
     TuningRounds,
@@ -38,6 +39,7 @@ from spec_core.policies.pacer_tuning import (
     load_rounds,
     prediction_key,
     rounds_name,
+    rule_lengths,
 )
 
 DRAFT_CUMPROB = "draft-cumprob"  # the rounds asset's key of the draft's own Π_{j≤i} q_j (block-independent)
@@ -60,6 +62,8 @@ class HeadRow:
     auc_first: float | None = None  # the same at the first drafted token: the decision that matters most
     ece: float | None = None
     head: str = ""  # the head's asset name (kind "head")
+    headroom: Headroom | None = None  # the share of a perfect pre-verifier's gain over the best fixed window it
+    #   captures (:mod:`spec_core.policies.pacer_headroom`), its interval resampling the rounds
 
 
 def token_labels(rounds: TuningRounds) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,12 +103,17 @@ def head_names(rounds: TuningRounds) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def _rule_row(rounds, predicted, labels, position, params, costs, head_ms=0.0, share=0.0, **row) -> HeadRow:
+def _rule_row(
+    rounds, predicted, labels, position, params, costs, prices: dict, head_ms=0.0, share=0.0, **row
+) -> HeadRow:
     """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE. A head
-    call costs ``head_ms`` on a measured profile and ``share`` of a step on a model (:meth:`CostProfile.with_head`)."""
+    call costs ``head_ms`` on a measured profile and ``share`` of a step on a model (:meth:`CostProfile.with_head`).
+    The rule's per-round prices go into ``prices`` under the row's name, for :func:`compare`'s headroom."""
     per_round = list(torch.split(predicted.float(), rounds.gamma.tolist()))
     priced = costs.with_head(head_ms, share)
     t, best = best_threshold(per_round, rounds.gamma, rounds.accepted, params, priced)
+    lengths, calls = rule_lengths(per_round, rounds.gamma, dataclasses.replace(params, threshold=t))
+    prices[row["name"]] = priced.round_prices(lengths, rounds.accepted.numpy(), calls)
     first = position == 1
     ece, _ = calibration(predicted.float().clamp(0, 1), labels)
     return HeadRow(
@@ -124,6 +133,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
     params = params or PacerParams()
     labels, position = token_labels(rounds)
     rows = []
+    prices: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     heads = sorted(head_names(rounds).items(), key=lambda item: item[1][1] != "pacer")  # `pacer`'s head first
     for name, (row, method, inputs) in heads:
         key = prediction_key(name, params.block)
@@ -137,6 +147,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                     position,
                     params,
                     costs,
+                    prices,
                     head_ms,
                     head_share(name),
                     name=row,
@@ -155,6 +166,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                 position,
                 params,
                 costs,
+                prices,
                 name="draft's own Π q",
                 kind="probability",
                 method="",
@@ -169,6 +181,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
             position,
             params,
             costs,
+            prices,
             name="perfect pre-verifier",
             kind="perfect",
             method="",
@@ -178,6 +191,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
     gamma, accepted = rounds.gamma.numpy(), rounds.accepted.numpy()
     for k in FIXED_WINDOWS:
         r = costs.replay(np.minimum(gamma, k), accepted)
+        prices[f"fixed:{k}"] = costs.round_prices(np.minimum(gamma, k), accepted)
         rows.append(
             HeadRow(
                 f"fixed:{k}",
@@ -189,6 +203,8 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                 r["tokens_per_round"],
             )
         )
+    found = headroom(prices, [f"fixed:{k}" for k in FIXED_WINDOWS], "perfect pre-verifier")  # resamples rounds
+    rows = [dataclasses.replace(row, headroom=found.get(row.name)) for row in rows]
     r = costs.replay(accepted, accepted)
     rows.append(
         HeadRow(

@@ -74,9 +74,14 @@ def load_rounds(draft_design: str, directory: Path = RESULTS_DIR) -> TuningRound
 def replay_rule(per_round, gamma, accepted, params: PacerParams, costs: CostProfile) -> dict[str, float]:
     """PACER's stop rule on recorded rounds (each round's â per drafted token, how many were drafted and kept),
     priced by the one cost model (:meth:`CostProfile.replay`): speedup over ``ar``, drafts and tokens per round."""
-    lengths = np.array([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, gamma)])
-    calls = (lengths + params.block - 1) // params.block
+    lengths, calls = rule_lengths(per_round, gamma, params)
     return costs.replay(lengths, np.asarray(accepted), calls)
+
+
+def rule_lengths(per_round, gamma, params: PacerParams) -> tuple[np.ndarray, np.ndarray]:
+    """(draft length [R], pre-verifier calls [R]) PACER's stop rule picks in each recorded round from its â."""
+    lengths = np.array([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, gamma)], dtype=np.int64)
+    return lengths, (lengths + params.block - 1) // params.block
 
 
 def replayed_speedup(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile) -> float:
