@@ -104,7 +104,7 @@ def head_names(rounds: TuningRounds) -> dict[str, tuple[str, str, str]]:
 
 
 def _rule_row(
-    rounds, predicted, labels, position, params, costs, prices: dict, head_ms=0.0, share=0.0, **row
+    rounds, predicted, labels, position, params, costs, head_ms=0.0, share=0.0, prices: dict | None = None, **row
 ) -> HeadRow:
     """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE. A head
     call costs ``head_ms`` on a measured profile and ``share`` of a step on a model (:meth:`CostProfile.with_head`).
@@ -113,7 +113,8 @@ def _rule_row(
     priced = costs.with_head(head_ms, share)
     t, best = best_threshold(per_round, rounds.gamma, rounds.accepted, params, priced)
     lengths, calls = rule_lengths(per_round, rounds.gamma, dataclasses.replace(params, threshold=t))
-    prices[row["name"]] = priced.round_prices(lengths, rounds.accepted.numpy(), calls)
+    if prices is not None:
+        prices[row["name"]] = priced.round_prices(lengths, rounds.accepted.numpy(), calls)
     first = position == 1
     ece, _ = calibration(predicted.float().clamp(0, 1), labels)
     return HeadRow(
@@ -147,9 +148,9 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                     position,
                     params,
                     costs,
-                    prices,
                     head_ms,
                     head_share(name),
+                    prices=prices,
                     name=row,
                     kind="head",
                     method=method,
@@ -166,7 +167,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                 position,
                 params,
                 costs,
-                prices,
+                prices=prices,
                 name="draft's own Π q",
                 kind="probability",
                 method="",
@@ -181,7 +182,7 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
             position,
             params,
             costs,
-            prices,
+            prices=prices,
             name="perfect pre-verifier",
             kind="perfect",
             method="",
