@@ -83,6 +83,8 @@ def test_cause_counts_name_every_cause_and_feed_the_figure():
     fig = why_rejected_figure(counts)
     assert [list(t.y) for t in fig.data] == [[1, 0, 1]] and "Ray" in fig.data[0].customdata[0]
     assert why_rejected_figure(counts.iloc[:0]).layout.annotations[0].text == "no rejected draft in this run"
+    kept = lx.cause_counts(lx.token_table({"fixed:4": LANE[1:2]}))  # it drafted, and every draft was kept
+    assert list(kept["count"]) == [0, 0, 0]
 
 
 # -- a Live run on the tiny pair ------------------------------------------------------------------------------

@@ -153,11 +153,11 @@ def _example(row: pd.Series) -> str:
 
 
 def cause_counts(table: pd.DataFrame, examples: int = EXAMPLES) -> pd.DataFrame:
-    """Per drafting lane and cause (every cause, in :data:`~spec_core.analysis.rejections.CAUSES` order): how many
+    """Per lane that drafted (none rejected included) and cause (every cause, in :data:`~spec_core.analysis.rejections.CAUSES` order): how many
     rejections, and the first ``examples`` of them as text (columns lane, rejection_cause, count, examples)."""
     rejected = rejections(table)
     rows = []
-    for lane in dict.fromkeys(table.loc[table["kind"] == "rejected", "lane"]):
+    for lane in dict.fromkeys(table.loc[table["source"] != "target", "lane"]):  # the lanes that drafted
         mine = rejected[rejected["lane"] == lane]
         for c in CAUSES:
             hits = mine[mine["rejection_cause"] == c]
