@@ -22,7 +22,7 @@ import torch
 
 from spec_core import rules
 from spec_core.drafters.base import RoundDraft
-from spec_core.types import NextKind, RoundEvent, RoundInputs, TreeRound
+from spec_core.types import TOP_K_AT_REJECTION, NextKind, Rejection, RoundEvent, RoundInputs, TreeRound
 from spec_core.verifiers.base import Verdict
 
 
@@ -111,11 +111,14 @@ class RoundRecorder:
         kind: NextKind = "target"
         if gamma:  # recovered when a draft after the kept ones was rejected, bonus when none followed them
             kind = "recovered" if draft.children(path[-1] if path else -1) else "bonus"
-        numbers = self._numbers(draft, inputs, verdict, line, next_prob) if gamma else None
+        rejected = line[len(path)] if kind == "recovered" and self.display else None  # the draft rejected
+        numbers = self._numbers(draft, inputs, verdict, line, next_prob, rejected) if gamma else None
+        rejection = None
         if numbers is None:
             values, gold, next_value = [], (), float(next_prob) if next_prob is not None else None
         else:
-            values, gold, next_value = numbers
+            values, gold, next_value, top = numbers
+            rejection = self._rejection(len(path), top) if top else None
         p_all, accept_all = values[gamma:], values[:gamma]  # per draft: p(x) (when known), acceptance probability
         tree = None
         if draft.parents is not None and verdict is not None:
@@ -160,6 +163,24 @@ class RoundRecorder:
             tree=tree,
             draft_sources=tuple(draft.sources[i] for i in line),
             draft_forwards=draft.forwards,
+            rejection=rejection,
+        )
+
+    def _rejection(self, position: int, top: list[float]) -> Rejection:
+        """The rejected draft's record from :func:`_top_at`'s numbers (ids, p, ids, q, then q(target's token))."""
+        k = (len(top) - 1) // 4
+        t_ids, t_p = [int(t) for t in top[:k]], top[k : 2 * k]
+        kept = [i for i in range(k) if top[3 * k + i] > 0]  # a copied draft's q is a point mass: one token
+        d_ids, d_p = [int(top[2 * k + i]) for i in kept], [top[3 * k + i] for i in kept]
+        return Rejection(
+            position,
+            tuple(t_ids),
+            self.pieces(t_ids),
+            tuple(t_p),
+            tuple(d_ids),
+            self.pieces(d_ids),
+            tuple(d_p),
+            top[-1],
         )
 
     def _numbers(
@@ -169,15 +190,16 @@ class RoundRecorder:
         verdict: Verdict,
         line: Sequence[int],
         next_prob: torch.Tensor | None,
-    ) -> tuple[list[float], tuple[float, ...], float | None]:
+        rejected: int | None = None,
+    ) -> tuple[list[float], tuple[float, ...], float | None, list[float]]:
         """One host copy: per draft [acceptance probability (γ), p(x) (γ, when known)], then q(gold) of the line's
-        drafts and p(next token) (display only)."""
+        drafts, p(next token) and, at the ``rejected`` draft, both models' top-k (display only)."""
         gamma = inputs.gamma
         rows = [verdict.accept_probs.float()]
         if not self.display:
             if verdict.target_probs is not None:  # sampling verification needs p anyway: it stays
                 rows.append(verdict.target_probs.float())
-            return torch.cat(rows).tolist(), (), None
+            return torch.cat(rows).tolist(), (), None, []
         p_x = verdict.target_probs
         if p_x is None:  # the rule did not need p: its temperature-1 softmax, one normaliser pass
             p_x = inputs.target_prob_at(inputs.parent_rows, inputs.draft_tokens)
@@ -192,5 +214,30 @@ class RoundRecorder:
             gold_q = ratio.exp() * probs
         else:
             gold_q = rules.softmax_at(logits, gold)
-        values = torch.cat([*rows, p_x.float(), gold_q.float(), next_prob.float()]).tolist()
-        return values[: 2 * gamma], tuple(values[2 * gamma : -1]), values[-1]
+        top = _top_at(inputs, rejected, draft.parents) if rejected is not None else torch.zeros(0)
+        parts = [*rows, p_x, gold_q, next_prob, top]  # float64: token ids in ``top`` stay exact
+        values = torch.cat([v.double() for v in parts]).tolist()
+        n = 2 * gamma + len(gold_q) + 1  # where the top-k begins
+        return values[: 2 * gamma], tuple(values[2 * gamma : n - 1]), values[n - 1], values[n:]
+
+
+def _top_at(inputs: RoundInputs, rejected: int, parents: Sequence[int] | None) -> torch.Tensor:
+    """``[4k + 1]`` both models at the rejected draft x_r, temperature-1 softmax: the target's top-k ids and p
+    (its row that verified x_r), the draft's top-k ids and q (the row x_r was drawn from), then q(the target's
+    top-1). Two top-k's and two normalisers of one row each: no forward, no loop over the vocabulary."""
+    row = rejected if parents is None else parents[rejected] + 1  # row 0 is the pending token's
+    t_logits, d_logits = inputs.target_logits[row].float(), inputs.draft_logit_rows[rejected].float()  # [V] each
+    k = min(TOP_K_AT_REJECTION, t_logits.shape[-1])
+    t_vals, t_ids = t_logits.topk(k)
+    d_vals, d_ids = d_logits.topk(k)
+    t_lse, d_lse = torch.logsumexp(t_logits, -1), torch.logsumexp(d_logits, -1)
+    q_target = (d_logits[t_ids[0]] - d_lse).exp()
+    return torch.cat(
+        [
+            t_ids.double(),
+            (t_vals - t_lse).exp().double(),
+            d_ids.double(),
+            (d_vals - d_lse).exp().double(),
+            q_target[None].double(),
+        ]
+    )

@@ -19,7 +19,7 @@ from typing import Any
 
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
-from spec_core.types import RoundEvent, Stats, TreeRound
+from spec_core.types import Rejection, RoundEvent, Stats, TreeRound
 
 _EVENT_FIELDS = {f.name for f in fields(RoundEvent)}
 _TUPLE_FIELDS = tuple(
@@ -84,6 +84,10 @@ def event_from_record(record: Mapping[str, Any]) -> RoundEvent:
     kwargs.setdefault("verify_s", 0.0)
     _check_types(kwargs)
     kwargs["tree"] = TreeRound.from_record(kwargs.get("tree"))
+    try:
+        kwargs["rejection"] = Rejection.from_record(kwargs.get("rejection"))  # absent from files before it
+    except SpecScopeError as err:
+        raise SpecScopeError(f"not a SpecScope event: {err}") from err
     try:
         return RoundEvent(**kwargs)
     except TypeError as err:

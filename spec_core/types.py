@@ -176,6 +176,62 @@ class TreeRound:
         return cls(**values, tried=tuple((int(n), float(a)) for n, a in record.get("tried") or ()))
 
 
+TOP_K_AT_REJECTION = 5  # tokens of each model's distribution kept at a round's rejected draft
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Both models at a round's rejected draft: the target's and the draft's most likely tokens there.
+
+    Read from the round's own logits (no extra forward), at temperature 1 like ``gold_draft_probs``: the
+    target's row that verified the rejected draft and the draft's row it was drawn from. Kept only at the one
+    rejected position of a round, so that an event stays small. The *target's token* is its top-1 (the
+    recovered token at temperature 0).
+    """
+
+    position: int  # the rejected draft's index in draft_tokens (= the event's accepted)
+    target_ids: tuple[int, ...]  # the target's top-k tokens, most likely first
+    target_pieces: tuple[str, ...]
+    target_probs: tuple[float, ...]  # p of each, temperature-1 softmax
+    draft_ids: tuple[int, ...]  # the draft's top-k tokens (those with q > 0: a copied draft has one)
+    draft_pieces: tuple[str, ...]
+    draft_probs: tuple[float, ...]  # q of each, temperature-1 softmax
+    draft_prob_of_target: float  # q(the target's token): gold_draft_probs[position], read from the draft's row
+
+    @classmethod
+    def from_record(cls, record: Any) -> Rejection | None:
+        """Rebuild from a JSON line's object (``dataclasses.asdict`` of one); None for a missing one. Raises
+        :class:`SpecScopeError` for one of the wrong shape."""
+        if not record:
+            return None
+        if not isinstance(record, dict):
+            raise SpecScopeError(f"rejection should be an object, got {record!r:.40}")
+        try:
+            lists = {f: tuple(record[f]) for f in _REJECTION_LISTS}
+            rejection = cls(
+                int(record["position"]), **lists, draft_prob_of_target=float(record["draft_prob_of_target"])
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise SpecScopeError(f"rejection is not a SpecScope rejection record ({err!r:.60})") from err
+        ids = (*rejection.target_ids, *rejection.draft_ids)
+        probs = (*rejection.target_probs, *rejection.draft_probs)
+        pieces = (*rejection.target_pieces, *rejection.draft_pieces)
+        widths = {len(lists[f]) for f in _REJECTION_LISTS[:3]}, {len(lists[f]) for f in _REJECTION_LISTS[3:]}
+        if (
+            not all(isinstance(t, int) for t in ids)
+            or not all(isinstance(v, (int, float)) for v in probs)
+            or not all(isinstance(v, str) for v in pieces)
+            or len(widths[0]) != 1
+            or len(widths[1]) != 1
+            or not rejection.target_ids
+        ):
+            raise SpecScopeError("rejection: its token ids, pieces and probabilities do not line up")
+        return rejection
+
+
+_REJECTION_LISTS = ("target_ids", "target_pieces", "target_probs", "draft_ids", "draft_pieces", "draft_probs")
+
+
 @dataclass(frozen=True)
 class RoundEvent:
     """One speculative round (or one plain decoding step), as the UI and the benchmark see it.
@@ -217,6 +273,8 @@ class RoundEvent:
     draft_forwards: int = -1  # the draft's forward passes this round: one per token for a chain drafted token by
     #   token, one for a block drafter's block, D for a tree of depth D (one batched pass per level), 0 for plain
     #   decoding. −1 (an event built by hand or read from an older file): one per drafted token, or the tree's D
+    rejection: Rejection | None = None  # both models' top-k at the rejected draft (a round whose next token is
+    #   recovered, shown only); None elsewhere and in an event read from an older file
 
     def __post_init__(self) -> None:
         if self.draft_forwards < 0:

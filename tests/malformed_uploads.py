@@ -45,6 +45,12 @@ CASES: list[tuple[str, str, bytes]] = [
     ("events", "wrong_types.jsonl", json.dumps({**EVENT, "index": "zero", "emitted": "x"}).encode() + b"\n"),
     ("events", "binary.jsonl", bytes(range(256)) * 4),
     ("events", "utf16.jsonl", GOOD_EVENTS.encode("utf-16")),
+    (  # a Live run's rejection record whose top-k lists do not line up
+        "events",
+        "bad_rejection.jsonl",
+        json.dumps({**EVENT, "rejection": {"position": 0, "target_ids": [1, 2], "target_pieces": ["a"]}}).encode()
+        + b"\n",
+    ),
     # the Playground's record loader
     ("record", "empty.json", b""),
     ("record", "truncated.json", b'{"kind": "specscope-playground-record", "prompt": "hi", "tok'),

@@ -14,6 +14,7 @@ from typing import Any
 import gradio as gr
 
 from spec_core import gpu_slot, live, requests
+from ui.live_export import LiveExport, export_panel, wire_export
 from ui.live_steps import StepThrough, after_run, step_through_panel, wire_step_through
 from ui.playground_record import remember_greedy
 from ui.shared import (
@@ -66,6 +67,7 @@ class LiveTab:
     slots: list[Any]  # [column, caption, plot] × N_VIEW_SLOTS
     frame: gr.State  # the last frame shown (spec_core.live.LiveFrame)
     steps: StepThrough
+    export: LiveExport  # the finished run's downloads and "why rejected" figure
 
 
 def live_tab(visitor: Visitor, pair_loader: live.PairLoader, pairs: list[str]) -> None:
@@ -123,11 +125,11 @@ def layout(pairs: list[str]) -> LiveTab:
         exact = gr.Checkbox(False, label="exact (float32): lossless lanes write ar's text", scale=0, elem_id="exact")
     exact.input(lambda on: "float32" if on else "auto", exact, inputs.precision, api_visibility="private")
     inputs.precision.change(lambda p: p == "float32", inputs.precision, exact, api_visibility="private")
-    lanes = lane_columns(N_LANES, "lane")
+    lanes, export = lane_columns(N_LANES, "lane"), export_panel()
     with gr.Accordion("Glossary: ar, τ, α, recovered, bonus, the method families", open=True):
         gr.HTML(glossary_html())
     slots = view_slots("live")
-    return LiveTab(inputs, run, stop, status, show_rej, lanes, slots, gr.State(None), step_through_panel())
+    return LiveTab(inputs, run, stop, status, show_rej, lanes, slots, gr.State(None), step_through_panel(), export)
 
 
 def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: list[str]) -> None:
@@ -189,6 +191,7 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
         api_visibility="private",
     )
     wire_step_through(tab.steps, tab.frame, plots)
+    wire_export(tab.export, tab.run, event, tab.frame, tab.inputs.prompt)
 
 
 def live_slot_s(prompt, method_a, method_b, method_c, temperature, top_p, seed, max_new, *rest) -> int:
