@@ -1,5 +1,5 @@
 """Print the exact-enumeration numbers of docs/DIVERSED.md, "The policy gradient" (the toys of
-tests/test_diversed_gradient.py, whose enumerator this reuses): the true dE[R]/dw and the expectation of each
+tests/unit/test_diversed_gradient.py, whose enumerator this reuses): the true dE[R]/dw and the expectation of each
 score the trainer offers (``--estimator decision`` / ``token``).
 
 Usage: PYTHONPATH=. python scripts/diversed_toy_gradient.py

@@ -6,7 +6,7 @@ end — and, beside it, the same three methods alone, one after the other. Print
 
     solo total, live total, models (Σ the lanes' own rounds), HTML, figures, pauses, speedups (solo vs live)
 
-Browser and transport time are not here (no browser): ``tests/test_browser.py`` measures click → Done.
+Browser and transport time are not here (no browser): ``tests/browser/test_browser.py`` measures click → Done.
 
     PYTHONPATH=. .venv/bin/python scripts/live_timing.py --repeats 2
 """

@@ -85,8 +85,8 @@ PYEOF
   # shellcheck disable=SC2086
   "$PY" -m pip install -q --no-cache-dir $pins
   (cd "$WORK/app" && PYTHONPATH="$WORK/app" "$PY" -m pytest -q -x -p no:cacheprovider \
-     -m "not browser and not slow" tests/test_engine.py tests/test_app.py)
-  (cd "$WORK/clone" && PYTHONPATH="$WORK/clone" "$PY" -m pytest -q -x -p no:cacheprovider tests/test_space.py)
+     -m "not browser and not slow" tests/engine/test_engine.py tests/app/test_app.py)
+  (cd "$WORK/clone" && PYTHONPATH="$WORK/clone" "$PY" -m pytest -q -x -p no:cacheprovider tests/app/test_space.py)
   export PYTHONPATH="$WORK/app"
 fi
 

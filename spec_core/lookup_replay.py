@@ -6,7 +6,7 @@ A replay walks the rounds the engine would: at position ``pos`` it copies ``L`` 
 ``cost`` policy fed the drafter's own estimates, or the oracle's plan), keeps ``min(match, L)`` and emits one more.
 Time comes from the one cost model (a copied token costs no draft forward), so the rows compare with the
 Playground's and the hardware lens's. At temperature 0 with a lossless verifier the engine's ``lookup`` rounds are
-exactly these (``tests/test_lookup_replay.py`` checks it against the engine).
+exactly these (``tests/engine/test_lookup_replay.py`` checks it against the engine).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the benchmark and ``/generate`` then run it at that arithmetic (:mod:`spec_core.
 A name is parsed once, where it enters (CLI, API, UI): :func:`parse_method` validates every part and loads
 nothing; the engine builds the parts from the :class:`MethodSpec` with the loaded pair. Code that meets a name
 again (views, tools) reads :func:`spec_of`'s cached spec (``heads``, ``is_lossy``, a peer's ``window``), never
-splits the string itself (``tests/test_method_parsing.py`` looks).
+splits the string itself (``tests/unit/test_method_parsing.py`` looks).
 """
 
 from __future__ import annotations

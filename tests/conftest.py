@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,9 +12,16 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from spec_core.models import ModelPair
 
+# The layers (unit, engine, app, browser; a README in each) share helpers by module name: this folder's
+# (conftest_app, malformed_uploads) and a few test modules' own (e.g. test_block_drafter.tiny_pair).
+TESTS = Path(__file__).resolve().parent
+for _folder in (TESTS, *(TESTS / layer for layer in ("unit", "engine", "app", "browser"))):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
 torch.set_num_threads(int(os.environ.get("SPECSCOPE_TEST_THREADS", "2")))
 # "auto" measures this machine's costs once (tens of seconds) before it picks; the suite pins a precision so a
-# test's run time does not depend on whether the table is cached (tests/test_precision.py checks auto itself)
+# test's run time does not depend on whether the table is cached (tests/engine/test_precision.py checks auto itself)
 os.environ.setdefault("SPECSCOPE_PRECISION", "bfloat16")
 
 

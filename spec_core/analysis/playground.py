@@ -24,7 +24,7 @@ target will keep (``L = match[pos]``). Time comes from :class:`~spec_core.analys
 costs ``L`` draft steps, one target forward over ``L + 1`` tokens, the engine's own work and (PACER) one
 pre-verifier call per block; ``ar`` one one-token forward and the engine's work per token.
 
-In float32 the replay gives the engine's rounds exactly (``tests/test_playground.py``). In bfloat16 a k-token
+In float32 the replay gives the engine's rounds exactly (``tests/engine/test_playground.py``). In bfloat16 a k-token
 pass rounds differently from a one-token step, so a real run can part from the recorded text at a near-tie
 and the replay is an estimate from then on (docs/RESULTS.md says how close it came). Drafts past an EOS are not
 recorded (the record stops at EOS), so a round that drafts through the EOS may count fewer kept drafts than the

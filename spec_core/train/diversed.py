@@ -17,7 +17,7 @@ where the authors' code's sign looks inverted (docs/ALGORITHMS.md §2).
    log(1 − a_t) + log r_t(y_t) at the rejection, r_t = norm(max(0, ν_t − q_t)); drafting from q and the bonus
    token from p do not depend on w. ``token`` is the earlier Σ_t log ν_t(y_t): each *marginal* token is ν_t,
    but whether y_t came from an accepted draft or from a rejection decides whether the next token is a bonus
-   drawn from p, so that score is biased (docs/DIVERSED.md, "The policy gradient"; tests/test_diversed_gradient.py).
+   drawn from p, so that score is biased (docs/DIVERSED.md, "The policy gradient"; tests/unit/test_diversed_gradient.py).
 3. Loss per batch, REINFORCE++ style (arXiv 2501.03262): the advantage A = R − b, with b the mean reward of
    the item's *other* rollouts when ``--group G`` > 1 (the leave-one-out baseline, "RLOO", Kool et al. 2019,
    which takes out how hard the item is) or a running mean per task when G = 1; then normalised over the batch
@@ -257,7 +257,7 @@ def gaussian_score(logit: torch.Tensor, sampled: torch.Tensor, sigma: float) -> 
     """``[T]`` log N(z_t; μ_t, σ²) up to a constant: the score of the exploration the ``gaussian`` estimator adds
     at temperature 0, where the argmax rule is a deterministic function of w_t. The rollout used w_t = σ(z_t),
     z_t = μ_t + σ·ε_t with μ_t the head's logit; REINFORCE on that policy is unbiased for ∇ E_ε[R]
-    (tests/test_diversed_gradient.py), and the shipped head is the mean μ, run without noise."""
+    (tests/unit/test_diversed_gradient.py), and the shipped head is the mean μ, run without noise."""
     return -((sampled - logit) ** 2) / (2.0 * sigma * sigma)
 
 
@@ -275,7 +275,7 @@ def score_logprobs(w: torch.Tensor, rec: dict[str, torch.Tensor], estimator: str
       do decisions after the emitted text ends (the trainer drops those positions). Unbiased.
     - ``token``: log ν_t(y) — the marginal of each emitted token, blind to whether it came from an accepted
       draft (the next token may then be a bonus from p) or from a rejection (the next round starts). Biased;
-      kept to show it (tests/test_diversed_gradient.py).
+      kept to show it (tests/unit/test_diversed_gradient.py).
     """
     if estimator == "gaussian":
         raise SpecScopeError("the gaussian estimator scores the head's logit: use loss_terms(..., explore=σ)")

@@ -502,7 +502,7 @@ def train_paper_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: s
 
 def packed_loss(head: BlockPreVerifier, data: dict[str, torch.Tensor], index: torch.Tensor, seg: torch.Tensor):
     """Mean BCE over the real tokens of packed rows (padding excluded): the same number as scoring each block
-    on its own and averaging over all their tokens (tests/test_preverifier.py checks it, gradients included)."""
+    on its own and averaging over all their tokens (tests/engine/test_preverifier.py checks it, gradients included)."""
     logits = paper_logits(head, data, index, seg)  # [S, L]
     valid = index >= 0
     labels = data["label"][index.clamp_min(0)].float()

@@ -30,7 +30,7 @@ from spec_core.rewards import (
 )
 from spec_core.train.diversed import TrainConfig, loss_terms, rollout, train
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread beats contending for the cores

@@ -1,4 +1,4 @@
-"""Issue #26 in a real browser (Debian's headless Chromium through Playwright, as tests/test_browser.py).
+"""Issue #26 in a real browser (Debian's headless Chromium through Playwright, as tests/browser/test_browser.py).
 
 On the tiny pair (fast, in the default suite): a greedy tooltip says why its token was kept; the Analyzer runs
 with its own temperature while the Live tab's is another; the Playground records after a sampled, stopped Live

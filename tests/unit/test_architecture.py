@@ -18,7 +18,7 @@ from spec_core.engine import generate
 from spec_core.methods import parse_method
 from spec_core.verifiers import VERIFIERS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = [
     "spec_core.engine",
     "spec_core.models",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_pacer_tuning import synthetic_rounds
 
 from spec_core.cost_model import CostProfile
 from spec_core.policies import pacer_heads
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_tuning import TuningRounds, load_rounds
 from spec_core.types import RoundEvent
-from tests.test_pacer_tuning import synthetic_rounds
 
 FLAT = CostProfile(widths=(1, 2, 4, 8), target_ms=(50.0, 51.0, 52.0, 54.0), draft_ms=3.0, engine_ms=0.3)
 

@@ -31,7 +31,7 @@ from spec_core.analysis import spec_bench
 from spec_core.errors import SpecScopeError
 from ui import analyzer, playground
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import space  # noqa: E402  (scripts/space.py)
 

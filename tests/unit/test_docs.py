@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SELF = Path(__file__).resolve()
-ROOT = SELF.parent.parent
+ROOT = SELF.parents[2]
 README_MAX_LINES = 400
 
 SKIP_DIRS = {"node_modules", "__pycache__", "runs", "data"}  # plus every hidden folder (.venv, .git, caches)

@@ -32,7 +32,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SHOTS = Path(__file__).resolve().parent.parent / "assets" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
 SPEEDUP_TOLERANCE = 0.25  # |speedup in the tab − speedup of the same methods alone|
 TIME_BUDGET = 1.5  # a Generate takes at most this many times the three methods run alone
 

@@ -14,7 +14,7 @@ import pytest
 from spec_core.errors import SpecScopeError
 from spec_core.methods import is_lossy, parse_method, spec_of
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # What splitting a method name by hand looks like: by its "+" parts, a part's ":" argument, or a family's prefix.
 PATTERNS = {

@@ -11,7 +11,7 @@ from spec_core.jsonl import read_objects
 from spec_core.train.prompts import PROMPT_BANK, training_prompts, written_prompts
 
 KINDS = {"code", "math", "summarization", "chat", "qa", "lists"}
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def benchmark_prompts() -> set[str]:

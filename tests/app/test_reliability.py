@@ -29,7 +29,7 @@ from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Why is the sky blue?"
 CONCURRENCY, QUEUE_SIZE = 4, 4  # the test server's queue: requests run at once, requests that may wait
 
@@ -135,7 +135,7 @@ def test_top_p_outside_0_1_is_refused():
 
 
 def test_analyzer_requests_are_parsed_at_the_edge(tmp_path):
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     common = dict(pairs=["embedded"], prompt_sets=["prompts/specscope.jsonl"], root=root, max_new=512)
     ok = requests.parse_analyzer_request(
         "prompts/specscope.jsonl", None, "pacer", 3, 64, 0.0, 1.0, 0, "embedded", "bfloat16", **common

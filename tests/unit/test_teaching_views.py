@@ -3,7 +3,7 @@
 Tooltips that say which rule decided a token, the divergence note's numbers against the token's own, quiet
 placeholders, captions computed from the data with their sample counts, the training lens's first round,
 lossy lanes said so, the step-through's cut rounds and plurals, the intro's order, a readable token tree and
-heat map. No model, no browser: tests/test_browser.py checks the same things on the page.
+heat map. No model, no browser: tests/browser/test_browser.py checks the same things on the page.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The app's wiring: built at import without a model, handlers turn bad input into gr.Error, and the app launched
 in-process and driven through gradio_client. The computations behind it are tested where they live
-(tests/test_live.py, tests/test_records.py, tests/test_visuals.py).
+(tests/app/test_live.py, tests/engine/test_records.py, tests/unit/test_visuals.py).
 
 A tiny random-weight pair (tests/conftest_app.py) stands in for the embedded one, so the file runs in seconds;
 one test marked ``embedded`` runs the real pair end to end.
