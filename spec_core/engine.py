@@ -136,7 +136,8 @@ class Generation:
             prefill_model=getattr(pair, "prefill_target", None),
         )
         target.reset()
-        self.target_lm, self.drafter = target, drafter  # kept for inspection (tests check cache rollback)
+        self.target_lm, self.drafter = target, drafter  # the target's cache after the run: a lane's verdict times a
+        # step on it (spec_core/live.py, lane_speed.probe_profile), and the tests check its rollback
         recorder = RoundRecorder(self.spec.name, pair.pieces, sampling.greedy, self.display)
         ids = list(self.prompt_ids)
         # The prefill runs the whole prompt, so its last position already gives p for the first new token
@@ -183,17 +184,17 @@ class Generation:
             if inputs is not None:
                 policy.end_round(inputs, len(path))
             event = recorder.event(
-                len(self.events),
-                len(ids) - len(path) - 1,
-                draft,
-                inputs,
-                verdict,
-                next_token,
-                next_prob,
-                emitted,
-                finished,
-                stop_reason,
-                policy_trace,
+                index=len(self.events),
+                context_len=len(ids) - len(path) - 1,
+                draft=draft,
+                inputs=inputs,
+                verdict=verdict,
+                next_token=next_token,
+                next_prob=next_prob,
+                emitted=emitted,
+                finished=finished,
+                stop_reason=stop_reason,
+                policy_trace=policy_trace,
             )
             event = clock.stamp(event)
             self.events.append(event)

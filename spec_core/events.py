@@ -91,6 +91,7 @@ class RoundRecorder:
 
     def event(
         self,
+        *,
         index: int,
         context_len: int,
         draft: RoundDraft,
