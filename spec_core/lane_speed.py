@@ -112,6 +112,19 @@ def mean_draft_len(events: Sequence[RoundEvent]) -> float:
     return float(np.mean([s.width - 1 for s in shapes])) if shapes else 0.0
 
 
+def cost_source(profile: CostProfile) -> str:
+    """Where a profile's prices come from, in the words every view uses: this run's rounds, this machine's table
+    (``costs --machine``), a quick timing of the pair, or the accelerator model."""
+    name = profile.name.lower()
+    if not profile.measured or "model" in name:
+        return "priced by the accelerator model"
+    if name.startswith("this run"):
+        return "timed in this run's rounds"
+    if "quick" in name:
+        return "timed once on this pair"
+    return "from this machine's cost table"
+
+
 def verdict_text(
     stats: Stats, speed: LaneSpeed, profile: CostProfile | None, events: Sequence[RoundEvent], lossy_note: str = ""
 ) -> str:
@@ -121,8 +134,9 @@ def verdict_text(
     m = speed.measured if speed.measured is not None else speed.predicted
     if speed.measured is None:
         head = f"predicted {'faster' if m >= 1 else 'slower'} than ar on this machine ({m:.2f}×, its measured costs)"
-    elif speed.within_noise:
-        head = f"about as fast as ar here ({m:.2f}×, within noise)"
+    elif speed.within_noise and speed.spread is not None:
+        low, high = speed.spread
+        head = f"about as fast as ar here ({m:.2f}×, within noise: its 10–90% spread {low:.2f}–{high:.2f}× covers 1×)"
     elif m >= 1:
         head = f"faster than ar here ({m:.2f}×)"
     else:
@@ -132,19 +146,23 @@ def verdict_text(
         width = max(2, round(mean_draft_len(events) + 1))
         price = profile.verify_ratio(width)
         alpha = stats.acceptance_rate
-        need = speed.breakeven_acceptance
-        need_text = (
-            f"it needs ≥ {need:.0%} accepted to break even"
-            if need is not None and need <= 1
-            else ("even accepting every draft would not break even at this length")
-        )
-        verb = "but" if m < 1 else "and"
         shapes = [round_shape(e) for e in events if e.draft_len]  # draft forwards as the cost model counts them
         forwards = sum(s.draft_forwards for s in shapes) / max(len(shapes), 1)
         drafting = forwards * profile.draft_ms / profile.step_ms  # a copied (lookup) draft takes no forward
+        cost, _ = breakeven(events, profile)  # a mean round of this lane in plain steps: the τ that breaks even
+        drafted = mean_draft_len([e for e in events[1:] or events])
+        cost, drafted = round(cost, 2), round(drafted, 1)  # the numbers shown: a reader redoes the sum from them
+        need_text = (
+            f"it must add {cost:.2f} tokens a round: with {drafted:.1f} drafts a round, ≥ "
+            f"{(cost - 1) / drafted:.0%} accepted (({cost:.2f} − 1) / {drafted:.1f}) breaks even"
+            if drafted and (cost - 1) / drafted <= 1
+            else "even accepting every draft would not break even at this length"
+        )
+        verb = "but" if m < 1 else "and"
         why = (
-            f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} verifying {width} tokens costs "
-            f"{price:.1f}× a plain step on this machine and drafting them {drafting:.1f}× more, so {need_text}"
+            f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} a round costs {cost:.2f} plain steps "
+            f"({cost_source(profile)}: verifying {width} tokens costs {price:.1f}× a plain step, drafting them "
+            f"{drafting:.1f}× more, the engine the rest), so {need_text}"
         )
     busy = " The machine was busy: measured and predicted disagree (" + (
         f"predicted {speed.predicted:.2f}×)." if speed.predicted is not None else "no prediction)."

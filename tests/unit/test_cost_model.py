@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -72,7 +73,11 @@ def test_a_slow_verification_gives_a_verdict_that_says_why():
     s = speed.lane_speed("fixed:4", {"ar": ar, "fixed:4": lane})
     assert s.measured < 1 and s.predicted <= Stats.from_events(lane).tau
     assert s.verdict.startswith("Slower than ar here")
-    assert "verifying 5 tokens costs 2.3× a plain step" in s.verdict and "to break even" in s.verdict
+    assert "verifying 5 tokens costs 2.3× a plain step" in s.verdict and "breaks even" in s.verdict
+    assert "timed in this run's rounds" in s.verdict  # the cost source is named
+    # the break-even can be redone from the sentence: ≥ (cost − 1) / drafts accepted
+    cost, drafts, need = re.search(r"≥ \d+% accepted \(\(([\d.]+) − 1\) / ([\d.]+)\)", s.verdict).group(1, 2, 0)
+    assert need.startswith(f"≥ {(float(cost) - 1) / float(drafts):.0%}")
     assert s.breakeven_acceptance is not None and s.breakeven_acceptance > Stats.from_events(lane).acceptance_rate
     assert s.gpu_like is not None and s.gpu_like > 1 and "GPU-like" in s.verdict
     stats = s.as_stats()
