@@ -457,6 +457,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
     work.mkdir(parents=True, exist_ok=True)
     ckpt = work / "checkpoint.pt"
     state = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
+    state["commit"] = source_commit()  # the code the run starts with (a resumed run keeps its first one)
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
         if same_run(saved.get("config") or {}, asdict(cfg)):
@@ -569,7 +570,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
         },
         "steps": min(state["step"], cfg.epochs * steps_per_epoch),
         "lambda": cfg.lam,
-        "commit": source_commit(),
+        "commit": state.get("commit") or source_commit(),
         **serving,
         "training": {**asdict(cfg), "rule": serving["rule"], "temperature_grid": list(grid)},
         "history": state["history"],
