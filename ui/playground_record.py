@@ -86,6 +86,7 @@ def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt,
         record = dataclasses.replace(record, meta={**record.meta, "source": here})
     knobs = list(knobs)
     knobs[T_KNOB] = pacer_threshold(pair_for(precision), knobs[T_KNOB])
+    record = dataclasses.replace(record, meta={**record.meta, "pacer_t": knobs[T_KNOB]})  # the heatmap's mark
     return [record, *playground_view(record, *knobs), knobs[T_KNOB]]
 
 

@@ -195,20 +195,47 @@ def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
 
 
 def threshold_caption(lanes: Lanes) -> str:
-    """What the blocks did in this run: how many passed and stopped, per PACER lane."""
+    """What the blocks did in this run, per PACER lane: blocks = passed + stopped + capped (the draft reached its
+    maximum or the text's remaining budget, so no decision was needed), and, when nothing ever passed, why the
+    rule did not adapt, from the numbers."""
     parts = []
     for method, events in lanes.items():
         points = block_points(events) if is_pacer(method) else []
         if points:
             passed = sum(p["decision"] == "pass" for p in points)
             stopped = sum(p["decision"] == "stop" for p in points)
+            capped = len(points) - passed - stopped
             note = next((e.policy_trace.get("threshold_note") for e in events if e.policy_trace), "")
             why = f" (its {note})" if note else ""
             n = len(points)
-            parts.append(
-                f"{method}: {n} block{'' if n == 1 else 's'}, {passed} passed and {stopped} stopped the draft{why}"
-            )
+            text = f"{method}: {n} block{'' if n == 1 else 's'}: {passed} passed, {stopped} stopped the draft"
+            if capped:
+                text += f", {capped} reached the draft's cap (its maximum or the text's end: nothing to decide)"
+            parts.append(text + why + not_adapting(events, points))
     return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
+
+
+def not_adapting(events: Sequence[RoundEvent], points: list[dict]) -> str:
+    """Why PACER's length never moved, when no block passed: the first block's mean score against t, and how often
+    this draft's first token is kept; empty when some block passed."""
+    if any(p["decision"] == "pass" for p in points):
+        return ""
+    first = [p for p in points if p["block"] == 1 and p["decision"] == "stop"]
+    if not first:
+        return ""
+    mean = sum(p["mean"] for p in first) / len(first)
+    top = max(p["mean"] for p in first)
+    t = first[0]["threshold"]
+    drafted = [e for e in events if e.draft_len]
+    kept_first = sum(e.accepted >= 1 for e in drafted) / max(len(drafted), 1)
+    size = first[0]["size"]
+    return (
+        f". It never adapted: after each first block of {size} token{'s' if size != 1 else ''} the pre-verifier's "
+        f"score (mean {mean:.2f}, at most {top:.2f}) stayed under t = {t:g}, so every draft stopped there. The score "
+        f"is right to be low: this draft kept {kept_first:.0%} of first tokens here. With a draft that keeps more "
+        f"(prompt lookup on a text that repeats its source, e.g. the `hybrid` summary preset), or a lower t, "
+        f"blocks pass and the length grows"
+    )
 
 
 def calibration_caption(lanes: Lanes) -> str:

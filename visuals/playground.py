@@ -172,7 +172,9 @@ def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
     return fig
 
 
-def grid_figure(record: TextRecord, block: int, max_len: int, t: float, rho: float) -> go.Figure:
+def grid_figure(
+    record: TextRecord, block: int, max_len: int, t: float, rho: float, lane_t: float | None = None
+) -> go.Figure:
     """PACER's predicted speedup over t × ρ at the chosen b and max, the defaults and the sliders marked."""
     grid = pacer_grid(record, GRID_T, GRID_RHO, block, max_len)
     fig = go.Figure(
@@ -186,8 +188,11 @@ def grid_figure(record: TextRecord, block: int, max_len: int, t: float, rho: flo
         )
     )
     d = PacerParams()
+    mark = ((d.threshold, d.rho), "shipped default", "x-thin", -30)
+    if lane_t is not None:  # the t `pacer` runs with on this record's pair and precision (t=auto), as in the Live tab
+        mark = ((float(lane_t), d.rho), "pacer's t here", "x-thin", -30)
     for (x, y), name, symbol, ay in [
-        ((d.threshold, d.rho), "default", "x-thin", -30),
+        mark,
         ((t, rho), "sliders", "circle-open", 30),
     ]:
         row = str(min(GRID_RHO, key=lambda r: abs(r - y)))
@@ -281,7 +286,7 @@ def playground_view(record: TextRecord | None, family: str, k, conf, b, t, rho, 
         )
     scored = "" in record.predicted
     grid = (
-        grid_figure(record, min(int(b), int(max_len)), int(max_len), float(t), float(rho))
+        grid_figure(record, min(int(b), int(max_len)), int(max_len), float(t), float(rho), record.meta.get("pacer_t"))
         if scored
         else (empty_figure("no pre-verifier scores in this record"))
     )

@@ -4,6 +4,7 @@ greedy, tiny pairs), the oracle is never beaten, bad names fail clearly, and the
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -200,6 +201,10 @@ def test_playground_view_is_built_from_the_record(records):
     heat = grid_fig.data[0]
     assert np.asarray(heat.z).shape == (len(heat.y), len(heat.x))
     assert "rounds" in text and "oracle" in text
+    assert [t.x[0] for t in grid_fig.data if t.name == "shipped default"] == [0.6]  # no lane's t known
+    ran = dataclasses.replace(record, meta={**record.meta, "pacer_t": 0.8})  # recorded where pacer ran at t = 0.8
+    marks = {t.name: t.x[0] for t in playground_view(ran, "pacer", 3, 0.4, 1, 0.55, 1.1, 6)[3].data[1:]}
+    assert marks == {"pacer's t here": 0.8, "sliders": 0.55}
     fixed = playground_view(record, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)
     assert "fixed:3" in fixed[0]
     hint, *empty = playground_view(None, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)

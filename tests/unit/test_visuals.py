@@ -418,4 +418,20 @@ def test_pacer_threshold_caption_says_where_t_came_from():
     trace = {"blocks": blocks, "threshold_note": "t = 0.35, tuned for this machine", "predicted": [0.3]}
     lane = [ev(0, ["a"], 0, method="pacer", policy_trace=trace)]
     text = pacer_view.threshold_caption({"pacer": lane})
-    assert "1 block, 0 passed and 1 stopped" in text and "t = 0.35, tuned for this machine" in text
+    assert "1 block: 0 passed, 1 stopped" in text and "t = 0.35, tuned for this machine" in text
+    assert "It never adapted" in text and "score (mean 0.30, at most 0.30) stayed under t = 0.35" in text
+    assert "kept 0% of first tokens" in text
+
+
+def test_pacer_caption_blocks_add_up_and_say_nothing_of_adapting_when_a_block_passed():
+    """passed + stopped + capped = blocks; a block that reached the draft's cap is counted as such."""
+    from visuals import pacer as pacer_view
+
+    blocks = [
+        {"start": 0, "predicted": [0.9], "mean": 0.9, "threshold": 0.6, "decision": "pass"},
+        {"start": 1, "predicted": [0.7], "mean": 0.7, "threshold": 0.66, "decision": "max"},
+    ]
+    lane = [ev(0, ["a", "b"], 2, method="pacer", policy_trace={"blocks": blocks, "predicted": [0.9, 0.7]})]
+    text = pacer_view.threshold_caption({"pacer": lane})
+    assert "2 blocks: 1 passed, 0 stopped the draft, 1 reached the draft's cap" in text
+    assert "never adapted" not in text
