@@ -61,6 +61,13 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int:
     return -1 if len(a) == len(b) else min(len(a), len(b))
 
 
+def divergence_token(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """What a person reads in a table: the 1-based number of the first new token where ``a`` parts from ``b``,
+    None (a blank cell) when the two wrote the same tokens."""
+    at = first_divergence(a, b)
+    return None if at < 0 else at + 1
+
+
 # -- events on disk -----------------------------------------------------------------------------------------
 
 

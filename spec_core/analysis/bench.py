@@ -24,7 +24,7 @@ from spec_core.guards import check_text
 from spec_core.jsonl import read_objects
 from spec_core.methods import parse_method, split_precision
 from spec_core.prompting import History
-from spec_core.session import first_divergence
+from spec_core.session import divergence_token
 from spec_core.types import RoundEvent, SamplingConfig
 
 COLUMNS = [
@@ -232,7 +232,7 @@ def run_bench(
                     else float("nan"),
                     "speedup_vs_ar": tps / ar_tps,
                     "output_sha": output_sha(first["token_ids"]),
-                    "first_divergence": first_divergence(first["token_ids"], own_ar[id(on[m])]),
+                    "first_divergence": divergence_token(first["token_ids"], own_ar[id(on[m])]),  # 1-based; None: same
                     "draft_s": statistics.median(r["draft_s"] for r in runs),
                     "verify_s": statistics.median(r["verify_s"] for r in runs),
                     "repeats": repeats,
@@ -257,6 +257,6 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
             "tokens_per_s (median)": g["tokens_per_s"].median(),
             "tau (mean)": g["tau"].mean(),
             "acceptance (mean)": g["acceptance_rate"].mean(),
-            "same_as_ar": g["first_divergence"].apply(lambda s: f"{int((s == -1).sum())}/{len(s)}"),
+            "same_as_ar": g["first_divergence"].apply(lambda s: f"{int(s.isna().sum())}/{len(s)}"),
         }
     ).round(3)

@@ -3,8 +3,8 @@
 Where :mod:`spec_core.analysis.bench` keeps medians of repeated runs (the speed measurement), a record keeps
 one run's events per method, so that any prompt can be replayed token by token, saved to a JSON-lines events
 file and loaded back. The table's numbers come from the events alone (:class:`~spec_core.types.Stats`), with
-the same definitions as the benchmark: speedup over ``ar`` of the same prompt, ``first_divergence`` (-1 when the
-method wrote exactly ``ar``'s tokens).
+the same definitions as the benchmark: speedup over ``ar`` of the same prompt, ``first_divergence`` (the 1-based new token
+where the method first parts from ``ar``; blank when it wrote exactly ``ar``'s tokens).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.live import LiveFrame
 from spec_core.methods import MethodSpec, parse_method
-from spec_core.session import event_record, events_to_jsonl, first_divergence, read_events_jsonl, speedup
+from spec_core.session import divergence_token, event_record, events_to_jsonl, read_events_jsonl, speedup
 from spec_core.types import RoundEvent, SamplingConfig, Stats
 
 TABLE_COLUMNS = [
@@ -128,7 +128,7 @@ def table_rows(records: Records, method: str | None = None) -> pd.DataFrame:
                     round(s.tokens_per_s, 2),
                     round(base.tokens_per_s, 2) if base else None,
                     round(sp, 3) if sp is not None else None,
-                    first_divergence(_tokens(events), _tokens(ar)) if ar else None,
+                    divergence_token(_tokens(events), _tokens(ar)) if ar else "no ar",  # nothing to compare with
                     above_tau_note(sp, s.tau),
                 ]
             )
@@ -150,7 +150,7 @@ def summary_rows(records: Records) -> pd.DataFrame:
         s, base = _pooled(records, m), _pooled(records, "ar")
         sp = speedup(s, base) if m != "ar" else None
         speeds = [x for x in mine["speedup_vs_ar"] if x is not None and x == x]
-        same = sum(mine["first_divergence"] == -1)
+        same = int(mine["first_divergence"].isna().sum())
         rows.append(
             [
                 m,

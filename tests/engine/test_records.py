@@ -45,7 +45,7 @@ def test_summary_row_pools_all_prompts(records):
     assert row["prompts"] == 2 and row["new_tokens"] == 20 and row["tau"] == round(pooled.tau, 3)
     table = rec.table_rows(records)
     assert row["median_speedup_vs_ar"] == round(float(table["speedup_vs_ar"].median()), 3)
-    assert row["same_as_ar"] == f"{int((table['first_divergence'] == -1).sum())}/2"
+    assert row["same_as_ar"] == f"{int(table['first_divergence'].isna().sum())}/2"
 
 
 def test_downloads_and_events_file_round_trip(records, tmp_path):
@@ -92,3 +92,12 @@ def test_the_csv_keeps_whole_prompts_where_the_screen_shows_their_start(records,
 def test_a_speedup_above_tau_is_flagged_as_noise():
     assert rec.above_tau_note(1.296, 1.164) == rec.NOISE_NOTE  # code-2 in the issue: τ 1.164, speedup 1.296
     assert rec.above_tau_note(1.10, 1.164) == "" and rec.above_tau_note(None, 1.2) == ""
+
+
+def test_first_divergence_is_the_1_based_new_token_and_blank_when_the_same():
+    """What the CSVs and the Analyzer's table show: the lane's "parts from ar at new token N" numbering."""
+    from spec_core.session import divergence_token
+
+    assert divergence_token([1, 2, 3], [1, 2, 3]) is None
+    assert divergence_token([1, 2, 4], [1, 2, 3]) == 3 and divergence_token([9], [1]) == 1
+    assert divergence_token([1, 2], [1, 2, 3]) == 3  # one stopped early: it parts at the first missing token
