@@ -324,11 +324,14 @@ class Stats:
         wall_s: float | None = None,
         method: str = "",
     ) -> Stats:
-        """Totals of ``events``; ``new_tokens`` defaults to the tokens they emitted, ``wall_s`` to ``busy_s``."""
+        """Totals of ``events``; ``new_tokens`` defaults to the tokens they emitted, ``wall_s`` to ``busy_s``.
+        Drafts the verifier kept after the end token (or past the length limit) were never written: they count
+        neither as drafted nor as accepted, so α is about the text the reader sees."""
         new = sum(len(e.emitted) for e in events) if new_tokens is None else new_tokens
         busy = sum(e.draft_s + e.verify_s for e in events)
-        drafted = sum(e.draft_len for e in events)
-        accepted = sum(e.accepted for e in events)
+        past = [max(0, e.accepted - len(e.emitted)) for e in events]  # kept drafts after the end token or limit
+        drafted = sum(e.draft_len - p for e, p in zip(events, past))
+        accepted = sum(e.accepted - p for e, p in zip(events, past))
         forwards = len(events)
         return cls(
             method=method or (events[0].method if events else ""),
@@ -342,7 +345,9 @@ class Stats:
             tau=new / forwards if forwards else 0.0,
             acceptance_rate=accepted / drafted if drafted else 0.0,
             finished=bool(events) and events[-1].finished,
-            copied_tokens=sum(tuple(getattr(e, "draft_sources", ()))[: e.accepted].count("lookup") for e in events),
+            copied_tokens=sum(
+                tuple(getattr(e, "draft_sources", ()))[: e.accepted - p].count("lookup") for e, p in zip(events, past)
+            ),
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest_app import MIXED, tiny_pair
 
@@ -101,3 +103,16 @@ def test_first_divergence_is_the_1_based_new_token_and_blank_when_the_same():
     assert divergence_token([1, 2, 3], [1, 2, 3]) is None
     assert divergence_token([1, 2, 4], [1, 2, 3]) == 3 and divergence_token([9], [1]) == 1
     assert divergence_token([1, 2], [1, 2, 3]) == 3  # one stopped early: it parts at the first missing token
+
+
+def test_drafts_kept_after_the_end_token_count_neither_as_drafted_nor_accepted():
+    from test_visuals import ev
+
+    from spec_core.types import Stats
+
+    # 4 drafted, all 4 kept by the verifier, but the text ended at the 2nd (the end token): 2 of 2 count
+    ended = dataclasses.replace(ev(0, ["a", "b", "c", "d"], 4, "e"), emitted=(1, 2), finished=True)
+    s = Stats.from_events([ended])
+    assert (s.drafted_tokens, s.accepted_tokens, s.new_tokens) == (2, 2, 2)
+    whole = ev(0, ["a", "b", "c", "d"], 2, "e")  # an ordinary round: 4 drafted, 2 kept, 3 written
+    assert (Stats.from_events([whole]).drafted_tokens, Stats.from_events([whole]).accepted_tokens) == (4, 2)

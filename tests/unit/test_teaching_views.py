@@ -275,5 +275,5 @@ def test_heat_map_marks_the_default_readably():
     finally:
         pg.pacer_grid = real
     notes = {a.text: a for a in fig.layout.annotations}
-    assert notes["<b>default</b>"].bgcolor == "white" and notes["<b>default</b>"].bordercolor == "black"
+    assert notes["<b>shipped default</b>"].bgcolor == "white" and notes["<b>shipped default</b>"].bordercolor == "black"
     assert all(t.marker.color == "black" for t in fig.data[1:])
