@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,6 +38,9 @@ from spec_core.prompting import prompt_ids
 from spec_core.types import GenerationResult, RoundEvent, RoundInputs, SamplingConfig, Stats
 from spec_core.verifiers import make_verifier
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
+
 MAX_NEW_TOKENS_LIMIT = 4096
 DRAFT_OVERSHOOT = 64  # positions a round may draft past the final length (cache room to check for)
 
@@ -48,7 +52,7 @@ class Generation:
 
     def __init__(
         self,
-        pair,
+        pair: ModelPair,
         prompt: str,
         method: str | MethodSpec = "fixed:4",
         max_new_tokens: int = 128,
@@ -308,7 +312,7 @@ def _path_rows(out: LMOutput, path: Sequence[int]) -> LMOutput:
 
 
 def stream(
-    pair,
+    pair: ModelPair,
     prompt: str,
     method: str = "fixed:4",
     max_new_tokens: int = 128,
@@ -325,7 +329,7 @@ def stream(
 
 
 def generate(
-    pair,
+    pair: ModelPair,
     prompt: str,
     method: str = "fixed:4",
     max_new_tokens: int = 128,

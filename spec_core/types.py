@@ -12,11 +12,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 NextKind = Literal["recovered", "bonus", "target"]
 
@@ -71,7 +74,7 @@ class PartSpec:
         """What follows ``FAMILY:`` in the text as written (``"0.7"`` of ``static:0.7``; ``""`` when nothing does)."""
         return self.text[len(self.family) + 1 :]
 
-    def build(self, registry: dict[str, type], pair=None):
+    def build(self, registry: dict[str, type], pair: ModelPair | None = None):
         """The family's fresh part for one generation, built with the loaded pair (where trained weights live)."""
         return registry[self.family].build(self.params, pair)
 

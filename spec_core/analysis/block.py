@@ -17,6 +17,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +26,9 @@ from spec_core.assets import BLOCK_DIR
 from spec_core.cli_args import add_threads
 from spec_core.drafters.block.assets import load_block_model
 from spec_core.rules import BLOCK_LOSSES
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_PROMPTS = [  # used only when prompts/specscope.jsonl is absent; none of them is a training prompt
@@ -74,7 +78,9 @@ def block_weights(q: list[float], alpha: float = 0.5, gamma_w: float = 4.0) -> d
     return out
 
 
-def run_method(pair, prompts, method: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0) -> dict:
+def run_method(
+    pair: ModelPair, prompts, method: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+) -> dict:
     """Every prompt through the engine (prompt n sampled with seed ``seed + n`` when ``temperature`` > 0)."""
     from spec_core.engine import generate
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.pass_timing import interleaved_median_ms, target_calls
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
 WIDTHS = (1, 2, 4, 8, 16, 33)  # target forward widths timed (33: the default token tree, 32 nodes + pending)
@@ -45,7 +49,7 @@ def median_ms(fn, repeats: int, warmup: int = 1) -> float:
 
 @torch.inference_mode()
 def measure_costs(
-    pair,
+    pair: ModelPair,
     drafts: dict[str, torch.nn.Module],
     repeats: int = 20,
     context: int = CONTEXT,
@@ -139,7 +143,7 @@ def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
 
 
 def round_breakdown(
-    pair,
+    pair: ModelPair,
     costs: pd.DataFrame,
     draft: str,
     prompts: list[str],
@@ -199,7 +203,7 @@ def round_breakdown(
     return df.round(3)
 
 
-def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
+def measure_round_costs(pair: ModelPair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
     """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
     generation) and one pre-verifier call on a block of ``block`` tokens."""
     from spec_core.engine import generate

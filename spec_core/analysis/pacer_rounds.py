@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,8 +19,11 @@ from spec_core.assets import HEADS_DIR, file_sha256
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 from spec_core.policies.pacer_tuning import RESULTS_DIR, prediction_key, rounds_name
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
-def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
+
+def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
     """Score the simulated rounds in ``shards`` with the shipped pre-verifiers for ``pair``'s draft and write the
     asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
     from safetensors.torch import save_file

@@ -41,6 +41,7 @@ from spec_core.errors import SpecScopeError
 from spec_core.methods import is_fixed_window, spec_of
 
 if TYPE_CHECKING:
+    from spec_core.models import ModelPair
     from spec_core.policies.pacer import PacerParams
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -66,7 +67,9 @@ class RecordedRounds:
         return list(torch.split(values, self.gamma.tolist()))
 
 
-def load_rounds(paths: list[Path], heads: dict | None = None, pair=None, blocks=(1, 2, 3, 4)) -> RecordedRounds:
+def load_rounds(
+    paths: list[Path], heads: dict | None = None, pair: ModelPair | None = None, blocks=(1, 2, 3, 4)
+) -> RecordedRounds:
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
     variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
     scores each block on its own: its predictions are kept per block size in ``blocks``."""
@@ -172,7 +175,7 @@ def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]
     return pd.DataFrame(rows).sort_values("speedup_vs_ar", ascending=False, ignore_index=True)
 
 
-def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
+def preverifier_share(pair: ModelPair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
     """The pre-verifier's share of decode time, measured in real generations: Σ head time / Σ wall time."""
     from spec_core.engine import generate
 

@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -41,6 +42,9 @@ from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 from spec_core.policies.pacer_tuning import prediction_key, replay_rule
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
 COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup"]  # the issue's columns, first
@@ -268,7 +272,7 @@ def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) ->
     return rows
 
 
-def this_machine_costs(pair, path: str | None) -> CostProfile:
+def this_machine_costs(pair: ModelPair, path: str | None) -> CostProfile:
     """``--costs FILE`` (CostProfile fields), or this machine's cached costs at the pair's precision
     (``python -m spec_core costs --machine`` writes them), or measured now."""
     if path:
@@ -317,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
+def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
     """The table of :func:`main` for a loaded pair (written to ``args.out``)."""
     from spec_core.heads.preverifier import HEADS_DIR, available, load_head
     from spec_core.train.pacer import RUNS_DIR, SimConfig, TrainConfig, load_data, simulate, token_embeddings
@@ -479,7 +483,7 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     return table
 
 
-def shipped_heads(pair, assets: Path) -> dict[str, tuple[object, dict]]:
+def shipped_heads(pair: ModelPair, assets: Path) -> dict[str, tuple[object, dict]]:
     """name → (head, card) of the shipped heads for the pair's draft: the default (first), the paper head, the
     hybrid."""
     from spec_core.heads.preverifier import find_head, load_head

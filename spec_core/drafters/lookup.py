@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -33,6 +33,9 @@ from spec_core.cost_model import CostProfile
 from spec_core.drafters.base import DraftChunk, Drafter
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 MAX_NGRAM = 8
 MAX_K = 32
@@ -329,7 +332,7 @@ class HybridDrafter:
         self.source, self.drafted, self.forwards = None, [], 0
 
 
-def _vocab(pair) -> int:
+def _vocab(pair: ModelPair) -> int:
     return int(pair.target.get_output_embeddings().weight.shape[0])
 
 
@@ -349,7 +352,7 @@ class LookupDraft:
         return LookupParams.parse(arg, cls.prefix)
 
     @classmethod
-    def build(cls, params: LookupParams, pair) -> Drafter:
+    def build(cls, params: LookupParams, pair: ModelPair) -> Drafter:
         return LookupDrafter(params, _vocab(pair), pair.device)
 
 
@@ -362,7 +365,7 @@ class HybridDraft(LookupDraft):
     examples: ClassVar[tuple[str, ...]] = ("hybrid",)
 
     @classmethod
-    def build(cls, params: LookupParams, pair) -> Drafter:
+    def build(cls, params: LookupParams, pair: ModelPair) -> Drafter:
         from spec_core.drafters.pair_draft import PairDraft
 
         model = PairDraft.build(None, pair)

@@ -4,10 +4,13 @@ drafting a chain token by token. Its own module so that a family built on it (``
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from spec_core.drafters.base import Drafter
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 class PairDraft:
@@ -27,7 +30,7 @@ class PairDraft:
             raise SpecScopeError("the pair's draft takes no parameter")
 
     @classmethod
-    def build(cls, params: None, pair) -> Drafter:
+    def build(cls, params: None, pair: ModelPair) -> Drafter:
         if pair.draft is None:
             raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
         if pair.draft_design == "feature":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -31,6 +32,9 @@ from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 __all__ = [
     "TreeShape",
@@ -262,7 +266,7 @@ class StandaloneTreeDrafter(StandaloneDrafter):
         self.grower = None
 
 
-def make_tree_drafter(pair, shape: TreeShape) -> FeatureTreeDrafter | StandaloneTreeDrafter:
+def make_tree_drafter(pair: ModelPair, shape: TreeShape) -> FeatureTreeDrafter | StandaloneTreeDrafter:
     """The tree drafter of a pair: EAGLE-2's dynamic tree on the feature draft, or on a standalone draft LM."""
     if pair.draft is not None and pair.draft_design == "feature":
         return FeatureTreeDrafter(pair.draft, shape)

@@ -46,6 +46,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -57,6 +58,9 @@ from spec_core.heads.ensemble import EnsembleHead, pair_hidden_sizes
 from spec_core.rewards import TASKS, EvalItem, load_items, reward, run_item
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.diversed import DiversedParams, DiversedVerifier
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head under
 
@@ -158,7 +162,7 @@ class RolloutGeneration(Generation):
 
 
 def rollout(
-    pair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int, temperature: float
+    pair: ModelPair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int, temperature: float
 ) -> tuple[float, dict[str, torch.Tensor] | None, str]:
     """One ensemble rollout at ``temperature``: (reward, the recorded positions concatenated or None, text)."""
     explore = cfg.explore if cfg.estimator == "gaussian" else 0.0
@@ -361,7 +365,9 @@ def update_head(
     return first
 
 
-def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float | tuple[float, ...] = 0.0) -> dict:
+def evaluate_method(
+    pair: ModelPair, items: list[EvalItem], method: str, temperature: float | tuple[float, ...] = 0.0
+) -> dict:
     """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items`` (item n with
     seed n at the n-th temperature of ``temperature`` in turn, one :func:`spec_core.rewards.run_item` each)."""
     grid = temperature if isinstance(temperature, tuple) else (temperature,)
@@ -386,7 +392,11 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
 
 
 def evaluate(
-    pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float | tuple[float, ...] = 0.0
+    pair: ModelPair,
+    head: EnsembleHead,
+    items: list[EvalItem],
+    policy: str,
+    temperature: float | tuple[float, ...] = 0.0,
 ) -> dict:
     """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
     pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(policy)})
@@ -426,7 +436,9 @@ def same_run(saved: dict, config: dict) -> bool:
     return {k: v for k, v in saved.items() if k not in loose} == {k: v for k, v in config.items() if k not in loose}
 
 
-def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
+def train(
+    pair: ModelPair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]
+) -> tuple[EnsembleHead, dict]:
     """Run the REINFORCE loop; returns the head and the card (resumes from ``cfg.work_dir``)."""
     if cfg.estimator == "gaussian" and cfg.explore <= 0:
         raise SpecScopeError("--estimator gaussian explores w_t with Gaussian noise on the logit: give --explore σ > 0")

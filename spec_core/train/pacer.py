@@ -33,6 +33,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -55,6 +56,9 @@ from spec_core.policies.base import DraftSoFar
 from spec_core.policies.fixed import FixedLength
 from spec_core.train.prompts import training_prompts, written_prompts
 from spec_core.types import RoundInputs, SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 RUNS_DIR = Path("runs/pacer")
 SAMPLED = SamplingConfig(temperature=0.7, top_p=0.9, seed=0)  # the sampled rounds (as the draft's own data)
@@ -122,7 +126,7 @@ def simulation_prompts(cfg: SimConfig) -> list[tuple[str, str]]:
     return out
 
 
-def simulate_prompt(pair, prompt: str, cfg: SimConfig, sampling: SamplingConfig) -> dict[str, torch.Tensor]:
+def simulate_prompt(pair: ModelPair, prompt: str, cfg: SimConfig, sampling: SamplingConfig) -> dict[str, torch.Tensor]:
     """One generation with the long window: per drafted token (N of them) and per round (R)."""
     run = _RecordingGeneration(pair, prompt, f"fixed:{cfg.window}", cfg.max_new_tokens, sampling, window=cfg.window)
     run.run()
@@ -222,7 +226,7 @@ def trained_prompt_texts(card: dict) -> set[str]:
     return {t for i, t in enumerate(texts) if i % every != 0}
 
 
-def simulate(pair, cfg: SimConfig, progress: bool = True) -> list[Path]:
+def simulate(pair: ModelPair, cfg: SimConfig, progress: bool = True) -> list[Path]:
     """Write the shards that are missing (resumable with the same settings); returns every shard's path."""
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     check_resumable(cfg)
@@ -435,7 +439,7 @@ def paper_predictions(
     return out
 
 
-def token_embeddings(pair, tokens: torch.Tensor) -> torch.Tensor:
+def token_embeddings(pair: ModelPair, tokens: torch.Tensor) -> torch.Tensor:
     """``[N]`` token ids → ``[N, H]`` bf16: the pair's input embeddings (which every embedded draft shares)."""
     table = pair.target.get_input_embeddings()
     with torch.inference_mode():
@@ -575,7 +579,7 @@ def load_meta(path: Path) -> dict:
 
 
 def run(
-    pair,
+    pair: ModelPair,
     draft: str,
     sim: SimConfig,
     cfg: TrainConfig,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,6 +13,9 @@ from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.errors import SpecScopeError
 from spec_core.rules import BLOCK_LOSSES
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 class BlockDrafter:
@@ -83,7 +87,7 @@ class BlockDrafter:
         self._extend(verified.layer_hidden[: accepted + 1])  # [pending, x_1..x_accepted]
 
 
-def make_block_drafter(pair, loss: str) -> BlockDrafter:
+def make_block_drafter(pair: ModelPair, loss: str) -> BlockDrafter:
     """The block drafter trained with ``loss`` (``block:LOSS``) for ``pair`` (loaded once, then cached in
     ``pair.extras``).
 
