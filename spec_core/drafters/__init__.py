@@ -19,7 +19,7 @@ method list, the glossary and the menus derive from this registry, so a new draf
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
 from spec_core.drafters.lookup import HybridDraft, LookupDraft
@@ -79,7 +79,7 @@ class TreeDraft:
         return make_tree_drafter(pair, shape)
 
 
-DRAFTERS: dict[str, type] = {
+DRAFTERS: dict[str, type[Any]] = {
     cls.prefix: cls for cls in (PairDraft, NoDrafter, BlockDraft, TreeDraft, LookupDraft, HybridDraft)
 }
 

@@ -6,7 +6,7 @@ methods) plus one line in :data:`POLICIES`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spec_core.policies.base import DraftLengthPolicy, DraftSoFar
 from spec_core.policies.confidence import ConfidenceLength
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["POLICIES", "DraftLengthPolicy", "DraftSoFar", "make_policy", "own_length", "parse_policy"]
 
-POLICIES: dict[str, type] = {
+POLICIES: dict[str, type[Any]] = {
     cls.prefix: cls for cls in (FixedLength, HeuristicLength, ConfidenceLength, PacerLength, CostLength)
 }
 

@@ -6,7 +6,7 @@ A new verifier is one class (``prefix``, ``parse``, ``build``, ``verify``; see :
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spec_core.types import PartSpec
 from spec_core.verifiers.base import Verdict, Verifier
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VERIFIERS", "Verdict", "Verifier", "make_verifier", "parse_verifier"]
 
-VERIFIERS: dict[str, type] = {
+VERIFIERS: dict[str, type[Any]] = {
     cls.prefix: cls for cls in (LosslessVerifier, LenientVerifier, StaticVerifier, DiversedVerifier)
 }
 
