@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -49,6 +49,9 @@ __all__ = ["Generation", "generate", "prompt_ids", "stream"]
 
 class Generation:
     """One generation run: iterate :meth:`rounds` for events, then read :meth:`result`."""
+
+    target_lm: CachedLM | None  # the run's caches, kept for inspection (set by the rounds, dropped by _release)
+    drafter: Drafter | None
 
     def __init__(
         self,
@@ -146,6 +149,7 @@ class Generation:
         # The prefill runs the whole prompt, so its last position already gives p for the first new token
         # (as transformers' generate does): the first round feeds only its drafts. From then on the cache
         # holds every token but the pending one (the recovered / bonus token, not yet run).
+        first: LMOutput | None
         context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
         drafter.reset(ids, context if len(ids) > 1 else None)
         finished = False
@@ -224,7 +228,7 @@ class Generation:
 
     def result(self) -> GenerationResult:
         return GenerationResult(
-            text=self.pair.tokenizer.decode(self.new_tokens, skip_special_tokens=True),
+            text=cast(str, self.pair.tokenizer.decode(self.new_tokens, skip_special_tokens=True)),  # one sequence
             token_ids=tuple(self.new_tokens),
             prompt_ids=tuple(self.prompt_ids),
             events=tuple(self.events),
@@ -243,14 +247,14 @@ def _target_pass(target: CachedLM, draft: RoundDraft, ids: list[int], first: LMO
     the verified text and its own ancestors (a 4D mask)."""
     tokens, positions, visible = draft.target_inputs(ids[-1], len(ids) - 1)
     skip = 0 if first is None else 1  # the prefill already ran the pending token
-    if skip and len(tokens) == 1:
+    if first is not None and len(tokens) == 1:
         return first
     mask = None
     if visible is not None:
         mask = attention_mask(visible[skip:, skip:], target.length, target.model, target.device)
         positions = positions[skip:]
     out = target.forward(tokens[skip:], positions=positions, mask=mask)
-    return _concat(first, out) if skip else out
+    return _concat(first, out) if first is not None else out
 
 
 def _round_inputs(draft: RoundDraft, out: LMOutput, target_hidden: bool) -> RoundInputs:
@@ -308,7 +312,7 @@ def _path_rows(out: LMOutput, path: Sequence[int]) -> LMOutput:
         return LMOutput(out.logits[:n], _cut(out.hidden, None, n), _cut(out.layer_hidden, None, n))
     rows = torch.tensor([0, *(1 + i for i in path)])
     pick = lambda x: x.index_select(0, rows.to(x.device)) if x is not None else None  # noqa: E731
-    return LMOutput(pick(out.logits), pick(out.hidden), pick(out.layer_hidden))
+    return LMOutput(out.logits.index_select(0, rows.to(out.logits.device)), pick(out.hidden), pick(out.layer_hidden))
 
 
 def stream(

@@ -111,7 +111,13 @@ class RoundRecorder:
         kind: NextKind = "target"
         if gamma:  # recovered when a draft after the kept ones was rejected, bonus when none followed them
             kind = "recovered" if draft.children(path[-1] if path else -1) else "bonus"
-        numbers = self._numbers(draft, inputs, verdict, line, next_prob) if gamma else None
+        numbers = None
+        if gamma:
+            assert inputs is not None and verdict is not None  # a drafted round was verified
+            numbers = self._numbers(draft, inputs, verdict, line, next_prob)
+        values: list[float]
+        gold: tuple[float, ...]
+        next_value: float | None
         if numbers is None:
             values, gold, next_value = [], (), float(next_prob) if next_prob is not None else None
         else:
@@ -192,5 +198,6 @@ class RoundRecorder:
             gold_q = ratio.exp() * probs
         else:
             gold_q = rules.softmax_at(logits, gold)
+        assert next_prob is not None  # the engine gives it whenever it displays
         values = torch.cat([*rows, p_x.float(), gold_q.float(), next_prob.float()]).tolist()
         return values[: 2 * gamma], tuple(values[2 * gamma : -1]), values[-1]

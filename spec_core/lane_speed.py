@@ -123,6 +123,7 @@ def verdict_text(
     if speed.measured is None and speed.predicted is None:
         return ""
     m = speed.measured if speed.measured is not None else speed.predicted
+    assert m is not None  # one of them (checked above)
     if speed.measured is None:
         head = f"predicted {'faster' if m >= 1 else 'slower'} than ar on this machine ({m:.2f}×, its measured costs)"
     elif speed.within_noise:
