@@ -291,7 +291,7 @@ def divergences(pair: ModelPair, generations: Mapping[str, Generation], request:
         if 0 <= at < min(len(run.new_tokens), len(ar.new_tokens)):
             found[method] = at
     out: dict[str, Divergence] = {}
-    for method in sorted(found, key=found.get, reverse=True):  # latest first: ar's cache is only ever cropped
+    for method in sorted(found, key=found.__getitem__, reverse=True):  # latest first: ar's cache is only ever cropped
         same = next((d for d in out.values() if d.position == found[method]), None)  # one pass per position
         out[method] = explain_divergence(
             pair, ar, generations[method], found[method], getattr(pair, "precision", "") or request.precision, same
@@ -324,6 +324,7 @@ def explain_divergence(
     else:
         ids = [*ar.prompt_ids, *ar.new_tokens]
         at = len(ar.prompt_ids) + position  # index of the diverging token in ids
+        assert ar.target_lm is not None  # ar's finished run keeps its cache
         ar.target_lm.crop(at - 1)
         logits = ar.target_lm.forward(torch.tensor([ids[at - 1]])).logits[-1]  # [V]
         top = torch.topk(logits, 2)

@@ -138,7 +138,9 @@ def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
         mask = _mask(visible_prefix, cached + (depth - 2) * n, own, n, mask_model, device)
         logits, hidden = step(tok.to(device), hidden, depth, mask)
         tok, prob = _pick(logits)
-        all_tok.append(tok), all_prob.append(prob), all_hidden.append(hidden)
+        all_tok.append(tok)
+        all_prob.append(prob)
+        all_hidden.append(hidden)
     return torch.stack(all_tok, 1).cpu(), torch.stack(all_prob, 1).cpu(), torch.stack(all_hidden, 1)
 
 

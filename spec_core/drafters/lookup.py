@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 import numpy as np
 import torch
@@ -169,6 +169,7 @@ class LookupDrafter:
         """What this round's copy proposes, up to ``k`` tokens (``[]``: no match), whatever was drafted of it."""
         if not self.has_match():
             return []
+        assert self._round is not None  # has_match
         _, at, _ = self._round
         start = at - len(self.drafted)
         return self.index.ids[start : start + self.params.k]
@@ -188,6 +189,7 @@ class LookupDrafter:
         """This round's copy as it stands: the estimate for each token it could still copy (``[]``: no match)."""
         if not self.has_match():
             return []
+        assert self._round is not None  # has_match
         n, at, recurred = self._round
         room = min(self.params.k - len(self.drafted), len(self.index.ids) - at)
         first = len(self.drafted) + 1
@@ -223,6 +225,12 @@ class LookupDrafter:
         self._round, self.drafted, self._searched = None, [], False
 
 
+class FollowingDrafter(Drafter, Protocol):
+    """A chain drafter that can take tokens another source drafted into its cache and features."""
+
+    def follow(self, tokens: Sequence[int]) -> None: ...
+
+
 class HybridDrafter:
     """The lookup where a copied round promises more tokens per millisecond than the draft network's rounds have
     been giving (and than a plain step), else the network, unless its record is below a plain step's; one source
@@ -235,7 +243,7 @@ class HybridDrafter:
     then catches up in one call (its ``reset`` over the text so far). A text the copy serves alone never pays for
     the network's pass over a long prompt (a tenth of a second for a 776-token passage here)."""
 
-    def __init__(self, lookup: LookupDrafter, model: Drafter, profile: CostProfile):
+    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile):
         self.lookup, self.model, self.profile = lookup, model, profile
         self.target_layers = model.target_layers
         self.needs_target_hidden = model.needs_target_hidden
@@ -373,4 +381,5 @@ class HybridDraft(LookupDraft):
             raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")
         from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike
 
-        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), model, pair_costs(pair))
+        following = cast(FollowingDrafter, model)  # it has follow (checked above)
+        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair))

@@ -4,12 +4,13 @@ drafting a chain token by token. Its own module so that a family built on it (``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from spec_core.drafters.base import Drafter
 from spec_core.errors import SpecScopeError
 
 if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
     from spec_core.models import ModelPair
 
 
@@ -36,7 +37,7 @@ class PairDraft:
         if pair.draft_design == "feature":
             from spec_core.drafters.feature import FeatureDrafter
 
-            return FeatureDrafter(pair.draft)
+            return FeatureDrafter(cast("FeatureDraft", pair.draft))  # the feature design
         from spec_core.drafters.standalone import StandaloneDrafter
 
         return StandaloneDrafter(pair.draft)

@@ -47,6 +47,8 @@ def _rms_norm(h: torch.Tensor) -> torch.Tensor:
 class EnsembleHead(nn.Module):
     """w = σ(Linear([rms(h_draft) ⊕ rms(h_target)] − centre)) per position (centre = 0 unless trained with one)."""
 
+    center: torch.Tensor  # a buffer, registered in __init__
+
     def __init__(self, draft_hidden: int, target_hidden: int, init_w: float = 0.5):
         super().__init__()
         if not 0.0 < init_w < 1.0:

@@ -15,7 +15,7 @@ on this pair is calibrated (docs/PACER.md). A copied token costs no draft forwar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -85,13 +85,13 @@ class CostLength:
         pass
 
     def trace(self) -> dict:
-        trace = {"costs": self.profile.name}
+        trace: dict[str, Any] = {"costs": self.profile.name}
         if self.expected is not None:
             trace["expected_tokens"] = round(self.expected, 3)
         return trace
 
 
-def pair_costs(pair: ModelPair) -> CostProfile:
+def pair_costs(pair: ModelPair | None) -> CostProfile:
     """The cost profile a ``cost`` policy prices with: this machine's cached table for the pair's precision, else
     (a fresh machine, a GPU, a pair of one's own) a quick one measured once on the pair: the target's passes over
     1..16 tokens (about a second), a draft forward priced at the draft's share of the target's parameters."""

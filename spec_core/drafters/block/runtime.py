@@ -74,7 +74,9 @@ class BlockDrafter:
         out_tokens, qs, token_probs = [], [], []
         for row in logits:  # each position from its own warped distribution (q rows are what was sampled)
             token, q, prob = draw(row, sampling, generator)
-            out_tokens.append(token), qs.append(q), token_probs.append(prob)
+            out_tokens.append(token)
+            qs.append(q)
+            token_probs.append(prob)
         self.drafted += out_tokens
         probs = torch.stack(qs) if qs[0] is not None else None
         return DraftChunk(out_tokens, probs, token_probs, list(hidden), list(logits), 1)  # one forward: the block
