@@ -14,6 +14,8 @@ from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from spec_core.models import ModelPair
 
 DEFAULT_PROMPTS = "prompts/specscope.jsonl"  # bench's prompt set without --prompts or --suite
@@ -166,7 +168,7 @@ def cmd_costs(args) -> int:
         print(f"auto picks {precision.choose(table)} on this machine; cached in {precision.table_path()}")
         return 0
     pair = _pair(args)
-    drafts = {"truncated": build_truncated(pair.parts_target)}
+    drafts: dict[str, nn.Module] = {"truncated": build_truncated(pair.parts_target)}
     if pair.name == "embedded":
         drafts |= {name: load_draft(pair.parts_target, name)[0] for name in available_drafts()}
     own = pair.draft_card.get("name") or "pair"

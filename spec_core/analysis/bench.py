@@ -172,9 +172,9 @@ def run_bench(
     greedy ``ar`` output on ``pair``, generated once here, so every method sees the same context.
     """
     specs = {m: parse_method(m) for m in ["ar", *methods]}  # parsed once: kinds and precisions read below
-    pairs = {None: pair}
+    pairs: dict[str | None, ModelPair] = {None: pair}
     for spec in specs.values():
-        if spec.precision not in pairs and spec.precision != pair.precision:
+        if spec.precision is not None and spec.precision not in pairs and spec.precision != pair.precision:
             if pair_for is None:
                 raise SpecScopeError(f"{spec.name!r} asks for another precision; this run has only {pair.precision}")
             pairs[spec.precision] = pair_for(spec.precision)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ from spec_core.pass_timing import interleaved_median_ms, target_calls
 from spec_core.types import SamplingConfig
 
 if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
     from spec_core.models import ModelPair
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
@@ -50,7 +52,7 @@ def median_ms(fn, repeats: int, warmup: int = 1) -> float:
 @torch.inference_mode()
 def measure_costs(
     pair: ModelPair,
-    drafts: dict[str, torch.nn.Module],
+    drafts: Mapping[str, torch.nn.Module],
     repeats: int = 20,
     context: int = CONTEXT,
     widths: tuple[int, ...] = WIDTHS,
@@ -66,7 +68,7 @@ def measure_costs(
     widths = tuple(sorted({1, *widths}))
     calls = {("target forward", n): call for n, call in target_calls(pair, widths, context, hidden=True).items()}
     for name, draft in drafts.items():
-        drafter = FeatureDrafter(draft) if hasattr(draft, "fc") else StandaloneDrafter(draft)
+        drafter = FeatureDrafter(cast("FeatureDraft", draft)) if hasattr(draft, "fc") else StandaloneDrafter(draft)
         probe = CachedLM(pair.target, layers=drafter.target_layers)  # the states this drafter reads
         prefill = probe.forward(torch.tensor([ids[0]]))  # any target output: features for the feature draft
         repeat = lambda t: torch.cat([t] * (context - 1)) if t is not None else None  # noqa: E731
@@ -208,6 +210,7 @@ def measure_round_costs(pair: ModelPair, head=None, block: int = 2, repeats: int
     generation) and one pre-verifier call on a block of ``block`` tokens."""
     from spec_core.engine import generate
 
+    assert pair.draft is not None  # a speculative pair
     df = measure_costs(pair, {"draft": pair.draft}, repeats)
     target = df[df["what"] == "target forward"]
     draft_ms = float(df.loc[df["what"] == "draft step (draft)", "ms"].iloc[0])

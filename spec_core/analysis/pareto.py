@@ -100,7 +100,7 @@ def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) 
         for t in TASKS
         if any(r["task"] == t for r in raw)
     }
-    rounds = {k: sum((r["rounds"][k] for r in raw), []) for k in raw[0]["rounds"]}
+    rounds: dict[str, list] = {k: sum((r["rounds"][k] for r in raw), []) for k in raw[0]["rounds"]}
     drafted, accepted = sum(rounds["gamma"]), sum(rounds["measured"])
     forwards, new_tokens = sum(r["forwards"] for r in raw), sum(r["new_tokens"] for r in raw)
     wall = sum(r["wall_s"] for r in raw)
@@ -237,6 +237,7 @@ def run_pareto(
     pool = None
     try:
         if workers > 1:
+            assert callable(pair)  # a loader (checked above)
             pool = ProcessPoolExecutor(
                 min(workers, len(items)) or 1,
                 mp_context=get_context("spawn"),

@@ -93,7 +93,9 @@ def run_peer(
         eos = sorted(pair.eos_token_ids)
         t0 = time.perf_counter()
         try:
-            out = pair.target.generate(
+            # the target is a causal LM (GenerationMixin); PreTrainedModel's type has no generate, and mypy cannot
+            # read GenerationMixin.generate's self type (transformers annotates it for ty)
+            out = pair.target.generate(  # type: ignore[operator]
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
                 eos_token_id=eos or None,

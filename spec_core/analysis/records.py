@@ -74,7 +74,7 @@ Records = Mapping[str, PromptRecord]  # prompt id → record, in prompt order
 
 def run_records(
     pair: ModelPair,
-    prompts: Sequence[Mapping[str, str]],
+    prompts: Sequence[dict],  # rows: prompt, id, category, and a history of turns
     spec: MethodSpec,
     max_new_tokens: int,
     sampling: SamplingConfig,

@@ -141,6 +141,7 @@ def main(argv: list[str]) -> int:
         table, events = run_shapes(pair, shapes, prompts, a.max_new_tokens)
         context = int(np.mean([e.context_len for evs in events.values() for e in evs]))
         widths = sorted({1, 2, 4, 8, *(s.nodes + 1 for s in shapes)})
+        assert pair.draft is not None  # the embedded pair has its draft
         costs = measure_costs(pair, {a.draft: pair.draft}, repeats=5, context=context, widths=tuple(widths))
         table = price(table, events, costs, a.draft)
     except SpecScopeError as err:
