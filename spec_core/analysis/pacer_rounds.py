@@ -29,6 +29,7 @@ def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blo
     from safetensors.torch import save_file
 
     from spec_core.analysis.preverifier import head_call_ms, head_scorer, rounds_seen_in_training, shipped_heads
+    from spec_core.heads.preverifier import BlockPreVerifier
     from spec_core.train.pacer import load_data, token_embeddings
 
     paths = sorted(shards.glob("shard_*.safetensors"))
@@ -48,7 +49,7 @@ def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blo
     for name, (head, _) in heads.items():
         heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
         heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
-        if getattr(head.cfg, "design", "") == "paper" and head.cfg.use_token and "token_embed" not in data:
+        if isinstance(head, BlockPreVerifier) and head.cfg.use_token and "token_embed" not in data:  # the paper head
             data["token_embed"] = token_embeddings(pair, data["token"])
         score = head_scorer(head, data)
         for b in blocks:

@@ -37,7 +37,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -66,6 +66,7 @@ from spec_core.replay import (  # noqa: F401  (the replay's names, re-exported f
 )
 
 if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
     from spec_core.models import ModelPair
 
 # -- recording ----------------------------------------------------------------------------------------------------
@@ -99,12 +100,15 @@ def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
 
     device, text = pair.device, torch.tensor(seq[:-1])
     start = torch.arange(n) + p  # prefix length of each row
+    assert pair.draft is not None  # a pair with a draft (the record's drafts come from it)
+    mask_model: torch.nn.Module  # the model whose attention implementation the tree masks are made for
     if pair.draft_design == "feature":
         from spec_core.drafters.feature import FeatureDrafter
 
-        draft = pair.draft
+        draft = cast("FeatureDraft", pair.draft)  # the feature design
         lm = CachedLM(pair.target, layers=FeatureDrafter(draft).target_layers, hidden=True)
         out = lm.forward(text, all_logits=False)
+        assert out.hidden is not None  # hidden=True
         layers = out.layer_hidden
         feats = draft.target_features(out.hidden, layers).to(next(draft.parameters()).dtype)  # [T-1, H]
         from transformers import DynamicCache
@@ -123,6 +127,7 @@ def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
     else:
         lm = CachedLM(pair.draft)
         out = lm.forward(text)
+        assert out.hidden is not None  # CachedLM keeps hidden states
         hidden, logits = out.hidden[start - 1], out.logits[start - 1]
         cached, mask_model = text.shape[0], pair.draft
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,12 +129,13 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
     per_round = rounds.per_round(
         rounds.predicted.get(paper_key(params.head, params.block), rounds.predicted[params.head])
     )
-    lengths = [replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)]
-    lengths = torch.tensor(lengths)
+    lengths = torch.tensor([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)])
     return lengths, (lengths + params.block - 1) // params.block
 
 
-def policy_table(rounds: RecordedRounds, costs: CostProfile, pacer: dict[str, object] | None = None) -> pd.DataFrame:
+def policy_table(
+    rounds: RecordedRounds, costs: CostProfile, pacer: Mapping[str, PacerParams] | None = None
+) -> pd.DataFrame:
     """One row per policy: fixed windows, the oracle and the given PACER settings (name → PacerParams)."""
     rows = []
 
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         "oracle_vs_best_fixed": float(oracle["vs_best_fixed"]),
     }
     if args.tune:
-        grid = {
+        grid: dict[str, list] = {
             "block": [1, 2, 3, 4],
             "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
             "rho": [1.0, 1.1, 1.2, 1.3, 1.5],
