@@ -46,7 +46,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -114,12 +114,14 @@ class RecordingVerifier(DiversedVerifier):
     def weights(self, inputs: RoundInputs) -> torch.Tensor:
         if self.explore <= 0:
             return super().weights(inputs)
+        assert inputs.target_hidden is not None  # needs_target_hidden
         mean = self.head.logit(inputs.draft_hidden, inputs.target_hidden[: inputs.gamma]).detach().float()  # [γ]
         self.sampled_logit = mean + self.explore * torch.randn(mean.shape, generator=self.noise)
         return torch.sigmoid(self.sampled_logit)
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None):
         verdict = super().verify(inputs, sampling, generator)
+        assert inputs.target_hidden is not None  # needs_target_hidden (weights refuses a round without it)
         gamma = inputs.gamma
         n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the rejected one (not the bonus position)
         drafted = inputs.draft_tokens[:n]  # [n] x_t
@@ -187,7 +189,10 @@ def rollout_drafter(policy: str) -> str:
     its card says so (``diversed`` refuses any other drafter)."""
     from spec_core.methods import parse_method
 
-    return parse_method(policy).drafter.text
+    drafter = parse_method(policy).drafter
+    if drafter is None:  # a peer (hf-...): transformers' generate, no drafter of ours
+        raise SpecScopeError(f"--policy {policy!r} has no drafter to train the head on; use default or block:LOSS")
+    return drafter.text
 
 
 def temperature_grid(cfg: TrainConfig) -> tuple[float, ...]:
@@ -468,7 +473,7 @@ def train(
     work = Path(cfg.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     ckpt = work / "checkpoint.pt"
-    state = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
+    state: dict[str, Any] = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
         if same_run(saved.get("config") or {}, asdict(cfg)):
@@ -497,15 +502,17 @@ def train(
                 for g in range(cfg.group)
             }
             if cfg.freeze_bias and state["step"] == 0:  # centre on the first batch's positions (kept in the head)
-                recs = [o[1] for o in outs.values() if o[1] is not None]
-                if recs:
+                firsts = [o[1] for o in outs.values() if o[1] is not None]
+                if firsts:
                     with torch.no_grad():
                         feats = head.features(
-                            torch.cat([r["draft_hidden"] for r in recs]), torch.cat([r["target_hidden"] for r in recs])
+                            torch.cat([r["draft_hidden"] for r in firsts]),
+                            torch.cat([r["target_hidden"] for r in firsts]),
                         )
                         head.center += feats.mean(0)
             head.train()
             # advantages: A = R − b, b the mean of the item's other rollouts (group > 1) or the task's running mean
+            task_ws: dict[str, list[float]]
             ws, rs, task_ws, raw = [], [], {}, []
             for i in picked:
                 item, rewards = train_items[i], [outs[i, g][0] for g in range(cfg.group)]

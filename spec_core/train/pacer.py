@@ -33,7 +33,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -394,7 +394,9 @@ def pack_segments(segments: torch.Tensor, seq_len: int, order: torch.Tensor | No
     counts = torch.bincount(segments)  # [B] tokens per block
     starts = torch.cumsum(counts, 0) - counts  # [B]
     order = torch.arange(len(counts)) if order is None else order
-    rows, row, fill = [], [], 0
+    rows: list[list[int]] = []
+    row: list[int] = []
+    fill = 0
     for b in order.tolist():
         n = int(counts[b])
         if fill + n > seq_len and row:
@@ -428,7 +430,7 @@ def paper_predictions(
 ) -> torch.Tensor:
     """â ``[n]`` of the tokens in ``mask`` (whole rounds), each scored inside its block of ``block`` tokens."""
     sel = torch.nonzero(mask).squeeze(-1)
-    sub = {k: data[k][sel] for k in ("hidden", "position", "token_embed") if k in data}
+    sub: dict[str, torch.Tensor] = {k: data[k][sel] for k in ("hidden", "position", "token_embed") if k in data}
     index, seg = pack_segments(block_segments(sub["position"], block), seq_len)
     out = torch.empty(len(sel))
     with torch.inference_mode():
@@ -441,7 +443,7 @@ def paper_predictions(
 
 def token_embeddings(pair: ModelPair, tokens: torch.Tensor) -> torch.Tensor:
     """``[N]`` token ids → ``[N, H]`` bf16: the pair's input embeddings (which every embedded draft shares)."""
-    table = pair.target.get_input_embeddings()
+    table = cast(torch.nn.Embedding, pair.target.get_input_embeddings())
     with torch.inference_mode():
         return torch.cat(
             [
@@ -471,7 +473,9 @@ def train_paper_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: s
     heldout = (data["prompt"] % cfg.heldout_every) == 0  # [N] split by prompt, never within one
     if heldout.all() or not heldout.any():
         raise SpecScopeError("PACER data too small to split into train and held-out prompts; simulate more prompts")
-    train = {k: data[k][~heldout] for k in ("hidden", "position", "token_embed", "label") if k in data}
+    train: dict[str, torch.Tensor] = {
+        k: data[k][~heldout] for k in ("hidden", "position", "token_embed", "label") if k in data
+    }
     # every training round once per block size: a block's tokens see each other (causally), never another block's
     pools = []
     for b in cfg.block_sizes:
