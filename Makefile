@@ -35,7 +35,7 @@ bench: setup
 	$(PY) -m spec_core bench --prompts prompts/specscope.jsonl --methods ar,fixed:2,fixed:4,fixed:6,heuristic,confidence:0.4,hf-ar,hf-assisted:4 --max-new-tokens 96 --repeats 3 --out runs/bench.csv
 
 lint: setup
-	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	.venv/bin/ruff check . && .venv/bin/ruff format --check . && $(PY) -m mypy
 
 # Opt-in, never part of `make test`: a Space simulated here from a clean clone (KIND=zerogpu, about 4 minutes and
 # 7 GB of pip: ZeroGPU's torch; or KIND=cpu, the Docker Space). See docs/DEPLOY.md.

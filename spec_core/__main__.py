@@ -8,9 +8,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from typing import TYPE_CHECKING
 
 from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from spec_core.models import ModelPair
 
 DEFAULT_PROMPTS = "prompts/specscope.jsonl"  # bench's prompt set without --prompts or --suite
 
@@ -82,7 +88,7 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def _measure_costs_for_auto_t(pair, pair_name: str, specs) -> None:
+def _measure_costs_for_auto_t(pair: ModelPair, pair_name: str, specs) -> None:
     """``pacer`` without a ``t`` tunes its threshold to this machine's cost table (spec_core/policies/pacer_tuning.py),
     which a lane never measures itself (a build must not wait). A benchmark can: without a table for this CPU and
     thread count it would run ``pacer`` at the fallback t, so the table is measured once first, and cached."""
@@ -121,7 +127,7 @@ def cmd_bench(args) -> int:
     _measure_costs_for_auto_t(pair, args.pair, [parse_method(m) for m in methods])
     from spec_core.models import load_pair
 
-    def pair_for(precision):
+    def pair_for(precision: str) -> ModelPair:
         return load_pair(args.pair, device=args.device, dtype=precision, draft=args.draft, operator=True)
 
     df = run_bench(
@@ -162,7 +168,7 @@ def cmd_costs(args) -> int:
         print(f"auto picks {precision.choose(table)} on this machine; cached in {precision.table_path()}")
         return 0
     pair = _pair(args)
-    drafts = {"truncated": build_truncated(pair.parts_target)}
+    drafts: dict[str, nn.Module] = {"truncated": build_truncated(pair.parts_target)}
     if pair.name == "embedded":
         drafts |= {name: load_draft(pair.parts_target, name)[0] for name in available_drafts()}
     own = pair.draft_card.get("name") or "pair"

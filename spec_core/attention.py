@@ -19,8 +19,13 @@ model to it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import torch
 from torch.nn import functional as F
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 NAME = "specscope_sdpa"
 
@@ -55,6 +60,7 @@ def grouped_sdpa(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     folded = query.reshape(batch, heads // groups, groups * q_len, dim)  # a group's heads, one after the other
+    assert attention_mask is not None  # foldable
     mask = attention_mask.repeat(1, 1, groups, 1)  # [B, 1, groups · Q, K]: the same rows for each folded head
     out = F.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
     out = out.reshape(out.shape[0], heads, q_len, value.shape[-1])
@@ -77,5 +83,5 @@ def use_grouped_sdpa(model: torch.nn.Module) -> torch.nn.Module:
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return model
     register()
-    model.set_attn_implementation(NAME)
+    cast("PreTrainedModel", model).set_attn_implementation(NAME)  # a transformers model (it has an sdpa config)
     return model

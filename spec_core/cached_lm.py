@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import CacheLayerMixin, DynamicLayer
 
 PREFILL_WIDE = 16  # a first pass this wide runs on ``prefill_model`` when there is one
 MIN_ROOM = 256  # positions a layer's buffer holds at first; it doubles when full
@@ -22,15 +22,20 @@ class RoomyLayer(DynamicLayer):
     buffer); anything that replaces ``keys`` by a new tensor (a tree round's gather) is adopted on the next update.
     """
 
+    room_keys: torch.Tensor | None  # the buffers (set by lazy_initialization, filled by _room_for)
+    room_values: torch.Tensor | None
+
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)
         self.room_keys = self.room_values = None
 
     def _room_for(self, needed: int) -> None:
+        assert self.keys is not None and self.values is not None  # initialized (update's first call)
         held = self.keys.shape[-2] if self.keys.dim() == 4 else 0
-        ours = self.room_keys is not None and self.keys.dim() == 4 and self.keys.data_ptr() == self.room_keys.data_ptr()
-        if ours and needed <= self.room_keys.shape[-2]:
-            return
+        room = self.room_keys
+        if room is not None and self.keys.dim() == 4 and self.keys.data_ptr() == room.data_ptr():  # ours
+            if needed <= room.shape[-2]:
+                return
         capacity = max(MIN_ROOM, 2 * needed)
         shape = (*self.new_shape[:2], capacity, self.new_shape[3])
         keys = torch.empty(shape, dtype=self.dtype, device=self.device)
@@ -45,9 +50,11 @@ class RoomyLayer(DynamicLayer):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         self.new_shape = key_states.shape
+        assert self.keys is not None
         held = self.keys.shape[-2] if self.keys.dim() == 4 else 0
         end = held + key_states.shape[-2]
         self._room_for(end)
+        assert self.room_keys is not None and self.room_values is not None  # _room_for made room
         self.room_keys[:, :, held:end].copy_(key_states)
         self.room_values[:, :, held:end].copy_(value_states)
         self.keys, self.values = self.room_keys[:, :, :end], self.room_values[:, :, :end]
@@ -153,6 +160,7 @@ class CachedLM:
     def crop(self, length: int) -> None:
         """Keep the first ``length`` cached tokens."""
         if length < self.length:
+            assert self.cache is not None  # it holds tokens
             self.cache.crop(length - self.length)  # negative: this transformers version takes -(count to remove)
             self.length = length
 
@@ -171,7 +179,10 @@ class CachedLM:
         keys and values are gathered along the sequence axis.
         """
         keep = keep.to(self.device)
+        assert self.cache is not None
         for layer in self.cache.layers:
+            # a tree round's layers hold keys and values (a linear-attention state or a dummy layer has none to gather)
+            assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
             layer.keys = layer.keys.index_select(-2, keep)
             layer.values = layer.values.index_select(-2, keep)
         self.length = int(keep.numel())

@@ -23,6 +23,7 @@ import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -191,7 +192,7 @@ class CostProfile:
     def best_window(self, alpha: float, windows: Sequence[int] = range(1, 9)) -> tuple[int, float]:
         """(k, predicted speedup) of the fixed window this profile favours at acceptance α."""
         scores = {k: float(self.window_speedup(alpha, k)) for k in windows}
-        k = max(scores, key=scores.get)
+        k = max(scores, key=scores.__getitem__)
         return k, scores[k]
 
     # -- storage ------------------------------------------------------------------------------------------------
@@ -202,7 +203,7 @@ class CostProfile:
     @classmethod
     def from_dict(cls, raw: Mapping) -> CostProfile:
         """From :meth:`to_json`'s fields (a record saved before the one cost model wrote ``overhead_ms``)."""
-        fields = {
+        fields: dict[str, Any] = {
             ("engine_ms" if k == "overhead_ms" else k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()
         }
         return cls(**fields)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -37,6 +38,9 @@ from spec_core.prompting import prompt_ids
 from spec_core.types import GenerationResult, RoundEvent, RoundInputs, SamplingConfig, Stats
 from spec_core.verifiers import make_verifier
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
+
 MAX_NEW_TOKENS_LIMIT = 4096
 DRAFT_OVERSHOOT = 64  # positions a round may draft past the final length (cache room to check for)
 
@@ -46,9 +50,12 @@ __all__ = ["Generation", "generate", "prompt_ids", "stream"]
 class Generation:
     """One generation run: iterate :meth:`rounds` for events, then read :meth:`result`."""
 
+    target_lm: CachedLM | None  # the run's caches, kept for inspection (set by the rounds, dropped by _release)
+    drafter: Drafter | None
+
     def __init__(
         self,
-        pair,
+        pair: ModelPair,
         prompt: str,
         method: str | MethodSpec = "fixed:4",
         max_new_tokens: int = 128,
@@ -143,6 +150,7 @@ class Generation:
         # The prefill runs the whole prompt, so its last position already gives p for the first new token
         # (as transformers' generate does): the first round feeds only its drafts. From then on the cache
         # holds every token but the pending one (the recovered / bonus token, not yet run).
+        first: LMOutput | None
         context, first = _split_prefill(target.forward(torch.tensor(ids), all_logits=False))
         drafter.reset(ids, context if len(ids) > 1 else None)
         finished = False
@@ -221,7 +229,7 @@ class Generation:
 
     def result(self) -> GenerationResult:
         return GenerationResult(
-            text=self.pair.tokenizer.decode(self.new_tokens, skip_special_tokens=True),
+            text=cast(str, self.pair.tokenizer.decode(self.new_tokens, skip_special_tokens=True)),  # one sequence
             token_ids=tuple(self.new_tokens),
             prompt_ids=tuple(self.prompt_ids),
             events=tuple(self.events),
@@ -240,14 +248,14 @@ def _target_pass(target: CachedLM, draft: RoundDraft, ids: list[int], first: LMO
     the verified text and its own ancestors (a 4D mask)."""
     tokens, positions, visible = draft.target_inputs(ids[-1], len(ids) - 1)
     skip = 0 if first is None else 1  # the prefill already ran the pending token
-    if skip and len(tokens) == 1:
+    if first is not None and len(tokens) == 1:
         return first
     mask = None
     if visible is not None:
         mask = attention_mask(visible[skip:, skip:], target.length, target.model, target.device)
         positions = positions[skip:]
     out = target.forward(tokens[skip:], positions=positions, mask=mask)
-    return _concat(first, out) if skip else out
+    return _concat(first, out) if first is not None else out
 
 
 def _round_inputs(draft: RoundDraft, out: LMOutput, target_hidden: bool) -> RoundInputs:
@@ -305,11 +313,11 @@ def _path_rows(out: LMOutput, path: Sequence[int]) -> LMOutput:
         return LMOutput(out.logits[:n], _cut(out.hidden, None, n), _cut(out.layer_hidden, None, n))
     rows = torch.tensor([0, *(1 + i for i in path)])
     pick = lambda x: x.index_select(0, rows.to(x.device)) if x is not None else None  # noqa: E731
-    return LMOutput(pick(out.logits), pick(out.hidden), pick(out.layer_hidden))
+    return LMOutput(out.logits.index_select(0, rows.to(out.logits.device)), pick(out.hidden), pick(out.layer_hidden))
 
 
 def stream(
-    pair,
+    pair: ModelPair,
     prompt: str,
     method: str = "fixed:4",
     max_new_tokens: int = 128,
@@ -326,7 +334,7 @@ def stream(
 
 
 def generate(
-    pair,
+    pair: ModelPair,
     prompt: str,
     method: str = "fixed:4",
     max_new_tokens: int = 128,

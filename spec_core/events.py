@@ -113,8 +113,14 @@ class RoundRecorder:
         if gamma:  # recovered when a draft after the kept ones was rejected, bonus when none followed them
             kind = "recovered" if draft.children(path[-1] if path else -1) else "bonus"
         rejected = line[len(path)] if kind == "recovered" and self.display else None  # the draft rejected
-        numbers = self._numbers(draft, inputs, verdict, line, next_prob, rejected) if gamma else None
+        numbers = None
+        if gamma:
+            assert inputs is not None and verdict is not None  # a drafted round was verified
+            numbers = self._numbers(draft, inputs, verdict, line, next_prob, rejected)
         rejection = None
+        values: list[float]
+        gold: tuple[float, ...]
+        next_value: float | None
         if numbers is None:
             values, gold, next_value = [], (), float(next_prob) if next_prob is not None else None
         else:
@@ -216,6 +222,7 @@ class RoundRecorder:
         else:
             gold_q = rules.softmax_at(logits, gold)
         top = _top_at(inputs, rejected, draft.parents) if rejected is not None else torch.zeros(0)
+        assert next_prob is not None  # the engine gives it whenever it displays
         parts = [*rows, p_x, gold_q, next_prob, top]  # float64: token ids in ``top`` stay exact
         values = torch.cat([v.double() for v in parts]).tolist()
         n = 2 * gamma + len(gold_q) + 1  # where the top-k begins

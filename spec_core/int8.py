@@ -19,9 +19,17 @@ from __future__ import annotations
 
 import copy
 import os
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from spec_core.drafters.networks import FeatureDraft
+
+_Model = TypeVar("_Model", bound="PreTrainedModel")
 
 
 class Int8Linear(nn.Module):
@@ -30,6 +38,10 @@ class Int8Linear(nn.Module):
     ``weight`` stays readable (the original tensor, shared and not copied) for parts that read a head's rows,
     e.g. a trimmed draft head; the forward pass never touches it.
     """
+
+    weight_int8: torch.Tensor  # buffers, registered in __init__
+    scales: torch.Tensor
+    bias: torch.Tensor | None
 
     def __init__(self, linear: nn.Linear, keep_weight: bool = False):
         super().__init__()
@@ -70,7 +82,7 @@ def native_bf16() -> bool:
     return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})
 
 
-def int8_target(model: nn.Module) -> nn.Module:
+def int8_target(model: _Model) -> _Model:
     """A copy of ``model`` (bfloat16) whose linears, the output head among them, are :class:`Int8Linear`.
 
     The copy shares the embedding with ``model`` (tied heads: the int8 head is built from the same matrix and
@@ -99,7 +111,7 @@ def int8_draft(draft: nn.Module) -> nn.Module:
     if not hasattr(draft, "head_rows") or next(draft.parameters()).dtype != torch.bfloat16:
         return draft
     shared = {id(draft.embed): draft.embed, id(draft.head): draft.head}
-    quant = copy.deepcopy(draft, memo=shared)
+    quant = cast("FeatureDraft", copy.deepcopy(draft, memo=shared))  # a feature draft: it has head_rows
     for module in list(quant.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, nn.Linear):

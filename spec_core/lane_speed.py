@@ -21,11 +21,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from spec_core.cost_model import CostProfile, accelerator_profile, profile_from_events, round_shape
 from spec_core.types import RoundEvent, Stats
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 MIN_TIMED_TOKENS = 16  # fewer new tokens than this: "too few tokens to time"
 TOO_FEW = "too few tokens to time"
@@ -132,6 +136,7 @@ def verdict_text(
     if speed.measured is None and speed.predicted is None:
         return ""
     m = speed.measured if speed.measured is not None else speed.predicted
+    assert m is not None  # one of them (checked above)
     if speed.measured is None:
         head = f"predicted {'faster' if m >= 1 else 'slower'} than ar on this machine ({m:.2f}×, its measured costs)"
     elif speed.within_noise and speed.spread is not None:
@@ -215,7 +220,9 @@ def lane_speed(
     return _priced(stats, events, profile, draft_ratio, measured, speedup_spread(events, ar), lossy_note)
 
 
-def probe_profile(pair, events: Sequence[RoundEvent], target_lm, pending: int, repeats: int = 3) -> CostProfile | None:
+def probe_profile(
+    pair: ModelPair, events: Sequence[RoundEvent], target_lm, pending: int, repeats: int = 3
+) -> CostProfile | None:
     """This run's costs with the plain step measured beside it: the run's own rounds give the verification, draft,
     engine and head costs, and a one-token target step is timed on the run's own cache (``target_lm``, which holds
     every token but the ``pending`` one), then cropped back: a lane run alone, as ``/generate`` runs it, has no
@@ -262,7 +269,7 @@ def _priced(
 
 
 def run_verdict(
-    pair,
+    pair: ModelPair,
     events: Sequence[RoundEvent],
     target_lm,
     pending: int,
@@ -283,7 +290,7 @@ def run_verdict(
     return _priced(stats, events, profile, draft_ratio if draft_ratio is not None else DEFAULT_DRAFT_RATIO)
 
 
-def draft_ratio(pair) -> float | None:
+def draft_ratio(pair: ModelPair) -> float | None:
     """Parameters a draft forward reads over the target's: the accelerator model's price of a draft step."""
     if pair.draft is None:
         return None

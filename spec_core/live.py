@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,6 +36,9 @@ from spec_core.methods import is_lossy
 from spec_core.requests import GenerateRequest, LiveRequest
 from spec_core.session import first_divergence, interleave
 from spec_core.types import RoundEvent, SamplingConfig, Stats
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 UPDATE_EVERY_S = 1.0  # seconds of decoding between two page updates (the page's own work not counted)
 PAGE_SHARE = 0.1  # at most this share of a run goes to page updates: a slow page (a busy machine) updates less often
@@ -171,7 +174,7 @@ def _guarded(method: str, rounds: Iterator[RoundEvent], errors: dict[str, str]) 
         errors[method] = f"{method} cannot run here: {err}"
 
 
-def _generations(pair, request: LiveRequest, errors: dict[str, str]) -> dict[str, Generation]:
+def _generations(pair: ModelPair, request: LiveRequest, errors: dict[str, str]) -> dict[str, Generation]:
     runs = {}
     for lane in request.lanes:
         if lane.spec is None:
@@ -275,7 +278,7 @@ def lossless_at_zero(request: LiveRequest, method: str) -> bool:
     return request.sampling.greedy and spec is not None and spec.kind == "speculative" and verifier == "lossless"
 
 
-def divergences(pair, generations: Mapping[str, Generation], request: LiveRequest) -> dict[str, Divergence]:
+def divergences(pair: ModelPair, generations: Mapping[str, Generation], request: LiveRequest) -> dict[str, Divergence]:
     """Each lossless lane's first divergence from a finished ``ar`` lane (none when they agree)."""
     ar = generations.get("ar")
     if ar is None or not ar.events:
@@ -288,7 +291,7 @@ def divergences(pair, generations: Mapping[str, Generation], request: LiveReques
         if 0 <= at < min(len(run.new_tokens), len(ar.new_tokens)):
             found[method] = at
     out: dict[str, Divergence] = {}
-    for method in sorted(found, key=found.get, reverse=True):  # latest first: ar's cache is only ever cropped
+    for method in sorted(found, key=found.__getitem__, reverse=True):  # latest first: ar's cache is only ever cropped
         same = next((d for d in out.values() if d.position == found[method]), None)  # one pass per position
         out[method] = explain_divergence(
             pair, ar, generations[method], found[method], getattr(pair, "precision", "") or request.precision, same
@@ -308,7 +311,7 @@ def verify_width(events: Sequence[RoundEvent], position: int) -> int:
 
 @torch.inference_mode()
 def explain_divergence(
-    pair, ar: Generation, lane: Generation, position: int, precision: str, known: Divergence | None = None
+    pair: ModelPair, ar: Generation, lane: Generation, position: int, precision: str, known: Divergence | None = None
 ) -> Divergence:
     """The target's two best tokens where ``lane`` parts from ``ar`` (``known``: another lane's divergence at the
     same position, whose reading is reused).
@@ -321,6 +324,7 @@ def explain_divergence(
     else:
         ids = [*ar.prompt_ids, *ar.new_tokens]
         at = len(ar.prompt_ids) + position  # index of the diverging token in ids
+        assert ar.target_lm is not None  # ar's finished run keeps its cache
         ar.target_lm.crop(at - 1)
         logits = ar.target_lm.forward(torch.tensor([ids[at - 1]])).logits[-1]  # [V]
         top = torch.topk(logits, 2)
@@ -348,7 +352,9 @@ def stopped(frame: LiveFrame | None) -> str:
     return f"Stopped. New tokens so far: {made or 'none'}."
 
 
-def stats_stream(pair, request: GenerateRequest, every_s: float = STREAM_EVERY_S) -> Iterator[dict[str, Any]]:
+def stats_stream(
+    pair: ModelPair, request: GenerateRequest, every_s: float = STREAM_EVERY_S
+) -> Iterator[dict[str, Any]]:
     """The ``/generate`` stream: a stats dict after the first round and then every ``every_s`` seconds; the last
     one is final and holds the whole text.
 

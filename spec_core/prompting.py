@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 History = Sequence[tuple[str, str]]  # earlier turns of a conversation: (user, assistant) pairs, oldest first
 
@@ -22,7 +26,7 @@ def chat_ids(tokenizer, prompt: str, history: History | None = None) -> list[int
     return list(ids)
 
 
-def prompt_ids(pair, prompt: str, chat: bool = True, history: History | None = None) -> list[int]:
+def prompt_ids(pair: ModelPair, prompt: str, chat: bool = True, history: History | None = None) -> list[int]:
     """Token ids of ``prompt``, through the target's chat template when it has one and ``chat`` is on.
 
     ``history`` (a multi-turn conversation's earlier turns) comes first: rendered as [user_1, assistant_1, ...,

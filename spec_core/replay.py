@@ -208,7 +208,14 @@ def _parse(policy: str | PacerParams):
     if not name:
         raise SpecScopeError("empty policy name; try fixed:4, heuristic, confidence:0.4, pacer or oracle")
     spec = spec_of(name)  # a clear SpecScopeError for unknown names
-    if spec.kind != "speculative" or spec.drafter.family != "default" or spec.policy.family not in spec.heads:
+    if (
+        spec.kind != "speculative"
+        or spec.drafter is None
+        or spec.policy is None
+        or spec.verifier is None
+        or spec.drafter.family != "default"
+        or spec.policy.family not in spec.heads
+    ):
         raise SpecScopeError(
             f"the playground replays a draft-length policy on the pair's own draft, and {name!r} names none; "
             "try fixed:4, heuristic, confidence:0.4, pacer or oracle"
@@ -248,8 +255,8 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: CostProf
             raise SpecScopeError(
                 f"{params.describe()}: max {params.max_len} is over the {m} drafts recorded per position"
             )
-        scores = record.predicted.get(paper_key(params.head, params.block), record.predicted[params.head])
-        scores = torch.from_numpy(scores.astype(np.float64))
+        recorded = record.predicted.get(paper_key(params.head, params.block), record.predicted[params.head])
+        scores = torch.from_numpy(recorded.astype(np.float64))
     elif family != ORACLE:
         live = make_policy(params)
     drafts, probs = record.draft_tokens.tolist(), record.draft_probs.tolist()
@@ -269,8 +276,11 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: CostProf
             truncated += cut
         keep = min(int(record.match[pos]), length)
         if length and live is not None:
-            live.end_round(_Drafted(tuple(drafts[pos][:length])), keep)
-        starts.append(pos), lengths.append(length), kept.append(keep)
+            # _Drafted stands in for RoundInputs: a policy's end_round reads only draft_tokens
+            live.end_round(_Drafted(tuple(drafts[pos][:length])), keep)  # type: ignore[arg-type]
+        starts.append(pos)
+        lengths.append(length)
+        kept.append(keep)
         pos += min(keep + 1, n_tokens - pos)
     ms = ar_ms = None
     costs = costs or record.costs
@@ -299,7 +309,7 @@ def _oracle_plan(record: TextRecord, costs: CostProfile | None) -> list[int] | N
     for pos in range(n - 1, -1, -1):
         top = max(0, min(int(record.match[pos]), m, limit - pos - 1))
         lengths = np.arange(top + 1)
-        ms = costs.round_ms(lengths + 1, lengths) + np.array([best[min(pos + k + 1, n)] for k in lengths])
+        ms = costs.round_ms(lengths + 1, lengths) + np.array([best[min(pos + int(k) + 1, n)] for k in lengths])
         choice[pos] = int(np.argmin(ms))
         best[pos] = float(ms[choice[pos]])
     return choice

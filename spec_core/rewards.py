@@ -24,6 +24,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,6 +33,9 @@ from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.jsonl import read_objects
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 EVAL_DIR = Path(__file__).resolve().parents[1] / "prompts" / "eval"
 TASKS = ("arithmetic", "summary", "extraction")
@@ -139,7 +143,7 @@ def round_numbers(events) -> dict[str, list[float]]:
     return out
 
 
-def run_item(pair, method: str, item: EvalItem, temperature: float, seed: int) -> dict:
+def run_item(pair: ModelPair, method: str, item: EvalItem, temperature: float, seed: int) -> dict:
     """One item through the engine (seeded, ``display=False``): its text, reward, counters and round numbers."""
     sampling = SamplingConfig(temperature=temperature, seed=seed)
     run = Generation(pair, item.prompt, method, item.max_new_tokens, sampling, display=False)

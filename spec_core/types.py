@@ -9,14 +9,17 @@ passed, the *bonus* token. Plain decoding is a round with no draft whose one tok
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 NextKind = Literal["recovered", "bonus", "target"]
 
@@ -58,7 +61,7 @@ class PartSpec:
     params: Any = None  # what the family's ``parse`` returned (frozen: ints, floats, frozen dataclasses)
 
     @classmethod
-    def parse(cls, text: str, registry: dict[str, type], what: str) -> PartSpec:
+    def parse(cls, text: str, registry: Mapping[str, type[Any]], what: str) -> PartSpec:
         """``"FAMILY[:ARG]"`` → a validated part, the family looked up in ``registry`` (``what`` names the kind of
         part in the error: "draft-length policy", "verifier"). Nothing is loaded."""
         head, _, arg = text.partition(":")
@@ -71,7 +74,7 @@ class PartSpec:
         """What follows ``FAMILY:`` in the text as written (``"0.7"`` of ``static:0.7``; ``""`` when nothing does)."""
         return self.text[len(self.family) + 1 :]
 
-    def build(self, registry: dict[str, type], pair=None):
+    def build(self, registry: Mapping[str, type[Any]], pair: ModelPair | None = None):
         """The family's fresh part for one generation, built with the loaded pair (where trained weights live)."""
         return registry[self.family].build(self.params, pair)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from tqdm import tqdm
@@ -26,6 +27,9 @@ from spec_core.methods import parse_method, split_precision
 from spec_core.prompting import History
 from spec_core.session import divergence_token
 from spec_core.types import RoundEvent, SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 COLUMNS = [
     "method",
@@ -85,7 +89,12 @@ def output_sha(token_ids) -> str:
 
 
 def run_once(
-    pair, method: str, prompt: str, max_new_tokens: int, sampling: SamplingConfig, history: History | None = None
+    pair: ModelPair,
+    method: str,
+    prompt: str,
+    max_new_tokens: int,
+    sampling: SamplingConfig,
+    history: History | None = None,
 ) -> dict:
     """One generation of one method → a dict of raw measurements (``history``: earlier turns of a conversation)."""
     spec = parse_method(method)
@@ -143,7 +152,7 @@ def accepted_by_source(events: Sequence[RoundEvent]) -> dict[str, int]:
 
 
 def run_bench(
-    pair,
+    pair: ModelPair,
     prompts: list[dict],
     methods: list[str],
     max_new_tokens: int = 96,
@@ -152,7 +161,7 @@ def run_bench(
     seed: int = 0,
     warmup: bool = True,
     progress: bool = True,
-    pair_for=None,
+    pair_for: Callable[[str], ModelPair] | None = None,
 ) -> pd.DataFrame:
     """One row per (method, prompt): medians over ``repeats``; ``ar`` is always run (it is the baseline).
 
@@ -163,9 +172,9 @@ def run_bench(
     greedy ``ar`` output on ``pair``, generated once here, so every method sees the same context.
     """
     specs = {m: parse_method(m) for m in ["ar", *methods]}  # parsed once: kinds and precisions read below
-    pairs = {None: pair}
+    pairs: dict[str | None, ModelPair] = {None: pair}
     for spec in specs.values():
-        if spec.precision not in pairs and spec.precision != pair.precision:
+        if spec.precision is not None and spec.precision not in pairs and spec.precision != pair.precision:
             if pair_for is None:
                 raise SpecScopeError(f"{spec.name!r} asks for another precision; this run has only {pair.precision}")
             pairs[spec.precision] = pair_for(spec.precision)

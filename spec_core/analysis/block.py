@@ -17,6 +17,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +26,10 @@ from spec_core.assets import BLOCK_DIR
 from spec_core.cli_args import add_threads
 from spec_core.drafters.block.assets import load_block_model
 from spec_core.rules import BLOCK_LOSSES
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
+    from spec_core.types import RoundEvent
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_PROMPTS = [  # used only when prompts/specscope.jsonl is absent; none of them is a training prompt
@@ -49,7 +54,9 @@ def eval_prompts(path: Path, n: int) -> list[tuple[str, str, str]]:
         rows = [(r["id"], r["category"], r["prompt"]) for r in rows]
     else:
         rows = [(f"{c}-eval", c, p) for c, p in EVAL_PROMPTS]
-    seen, first, rest = set(), [], []
+    seen: set[str] = set()
+    first: list[tuple[str, str, str]] = []
+    rest: list[tuple[str, str, str]] = []
     for r in rows:
         (rest if r[1] in seen else first).append(r)
         seen.add(r[1])
@@ -74,11 +81,14 @@ def block_weights(q: list[float], alpha: float = 0.5, gamma_w: float = 4.0) -> d
     return out
 
 
-def run_method(pair, prompts, method: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0) -> dict:
+def run_method(
+    pair: ModelPair, prompts, method: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+) -> dict:
     """Every prompt through the engine (prompt n sampled with seed ``seed + n`` when ``temperature`` > 0)."""
     from spec_core.engine import generate
 
-    rows, events = [], []
+    rows: list[dict] = []
+    events: list[RoundEvent] = []
     for n, (pid, cat, prompt) in enumerate(prompts):
         t0 = time.perf_counter()
         res = generate(pair, prompt, method, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + n)
@@ -193,7 +203,7 @@ def main(argv: list[str]) -> int:
             Path(a.out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.out).write_text(json.dumps({"training_overhead": overhead}, indent=1) + "\n")
         return 0
-    held_seqs = []
+    held_seqs: list = []
     if a.heldout_blocks:
         from spec_core.train import block as tb
 

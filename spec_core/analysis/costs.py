@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -25,6 +27,10 @@ from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.pass_timing import interleaved_median_ms, target_calls
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.models import ModelPair
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
 WIDTHS = (1, 2, 4, 8, 16, 33)  # target forward widths timed (33: the default token tree, 32 nodes + pending)
@@ -45,8 +51,8 @@ def median_ms(fn, repeats: int, warmup: int = 1) -> float:
 
 @torch.inference_mode()
 def measure_costs(
-    pair,
-    drafts: dict[str, torch.nn.Module],
+    pair: ModelPair,
+    drafts: Mapping[str, torch.nn.Module],
     repeats: int = 20,
     context: int = CONTEXT,
     widths: tuple[int, ...] = WIDTHS,
@@ -62,7 +68,7 @@ def measure_costs(
     widths = tuple(sorted({1, *widths}))
     calls = {("target forward", n): call for n, call in target_calls(pair, widths, context, hidden=True).items()}
     for name, draft in drafts.items():
-        drafter = FeatureDrafter(draft) if hasattr(draft, "fc") else StandaloneDrafter(draft)
+        drafter = FeatureDrafter(cast("FeatureDraft", draft)) if hasattr(draft, "fc") else StandaloneDrafter(draft)
         probe = CachedLM(pair.target, layers=drafter.target_layers)  # the states this drafter reads
         prefill = probe.forward(torch.tensor([ids[0]]))  # any target output: features for the feature draft
         repeat = lambda t: torch.cat([t] * (context - 1)) if t is not None else None  # noqa: E731
@@ -139,7 +145,7 @@ def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
 
 
 def round_breakdown(
-    pair,
+    pair: ModelPair,
     costs: pd.DataFrame,
     draft: str,
     prompts: list[str],
@@ -199,11 +205,12 @@ def round_breakdown(
     return df.round(3)
 
 
-def measure_round_costs(pair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
+def measure_round_costs(pair: ModelPair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
     """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
     generation) and one pre-verifier call on a block of ``block`` tokens."""
     from spec_core.engine import generate
 
+    assert pair.draft is not None  # a speculative pair
     df = measure_costs(pair, {"draft": pair.draft}, repeats)
     target = df[df["what"] == "target forward"]
     draft_ms = float(df.loc[df["what"] == "draft step (draft)", "ms"].iloc[0])

@@ -71,6 +71,7 @@ def _texts_after(events: Sequence[RoundEvent]) -> list[str]:
 def _rejection_columns(event: RoundEvent, written_after: str) -> dict[str, Any]:
     """The rejected draft's extra columns: both models' top-5, q(target's token), the gap, the cause."""
     r = event.rejection
+    assert r is not None  # called for the rounds that carry one
     row: dict[str, Any] = {"q_target_token": r.draft_prob_of_target}
     row["target_gap"] = r.target_probs[0] - r.target_probs[1] if len(r.target_probs) > 1 else None
     for model, ids, pieces, probs in (

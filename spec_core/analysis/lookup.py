@@ -13,14 +13,18 @@ from __future__ import annotations
 import argparse
 import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from spec_core.cli_args import add_threads
 from spec_core.errors import SpecScopeError
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
-def record_answers(pair, prompts: list[dict], max_new_tokens: int) -> list[dict]:
+
+def record_answers(pair: ModelPair, prompts: list[dict], max_new_tokens: int) -> list[dict]:
     """Each prompt's greedy answer with its prompt ids (``ar``, no display numbers)."""
     from spec_core.engine import Generation
     from spec_core.types import SamplingConfig

@@ -10,6 +10,7 @@ what a tool or the app calls before loading a pair at ``auto``, so the choice is
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +24,9 @@ from spec_core.precision import (
     save_table,
 )
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
+
 PROBE_PROMPTS = (  # the first prompts of the project's benchmark set (prompts/specscope.jsonl), code and math
     "Write a Python function that returns the list of prime numbers below n.",
     "A bakery makes 48 muffins each morning and sells them in boxes of 6. If 3 boxes are left unsold, how many "
@@ -32,7 +36,7 @@ PROBE_METHOD = "fixed:3"
 PROBE_TOKENS = 32
 
 
-def measure_profile(pair, repeats: int = 6) -> CostProfile:
+def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
     (``extra["acceptance"]``) on the probe prompts."""
     from spec_core.engine import Generation

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,13 +19,17 @@ from spec_core.assets import HEADS_DIR, file_sha256
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 from spec_core.policies.pacer_tuning import RESULTS_DIR, prediction_key, rounds_name
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
-def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
+
+def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
     """Score the simulated rounds in ``shards`` with the shipped pre-verifiers for ``pair``'s draft and write the
     asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
     from safetensors.torch import save_file
 
     from spec_core.analysis.preverifier import head_call_ms, head_scorer, rounds_seen_in_training, shipped_heads
+    from spec_core.heads.preverifier import BlockPreVerifier
     from spec_core.train.pacer import load_data, token_embeddings
 
     paths = sorted(shards.glob("shard_*.safetensors"))
@@ -44,7 +49,7 @@ def write_rounds(shards: Path, pair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 
     for name, (head, _) in heads.items():
         heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
         heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
-        if getattr(head.cfg, "design", "") == "paper" and head.cfg.use_token and "token_embed" not in data:
+        if isinstance(head, BlockPreVerifier) and head.cfg.use_token and "token_embed" not in data:  # the paper head
             data["token_embed"] = token_embeddings(pair, data["token"])
         score = head_scorer(head, data)
         for b in blocks:

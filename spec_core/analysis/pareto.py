@@ -21,8 +21,10 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -33,6 +35,9 @@ from spec_core.errors import SpecScopeError
 from spec_core.methods import parse_method, spec_of
 from spec_core.rewards import TASKS, load_items, run_item
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 COLUMNS = [
     "method",
@@ -95,7 +100,7 @@ def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) 
         for t in TASKS
         if any(r["task"] == t for r in raw)
     }
-    rounds = {k: sum((r["rounds"][k] for r in raw), []) for k in raw[0]["rounds"]}
+    rounds: dict[str, list] = {k: sum((r["rounds"][k] for r in raw), []) for k in raw[0]["rounds"]}
     drafted, accepted = sum(rounds["gamma"]), sum(rounds["measured"])
     forwards, new_tokens = sum(r["forwards"] for r in raw), sum(r["new_tokens"] for r in raw)
     wall = sum(r["wall_s"] for r in raw)
@@ -186,7 +191,7 @@ def with_frontier(df: pd.DataFrame) -> pd.DataFrame:
 _WORKER: dict = {}  # the pair a worker process loaded once (see run_pareto)
 
 
-def _worker_init(load_pair, threads: int) -> None:
+def _worker_init(load_pair: Callable[[], ModelPair], threads: int) -> None:
     torch.set_num_threads(threads)
     _WORKER["pair"] = load_pair()
 
@@ -196,7 +201,7 @@ def _worker_item(n: int, item, methods: list[str], temperature: float, seed: int
 
 
 def run_pareto(
-    pair,
+    pair: ModelPair | Callable[[], ModelPair],
     configs: list[Config],
     items,
     policy: str,
@@ -232,6 +237,7 @@ def run_pareto(
     pool = None
     try:
         if workers > 1:
+            assert callable(pair)  # a loader (checked above)
             pool = ProcessPoolExecutor(
                 min(workers, len(items)) or 1,
                 mp_context=get_context("spawn"),

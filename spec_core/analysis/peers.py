@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from spec_core.errors import SpecScopeError
 from spec_core.methods import spec_of
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 LOOKUP_NGRAM = 2  # hf-lookup matches the last 2 tokens (transformers' default is 2 too; said here, not inherited)
 
@@ -32,7 +36,7 @@ class PeerResult:
     target_forwards: int
 
 
-def _assistant(pair):
+def _assistant(pair: ModelPair):
     if pair.draft_design in ("standalone", "truncated"):
         return pair.draft
     from spec_core.drafters.assets import available_drafts, load_draft
@@ -48,7 +52,7 @@ def _assistant(pair):
 
 @torch.inference_mode()
 def run_peer(
-    pair,
+    pair: ModelPair,
     method: str,
     prompt_ids: list[int],
     max_new_tokens: int,
@@ -89,7 +93,9 @@ def run_peer(
         eos = sorted(pair.eos_token_ids)
         t0 = time.perf_counter()
         try:
-            out = pair.target.generate(
+            # the target is a causal LM (GenerationMixin); PreTrainedModel's type has no generate, and mypy cannot
+            # read GenerationMixin.generate's self type (transformers annotates it for ty)
+            out = pair.target.generate(  # type: ignore[operator]
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
                 eos_token_id=eos or None,

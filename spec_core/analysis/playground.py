@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -65,6 +65,10 @@ from spec_core.replay import (  # noqa: F401  (the replay's names, re-exported f
     standard_policies,
 )
 
+if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.models import ModelPair
+
 # -- recording ----------------------------------------------------------------------------------------------------
 
 
@@ -89,19 +93,22 @@ def _pick(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.inference_mode()
-def _draft_rows(pair, seq: list[int], p: int, n: int, m: int):
+def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
     """Drafts ``[n, m]``, their probabilities ``[n, m]`` and the draft's hidden states ``[n, m, H]`` from each of
     the ``n`` prefixes ``seq[:p + i]``: depth 1 from one forward over the text, then one forward per depth."""
     from spec_core.cached_lm import CachedLM
 
     device, text = pair.device, torch.tensor(seq[:-1])
     start = torch.arange(n) + p  # prefix length of each row
+    assert pair.draft is not None  # a pair with a draft (the record's drafts come from it)
+    mask_model: torch.nn.Module  # the model whose attention implementation the tree masks are made for
     if pair.draft_design == "feature":
         from spec_core.drafters.feature import FeatureDrafter
 
-        draft = pair.draft
+        draft = cast("FeatureDraft", pair.draft)  # the feature design
         lm = CachedLM(pair.target, layers=FeatureDrafter(draft).target_layers, hidden=True)
         out = lm.forward(text, all_logits=False)
+        assert out.hidden is not None  # hidden=True
         layers = out.layer_hidden
         feats = draft.target_features(out.hidden, layers).to(next(draft.parameters()).dtype)  # [T-1, H]
         from transformers import DynamicCache
@@ -120,6 +127,7 @@ def _draft_rows(pair, seq: list[int], p: int, n: int, m: int):
     else:
         lm = CachedLM(pair.draft)
         out = lm.forward(text)
+        assert out.hidden is not None  # CachedLM keeps hidden states
         hidden, logits = out.hidden[start - 1], out.logits[start - 1]
         cached, mask_model = text.shape[0], pair.draft
 
@@ -135,11 +143,13 @@ def _draft_rows(pair, seq: list[int], p: int, n: int, m: int):
         mask = _mask(visible_prefix, cached + (depth - 2) * n, own, n, mask_model, device)
         logits, hidden = step(tok.to(device), hidden, depth, mask)
         tok, prob = _pick(logits)
-        all_tok.append(tok), all_prob.append(prob), all_hidden.append(hidden)
+        all_tok.append(tok)
+        all_prob.append(prob)
+        all_hidden.append(hidden)
     return torch.stack(all_tok, 1).cpu(), torch.stack(all_prob, 1).cpu(), torch.stack(all_hidden, 1)
 
 
-def _heads(pair, variants: Sequence[str]) -> dict[str, Any]:
+def _heads(pair: ModelPair, variants: Sequence[str]) -> dict[str, Any]:
     """The pre-verifiers PACER would use on this pair (built the engine's way, cached in ``pair.extras``)."""
     from spec_core.policies.pacer import PacerLength
 
@@ -154,7 +164,7 @@ def _heads(pair, variants: Sequence[str]) -> dict[str, Any]:
 
 @torch.inference_mode()
 def record_text(
-    pair,
+    pair: ModelPair,
     prompt: str,
     max_new_tokens: int = 96,
     max_len: int = DEFAULT_MAX_LEN,
@@ -247,7 +257,7 @@ def greedy_lane(lanes, temperature: float) -> tuple[str, tuple[int, ...]]:
 
 
 def record_lanes(
-    pair, prompt: str, lanes, temperature: float, max_new_tokens: int, max_len: int = DEFAULT_MAX_LEN
+    pair: ModelPair, prompt: str, lanes, temperature: float, max_new_tokens: int, max_len: int = DEFAULT_MAX_LEN
 ) -> TextRecord:
     """Record a finished run's greedy text (the live tab's last frame), with the costs its rounds measured."""
     from spec_core.prompting import prompt_ids
@@ -270,7 +280,7 @@ def record_lanes(
     )
 
 
-def record_upload(path: str | Path, pair_for) -> TextRecord:
+def record_upload(path: str | Path, pair_for: Callable[[], ModelPair]) -> TextRecord:
     """A saved record (``.json``, no model call), or the first prompt of an events file (``.jsonl``, recorded
     with ``pair_for()``)."""
     if str(path).endswith(".json"):
@@ -284,7 +294,7 @@ def record_upload(path: str | Path, pair_for) -> TextRecord:
     return record_lanes(pair_for(), rec.prompt, rec.lanes, rec.temperature, n)
 
 
-def record_frame(pair_for, frame, prompt: str, max_new_tokens) -> TextRecord:
+def record_frame(pair_for: Callable[[str], ModelPair], frame, prompt: str, max_new_tokens) -> TextRecord:
     """Record the live tab's last run (a :class:`~spec_core.live.LiveFrame`); ``pair_for(precision)`` gives the
     pair at the precision that run used."""
     if frame is None or not frame.done:

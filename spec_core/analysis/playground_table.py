@@ -12,7 +12,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ from spec_core.replay import (
     save_record,
     standard_policies,
 )
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 # -- the prompt-set table (`python -m spec_core analyze policies --prompts FILE`) ------------------------------------
 
@@ -54,7 +57,7 @@ CSV_COLUMNS = [
 ]
 
 
-def measure_runs(pair, prompt: str, policies: Sequence[str], max_new_tokens: int) -> dict[str, Any]:
+def measure_runs(pair: ModelPair, prompt: str, policies: Sequence[str], max_new_tokens: int) -> dict[str, Any]:
     """Real greedy engine runs of ``ar`` and each policy on one prompt: per policy, its events and tokens/s."""
     from spec_core.engine import Generation
     from spec_core.types import SamplingConfig

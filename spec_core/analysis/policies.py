@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ from spec_core.errors import SpecScopeError
 from spec_core.methods import is_fixed_window, spec_of
 
 if TYPE_CHECKING:
+    from spec_core.models import ModelPair
     from spec_core.policies.pacer import PacerParams
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -66,7 +68,9 @@ class RecordedRounds:
         return list(torch.split(values, self.gamma.tolist()))
 
 
-def load_rounds(paths: list[Path], heads: dict | None = None, pair=None, blocks=(1, 2, 3, 4)) -> RecordedRounds:
+def load_rounds(
+    paths: list[Path], heads: dict | None = None, pair: ModelPair | None = None, blocks=(1, 2, 3, 4)
+) -> RecordedRounds:
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
     variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
     scores each block on its own: its predictions are kept per block size in ``blocks``."""
@@ -125,12 +129,13 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
     per_round = rounds.per_round(
         rounds.predicted.get(paper_key(params.head, params.block), rounds.predicted[params.head])
     )
-    lengths = [replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)]
-    lengths = torch.tensor(lengths)
+    lengths = torch.tensor([replay_length(p, params, budget=int(g)) for p, g in zip(per_round, rounds.gamma)])
     return lengths, (lengths + params.block - 1) // params.block
 
 
-def policy_table(rounds: RecordedRounds, costs: CostProfile, pacer: dict[str, object] | None = None) -> pd.DataFrame:
+def policy_table(
+    rounds: RecordedRounds, costs: CostProfile, pacer: Mapping[str, PacerParams] | None = None
+) -> pd.DataFrame:
     """One row per policy: fixed windows, the oracle and the given PACER settings (name → PacerParams)."""
     rows = []
 
@@ -172,7 +177,7 @@ def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]
     return pd.DataFrame(rows).sort_values("speedup_vs_ar", ascending=False, ignore_index=True)
 
 
-def preverifier_share(pair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
+def preverifier_share(pair: ModelPair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
     """The pre-verifier's share of decode time, measured in real generations: Σ head time / Σ wall time."""
     from spec_core.engine import generate
 
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         "oracle_vs_best_fixed": float(oracle["vs_best_fixed"]),
     }
     if args.tune:
-        grid = {
+        grid: dict[str, list] = {
             "block": [1, 2, 3, 4],
             "threshold": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
             "rho": [1.0, 1.1, 1.2, 1.3, 1.5],

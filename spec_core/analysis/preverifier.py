@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -43,6 +45,10 @@ from spec_core.policies.pacer_headroom import headroom
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB, FIXED_WINDOWS
 from spec_core.policies.pacer_tuning import prediction_key, replay_rule, rule_lengths
 
+if TYPE_CHECKING:
+    from spec_core.heads.preverifier import BlockPreVerifier, PreVerifier
+    from spec_core.models import ModelPair
+
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
 COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup", "headroom", "headroom_low", "headroom_high"]
 MIN_HELD_OUT_ROUNDS = 10  # fewer held-out rounds make no row worth reading
@@ -57,8 +63,8 @@ class Predictor:
 
     head: str  # the row's name
     inputs: str  # what it reads, ' + '-joined
-    score: object  # (mask [N], block) -> â [n]
-    head_ms: object  # (block) -> ms of one call on a block (0: free)
+    score: Callable[[torch.Tensor, int], torch.Tensor]  # (mask [N], block) -> â [n]
+    head_ms: Callable[[int], float]  # (block) -> ms of one call on a block (0: free)
     block: int
     rho: float
     share: float = 0.0  # its parameters over the target's: a call's price on a model in steps
@@ -232,6 +238,7 @@ def confidence_row(
         return list(torch.split(q, data["round_gamma"][rounds_mask].long().tolist()))
 
     test = rounds_of(data, test_rounds, torch.zeros(0))
+    tune_q: list[torch.Tensor] | None
     if train_rounds.any():
         train = rounds_of(data, train_rounds, torch.zeros(0))
         tune_q, tune_rounds = q_rounds(train_rounds), train
@@ -239,7 +246,7 @@ def confidence_row(
         tune_q, tune_rounds = shipped_q(shipped), shipped
         if tune_q is None:
             return None
-    row: dict = {"head": "confidence:T", "inputs": "draft probability: q_i", PRICED: {}}
+    row: dict[str, Any] = {"head": "confidence:T", "inputs": "draft probability: q_i", PRICED: {}}
     for suffix, profile in (("", costs), (ACCEL, accel)):
         best = max(THRESHOLDS, key=lambda t: replay(tune_rounds, confidence_lengths(tune_q, t), profile)["speedup"])
         lengths = torch.minimum(confidence_lengths(q_rounds(test_rounds), best), test.gamma)
@@ -299,7 +306,7 @@ def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) ->
     return rows
 
 
-def this_machine_costs(pair, path: str | None) -> CostProfile:
+def this_machine_costs(pair: ModelPair, path: str | None) -> CostProfile:
     """``--costs FILE`` (CostProfile fields), or this machine's cached costs at the pair's precision
     (``python -m spec_core costs --machine`` writes them), or measured now."""
     if path:
@@ -348,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
+def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
     """The table of :func:`main` for a loaded pair (written to ``args.out``)."""
     from spec_core.heads.preverifier import HEADS_DIR, available, load_head
     from spec_core.train.pacer import RUNS_DIR, SimConfig, TrainConfig, load_data, simulate, token_embeddings
@@ -511,12 +518,12 @@ def analyze(pair, args: argparse.Namespace) -> pd.DataFrame:
     return table
 
 
-def shipped_heads(pair, assets: Path) -> dict[str, tuple[object, dict]]:
+def shipped_heads(pair: ModelPair, assets: Path) -> dict[str, tuple[PreVerifier | BlockPreVerifier, dict]]:
     """name → (head, card) of the shipped heads for the pair's draft: the default (first), the paper head, the
     hybrid."""
     from spec_core.heads.preverifier import find_head, load_head
 
-    out: dict[str, tuple[object, dict]] = {}
+    out: dict[str, tuple[PreVerifier | BlockPreVerifier, dict]] = {}
     for variant in ("", "paper", "hybrid"):
         try:
             name = find_head(pair.draft_card, variant, assets)

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -24,6 +25,9 @@ from spec_core.live import LiveFrame
 from spec_core.methods import MethodSpec, parse_method
 from spec_core.session import divergence_token, event_record, events_to_jsonl, read_events_jsonl, speedup
 from spec_core.types import RoundEvent, SamplingConfig, Stats
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 TABLE_COLUMNS = [
     "prompt_id",
@@ -69,7 +73,11 @@ Records = Mapping[str, PromptRecord]  # prompt id → record, in prompt order
 
 
 def run_records(
-    pair, prompts: Sequence[Mapping[str, str]], spec: MethodSpec, max_new_tokens: int, sampling: SamplingConfig
+    pair: ModelPair,
+    prompts: Sequence[dict],  # rows: prompt, id, category, and a history of turns
+    spec: MethodSpec,
+    max_new_tokens: int,
+    sampling: SamplingConfig,
 ) -> Iterator[dict[str, PromptRecord]]:
     """Run ``ar`` and ``spec`` on every prompt, one after the other; yield all records so far after each prompt.
     A row with a ``history`` (an MT-bench second turn) runs with its earlier turns in the context, the target's

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from spec_core.errors import SpecScopeError
 from spec_core.guards import check_text
 from spec_core.jsonl import read_objects
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 QUESTION_FILE = Path(__file__).resolve().parents[2] / "prompts" / "spec_bench" / "question.jsonl"
 CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")  # Spec-Bench's order
@@ -124,7 +128,7 @@ def parse_suite(text: str) -> int:
     return int(arg)
 
 
-def answer_first_turns(pair, prompts: Sequence[dict], max_new_tokens: int) -> list[dict]:
+def answer_first_turns(pair: ModelPair, prompts: Sequence[dict], max_new_tokens: int) -> list[dict]:
     """``prompts`` with every missing answer in a ``history`` filled in: the target's greedy ``ar`` output for the
     turns before it (itself with the answers before it), generated once per distinct context."""
     from spec_core.engine import Generation  # the engine loads torch: only a run needs it

@@ -23,6 +23,7 @@ import argparse
 import statistics
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,9 @@ from spec_core.cli_args import add_threads
 from spec_core.drafters.tree import TreeShape
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 DEFAULT_GRID = "nodes=8,16,24,32,48;depth=4,6,8;topk=4,8"
 
@@ -65,7 +69,9 @@ def shape_name(shape: TreeShape) -> str:
     return f"tree:nodes={shape.nodes},depth={shape.depth},topk={shape.topk}"
 
 
-def run_shapes(pair, shapes: list[TreeShape], prompts: list[str], max_new_tokens: int) -> tuple[pd.DataFrame, dict]:
+def run_shapes(
+    pair: ModelPair, shapes: list[TreeShape], prompts: list[str], max_new_tokens: int
+) -> tuple[pd.DataFrame, dict]:
     """One row per shape (its events on every prompt, greedy) and the raw events per shape for pricing."""
     from spec_core.engine import Generation
 
@@ -135,6 +141,7 @@ def main(argv: list[str]) -> int:
         table, events = run_shapes(pair, shapes, prompts, a.max_new_tokens)
         context = int(np.mean([e.context_len for evs in events.values() for e in evs]))
         widths = sorted({1, 2, 4, 8, *(s.nodes + 1 for s in shapes)})
+        assert pair.draft is not None  # the embedded pair has its draft
         costs = measure_costs(pair, {a.draft: pair.draft}, repeats=5, context=context, widths=tuple(widths))
         table = price(table, events, costs, a.draft)
     except SpecScopeError as err:

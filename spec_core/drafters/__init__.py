@@ -19,7 +19,7 @@ method list, the glossary and the menus derive from this registry, so a new draf
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
 from spec_core.drafters.lookup import HybridDraft, LookupDraft
@@ -28,6 +28,9 @@ from spec_core.drafters.tree import TreeShape, make_tree_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.rules import BLOCK_LOSSES
 from spec_core.types import PartSpec
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 __all__ = ["DRAFTERS", "DraftChunk", "Drafter", "NoDrafter", "RoundDraft", "draw", "make_drafter", "parse_drafter"]
 
@@ -50,7 +53,7 @@ class BlockDraft:
         return arg
 
     @classmethod
-    def build(cls, loss: str, pair) -> Drafter:
+    def build(cls, loss: str, pair: ModelPair) -> Drafter:
         from spec_core.drafters.block.runtime import make_block_drafter
 
         return make_block_drafter(pair, loss)
@@ -72,11 +75,11 @@ class TreeDraft:
         return TreeShape.parse(arg)
 
     @classmethod
-    def build(cls, shape: TreeShape, pair) -> Drafter:
+    def build(cls, shape: TreeShape, pair: ModelPair) -> Drafter:
         return make_tree_drafter(pair, shape)
 
 
-DRAFTERS: dict[str, type] = {
+DRAFTERS: dict[str, type[Any]] = {
     cls.prefix: cls for cls in (PairDraft, NoDrafter, BlockDraft, TreeDraft, LookupDraft, HybridDraft)
 }
 
@@ -86,7 +89,7 @@ def parse_drafter(text: str) -> PartSpec:
     return PartSpec.parse(text, DRAFTERS, "drafter")
 
 
-def make_drafter(pair, part: PartSpec | str = "default") -> Drafter:
+def make_drafter(pair: ModelPair, part: PartSpec | str = "default") -> Drafter:
     """The drafter for one generation, built with the loaded pair."""
     part = parse_drafter(part) if isinstance(part, str) else part
     return part.build(DRAFTERS, pair)

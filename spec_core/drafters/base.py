@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
@@ -30,6 +30,9 @@ from spec_core import rules
 from spec_core.cached_lm import LMOutput
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class NoDrafter:
             raise SpecScopeError("the empty drafter takes no parameter")
 
     @classmethod
-    def build(cls, params: None = None, pair=None) -> NoDrafter:
+    def build(cls, params: None = None, pair: ModelPair | None = None) -> NoDrafter:
         return cls()
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from spec_core.cached_lm import LMOutput, roomy_cache
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
 
 
 class FeatureDrafter:
@@ -21,7 +25,7 @@ class FeatureDrafter:
 
     needs_target_hidden = True
 
-    def __init__(self, draft: torch.nn.Module):
+    def __init__(self, draft: FeatureDraft):
         self.draft = draft
         self.device = next(draft.parameters()).device
         self.target_layers = tuple(getattr(draft, "feature_layers", ()))  # fused-feature drafts read these
@@ -33,14 +37,17 @@ class FeatureDrafter:
             len(prompt_ids) + 4096, hidden, dtype=next(self.draft.parameters()).dtype, device=self.device
         )
         self.n_feats = 0
-        if prefill is not None and prefill.hidden.shape[0]:
-            self._set_feats(0, self._target_features(prefill))
+        if prefill is not None:
+            assert prefill.hidden is not None  # needs_target_hidden
+            if prefill.hidden.shape[0]:
+                self._set_feats(0, self._target_features(prefill))
         self.cache = roomy_cache(self.draft.config)
         self.cached = 0  # pairs in the cache (positions 1..cached)
 
     def _target_features(self, out: LMOutput, n: int | None = None) -> torch.Tensor:
         """The draft's input features for the first ``n`` positions of a target output."""
         layer_hidden = out.layer_hidden[:n] if out.layer_hidden is not None else None
+        assert out.hidden is not None  # needs_target_hidden
         with torch.inference_mode():
             return self.draft.target_features(out.hidden[:n], layer_hidden).to(self.feats.dtype)
 
@@ -70,7 +77,10 @@ class FeatureDrafter:
             token, q, prob = draw(row, sampling, generator)
             self._set_feats(length - 1, feature[None])
             self.ids.append(token)
-            tokens.append(token), qs.append(q), token_probs.append(prob), hidden.append(feature)
+            tokens.append(token)
+            qs.append(q)
+            token_probs.append(prob)
+            hidden.append(feature)
             logits.append(row)
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 

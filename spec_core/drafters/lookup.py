@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 import numpy as np
 import torch
@@ -33,6 +33,9 @@ from spec_core.cost_model import CostProfile
 from spec_core.drafters.base import DraftChunk, Drafter
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 MAX_NGRAM = 8
 MAX_K = 32
@@ -166,6 +169,7 @@ class LookupDrafter:
         """What this round's copy proposes, up to ``k`` tokens (``[]``: no match), whatever was drafted of it."""
         if not self.has_match():
             return []
+        assert self._round is not None  # has_match
         _, at, _ = self._round
         start = at - len(self.drafted)
         return self.index.ids[start : start + self.params.k]
@@ -185,6 +189,7 @@ class LookupDrafter:
         """This round's copy as it stands: the estimate for each token it could still copy (``[]``: no match)."""
         if not self.has_match():
             return []
+        assert self._round is not None  # has_match
         n, at, recurred = self._round
         room = min(self.params.k - len(self.drafted), len(self.index.ids) - at)
         first = len(self.drafted) + 1
@@ -220,6 +225,12 @@ class LookupDrafter:
         self._round, self.drafted, self._searched = None, [], False
 
 
+class FollowingDrafter(Drafter, Protocol):
+    """A chain drafter that can take tokens another source drafted into its cache and features."""
+
+    def follow(self, tokens: Sequence[int]) -> None: ...
+
+
 class HybridDrafter:
     """The lookup where a copied round promises more tokens per millisecond than the draft network's rounds have
     been giving (and than a plain step), else the network, unless its record is below a plain step's; one source
@@ -232,7 +243,7 @@ class HybridDrafter:
     then catches up in one call (its ``reset`` over the text so far). A text the copy serves alone never pays for
     the network's pass over a long prompt (a tenth of a second for a 776-token passage here)."""
 
-    def __init__(self, lookup: LookupDrafter, model: Drafter, profile: CostProfile):
+    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile):
         self.lookup, self.model, self.profile = lookup, model, profile
         self.target_layers = model.target_layers
         self.needs_target_hidden = model.needs_target_hidden
@@ -329,7 +340,7 @@ class HybridDrafter:
         self.source, self.drafted, self.forwards = None, [], 0
 
 
-def _vocab(pair) -> int:
+def _vocab(pair: ModelPair) -> int:
     return int(pair.target.get_output_embeddings().weight.shape[0])
 
 
@@ -349,7 +360,7 @@ class LookupDraft:
         return LookupParams.parse(arg, cls.prefix)
 
     @classmethod
-    def build(cls, params: LookupParams, pair) -> Drafter:
+    def build(cls, params: LookupParams, pair: ModelPair) -> Drafter:
         return LookupDrafter(params, _vocab(pair), pair.device)
 
 
@@ -362,7 +373,7 @@ class HybridDraft(LookupDraft):
     examples: ClassVar[tuple[str, ...]] = ("hybrid",)
 
     @classmethod
-    def build(cls, params: LookupParams, pair) -> Drafter:
+    def build(cls, params: LookupParams, pair: ModelPair) -> Drafter:
         from spec_core.drafters.pair_draft import PairDraft
 
         model = PairDraft.build(None, pair)
@@ -370,4 +381,5 @@ class HybridDraft(LookupDraft):
             raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")
         from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike
 
-        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), model, pair_costs(pair))
+        following = cast(FollowingDrafter, model)  # it has follow (checked above)
+        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair))

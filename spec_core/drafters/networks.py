@@ -38,7 +38,8 @@ def draft_config(target_config: LlamaConfig, num_layers: int, vocab_size: int | 
 
 def build_standalone(target: LlamaForCausalLM, num_layers: int = 1, init_from_target: bool = True) -> LlamaForCausalLM:
     """A ``num_layers`` Llama sharing the target's embedding and head; layers start as the target's first ones."""
-    draft = LlamaForCausalLM(draft_config(target.config, num_layers)).to(target.dtype)
+    # transformers wraps PreTrainedModel.to with functools.wraps(nn.Module.to), whose stub hides the bound self
+    draft = LlamaForCausalLM(draft_config(target.config, num_layers)).to(target.dtype)  # type: ignore[arg-type]
     draft.model.embed_tokens = target.model.embed_tokens  # shared, frozen
     draft.lm_head = target.lm_head
     if init_from_target:

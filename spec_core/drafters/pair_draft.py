@@ -4,10 +4,14 @@ drafting a chain token by token. Its own module so that a family built on it (``
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from spec_core.drafters.base import Drafter
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.models import ModelPair
 
 
 class PairDraft:
@@ -27,13 +31,13 @@ class PairDraft:
             raise SpecScopeError("the pair's draft takes no parameter")
 
     @classmethod
-    def build(cls, params: None, pair) -> Drafter:
+    def build(cls, params: None, pair: ModelPair) -> Drafter:
         if pair.draft is None:
             raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
         if pair.draft_design == "feature":
             from spec_core.drafters.feature import FeatureDrafter
 
-            return FeatureDrafter(pair.draft)
+            return FeatureDrafter(cast("FeatureDraft", pair.draft))  # the feature design
         from spec_core.drafters.standalone import StandaloneDrafter
 
         return StandaloneDrafter(pair.draft)

@@ -33,8 +33,12 @@ class StandaloneDrafter:
         for _ in range(n):
             out = self.lm.forward(torch.tensor(self.ids[self.lm.length :]))  # the 1–2 tokens not yet cached
             token, q, prob = draw(out.logits[-1], sampling, generator)
+            assert out.hidden is not None  # the draft's CachedLM keeps hidden states
             self.ids.append(token)
-            tokens.append(token), qs.append(q), token_probs.append(prob), hidden.append(out.hidden[-1])
+            tokens.append(token)
+            qs.append(q)
+            token_probs.append(prob)
+            hidden.append(out.hidden[-1])
             logits.append(out.logits[-1])
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 

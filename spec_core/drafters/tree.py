@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -31,6 +32,10 @@ from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
 from spec_core.errors import SpecScopeError
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.models import ModelPair
 
 __all__ = [
     "TreeShape",
@@ -122,8 +127,11 @@ class TreeBuilder:
         for row, node in enumerate(selected):
             for lq, tok in zip(kids.values[row].tolist(), kids.indices[row].tolist()):
                 self.frontier.append(len(self.tokens))
-                self.tokens.append(tok), self.parents.append(node), self.depths.append(depth)
-                self.logv.append(self.logv[node] + lq), self.logp.append(lq)
+                self.tokens.append(tok)
+                self.parents.append(node)
+                self.depths.append(depth)
+                self.logv.append(self.logv[node] + lq)
+                self.logp.append(lq)
                 self.read_off.append((child_logits[row], child_hidden[row]))
 
     def ancestors(self, node: int) -> list[int]:
@@ -160,7 +168,7 @@ class FeatureTreeDrafter(FeatureDrafter):
     commit crops it back to the pairs built from verified features, exactly as for chains.
     """
 
-    def __init__(self, draft: torch.nn.Module, shape: TreeShape):
+    def __init__(self, draft: FeatureDraft, shape: TreeShape):
         super().__init__(draft)
         self.shape, self.block_len = shape, shape.depth  # sets its own length: D levels a round
         self.round_tokens: list[int] | None = None  # this round's nodes, once proposed
@@ -235,12 +243,14 @@ class StandaloneTreeDrafter(StandaloneDrafter):
             return DraftChunk([], None, [], [], [], 0)
         out = self.lm.forward(torch.tensor(self.ids[self.lm.length :]))  # the 1–2 verified tokens not yet cached
         self.chain = self.lm.length  # every later cached position is a tree node
+        assert out.hidden is not None  # the draft's CachedLM keeps hidden states
         self.grower = grower = TreeBuilder(out.logits[-1], out.hidden[-1], self.shape.topk)
         for depth in range(2, min(n, self.shape.depth) + 1):
             selected = grower.select(self.shape.topk)
             mask = attention_mask(grower.visibility(selected), self.chain, self.lm.model, self.lm.device)
             positions = torch.full((len(selected),), self.chain + depth - 2)  # nodes of level d − 1
             new = self.lm.forward(torch.tensor([grower.tokens[i] for i in selected]), positions=positions, mask=mask)
+            assert new.hidden is not None
             grower.grow(selected, new.logits, new.hidden, depth, self.shape.topk)
         return grower.chunk(self.shape.nodes)
 
@@ -262,10 +272,10 @@ class StandaloneTreeDrafter(StandaloneDrafter):
         self.grower = None
 
 
-def make_tree_drafter(pair, shape: TreeShape) -> FeatureTreeDrafter | StandaloneTreeDrafter:
+def make_tree_drafter(pair: ModelPair, shape: TreeShape) -> FeatureTreeDrafter | StandaloneTreeDrafter:
     """The tree drafter of a pair: EAGLE-2's dynamic tree on the feature draft, or on a standalone draft LM."""
     if pair.draft is not None and pair.draft_design == "feature":
-        return FeatureTreeDrafter(pair.draft, shape)
+        return FeatureTreeDrafter(cast("FeatureDraft", pair.draft), shape)  # the feature design
     if pair.draft is not None and pair.draft_design == "standalone":
         return StandaloneTreeDrafter(pair.draft, shape)
     raise SpecScopeError(

@@ -14,11 +14,16 @@ carries ``draft_sha256``, the sha256 of the draft the head was trained with; loa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from spec_core.assets import HEADS_DIR, available, load_asset, read_card
 from spec_core.errors import SpecScopeError
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 DEFAULT_HEAD = "diversed"  # trained at temperature 0 under the argmax rule: what `diversed` uses greedily
 SAMPLED_HEAD = "diversed-sampled"  # trained on sampled rollouts: what `diversed` uses at temperature > 0
@@ -41,6 +46,8 @@ def _rms_norm(h: torch.Tensor) -> torch.Tensor:
 
 class EnsembleHead(nn.Module):
     """w = σ(Linear([rms(h_draft) ⊕ rms(h_target)] − centre)) per position (centre = 0 unless trained with one)."""
+
+    center: torch.Tensor  # a buffer, registered in __init__
 
     def __init__(self, draft_hidden: int, target_hidden: int, init_w: float = 0.5):
         super().__init__()
@@ -84,7 +91,7 @@ def head_from_tensors(tensors: dict[str, torch.Tensor], draft_hidden: int, targe
     return head.eval()
 
 
-def pair_hidden_sizes(pair) -> tuple[int, int]:
+def pair_hidden_sizes(pair: ModelPair) -> tuple[int, int]:
     """(H_d, H_t): the default draft's hidden size (the feature it emits per drafted token) and the target's."""
     target_h = int(pair.target.config.hidden_size)
     draft_cfg = getattr(pair.draft, "config", None)
@@ -99,7 +106,7 @@ def head_drafter(card: dict) -> str:
     return str(card.get("drafter", "default"))
 
 
-def load_head(pair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:
+def load_head(pair: ModelPair, name: str = DEFAULT_HEAD) -> tuple[EnsembleHead, dict]:
     """The head ``name`` for ``pair``, cached in ``pair.extras``; refuses a head trained with another draft."""
 
     def load():

@@ -169,10 +169,13 @@ class BlockPreVerifier(nn.Module):
         if self.proj_e is not None:
             if token_embeds is None:
                 raise SpecScopeError("this pre-verifier reads the drafted tokens' embeddings; pass token_embeds")
+            assert self.norm_e is not None  # built with proj_e
             z = z + self.proj_e(self.norm_e(token_embeds.to(dtype)))
         if self.position is not None:
             z = z + self.position(positions.clamp(1, self.cfg.max_len))
         if self.logit is not None:  # the ablation that hands the head the draft's own (unnormalised) confidence
+            if token_embeds is None:
+                raise SpecScopeError("this pre-verifier reads the draft's logit from token_embeds; pass token_embeds")
             z = z + self.logit((hidden.float() * token_embeds.float()).sum(-1, keepdim=True).to(dtype) / 16)
         z = self.drop(z)
         if segments is None:
@@ -208,6 +211,7 @@ def load_head(name: str, directory=HEADS_DIR) -> tuple[PreVerifier | BlockPreVer
     """A saved pre-verifier (float32, eval mode) and its card."""
     tensors, card = load_asset(name, directory, "pre-verifier head")
     config = card["config"]
+    head: PreVerifier | BlockPreVerifier
     if config.get("design", "hybrid") == "paper":
         head = BlockPreVerifier(BlockPreVerifierConfig(**config))
     else:

@@ -6,6 +6,8 @@ methods) plus one line in :data:`POLICIES`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from spec_core.policies.base import DraftLengthPolicy, DraftSoFar
 from spec_core.policies.confidence import ConfidenceLength
 from spec_core.policies.cost import CostLength
@@ -13,9 +15,12 @@ from spec_core.policies.fixed import FixedLength, HeuristicLength, own_length
 from spec_core.policies.pacer import PacerLength
 from spec_core.types import PartSpec
 
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
+
 __all__ = ["POLICIES", "DraftLengthPolicy", "DraftSoFar", "make_policy", "own_length", "parse_policy"]
 
-POLICIES: dict[str, type] = {
+POLICIES: dict[str, type[Any]] = {
     cls.prefix: cls for cls in (FixedLength, HeuristicLength, ConfidenceLength, PacerLength, CostLength)
 }
 
@@ -25,7 +30,7 @@ def parse_policy(text: str) -> PartSpec:
     return PartSpec.parse(text, POLICIES, "draft-length policy")
 
 
-def make_policy(part: PartSpec | str, pair=None) -> DraftLengthPolicy:
+def make_policy(part: PartSpec | str, pair: ModelPair | None = None) -> DraftLengthPolicy:
     """A fresh policy for one generation (policies keep per-generation state), built with the loaded pair."""
     part = parse_policy(part) if isinstance(part, str) else part
     return part.build(POLICIES, pair)

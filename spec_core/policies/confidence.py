@@ -3,11 +3,14 @@ once the draft's own probability of its token falls under T (their default 0.4),
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from spec_core.errors import SpecScopeError
 from spec_core.policies.base import DraftSoFar, number
 from spec_core.types import RoundInputs
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 class ConfidenceLength:
@@ -29,7 +32,7 @@ class ConfidenceLength:
         return threshold
 
     @classmethod
-    def build(cls, threshold: float, pair=None) -> ConfidenceLength:
+    def build(cls, threshold: float, pair: ModelPair | None = None) -> ConfidenceLength:
         return cls(threshold)
 
     def next_chunk(self, so_far: DraftSoFar) -> int:

@@ -15,7 +15,7 @@ on this pair is calibrated (docs/PACER.md). A copied token costs no draft forwar
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 from spec_core.policies.base import DraftSoFar, number
 from spec_core.types import RoundInputs
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 MAX_LEN = 16
 
@@ -52,7 +55,7 @@ class CostLength:
         return max_len
 
     @classmethod
-    def build(cls, max_len: int, pair=None) -> CostLength:
+    def build(cls, max_len: int, pair: ModelPair | None = None) -> CostLength:
         return cls(pair_costs(pair), max_len)
 
     def next_chunk(self, so_far: DraftSoFar) -> int:
@@ -82,13 +85,13 @@ class CostLength:
         pass
 
     def trace(self) -> dict:
-        trace = {"costs": self.profile.name}
+        trace: dict[str, Any] = {"costs": self.profile.name}
         if self.expected is not None:
             trace["expected_tokens"] = round(self.expected, 3)
         return trace
 
 
-def pair_costs(pair) -> CostProfile:
+def pair_costs(pair: ModelPair | None) -> CostProfile:
     """The cost profile a ``cost`` policy prices with: this machine's cached table for the pair's precision, else
     (a fresh machine, a GPU, a pair of one's own) a quick one measured once on the pair: the target's passes over
     1..16 tokens (about a second), a draft forward priced at the draft's share of the target's parameters."""
@@ -102,7 +105,7 @@ def pair_costs(pair) -> CostProfile:
     return pair.learned("costs", "quick", lambda: quick_profile(pair))
 
 
-def quick_profile(pair) -> CostProfile:
+def quick_profile(pair: ModelPair) -> CostProfile:
     from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, draft_ratio
     from spec_core.pass_timing import target_forward_ms
 

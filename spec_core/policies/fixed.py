@@ -8,11 +8,14 @@ of drafters that set their own length (:func:`own_length`).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from spec_core.errors import SpecScopeError
 from spec_core.policies.base import DraftSoFar, number
 from spec_core.types import RoundInputs
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 MAX_WINDOW = 64
 
@@ -40,7 +43,7 @@ class FixedLength:
         return _window(number(arg, int, "fixed:K"), "fixed:K")
 
     @classmethod
-    def build(cls, k: int, pair=None) -> FixedLength:
+    def build(cls, k: int, pair: ModelPair | None = None) -> FixedLength:
         return cls(k)
 
     def next_chunk(self, so_far: DraftSoFar) -> int:
@@ -71,7 +74,7 @@ class HeuristicLength(FixedLength):
         return 5 if arg is None else _window(number(arg, int, "heuristic:START"), "heuristic:START")
 
     @classmethod
-    def build(cls, start: int, pair=None) -> HeuristicLength:
+    def build(cls, start: int, pair: ModelPair | None = None) -> HeuristicLength:
         return cls(start)
 
     def end_round(self, inputs: RoundInputs, accepted: int) -> None:

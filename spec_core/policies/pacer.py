@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -29,6 +29,9 @@ from spec_core.errors import SpecScopeError
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer_rule import PacerParams, parse_params, replay_length
 from spec_core.types import RoundInputs
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 HEAD_KEY = "head:pacer"  # pair.extras key prefix of the loaded pre-verifiers
 
@@ -88,7 +91,7 @@ class PacerLength:
         return parse_params(arg)
 
     @classmethod
-    def build(cls, params: PacerParams, pair=None) -> PacerLength:
+    def build(cls, params: PacerParams, pair: ModelPair | None = None) -> PacerLength:
         if pair is None:
             raise SpecScopeError("pacer needs the loaded pair: its pre-verifier is matched to the pair's draft")
         from spec_core.heads.preverifier import find_head, load_head

@@ -21,6 +21,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -28,6 +29,9 @@ import torch
 from spec_core.assets import ASSETS_DIR, HEADS_DIR, file_sha256
 from spec_core.cost_model import CostProfile
 from spec_core.policies.pacer_rule import PacerParams, replay_length
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 RESULTS_DIR = ASSETS_DIR / "results"
 SHIPPED_THRESHOLD = PacerParams.threshold  # t when nothing can be tuned (chosen on int8 costs, docs/PACER.md)
@@ -107,7 +111,7 @@ def tune(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile
     return t, best["speedup"]
 
 
-def machine_profile(pair) -> CostProfile | None:
+def machine_profile(pair: ModelPair) -> CostProfile | None:
     """This machine's cached profile for the pair's precision (None when not measured yet)."""
     from spec_core.precision import cached_profile
 
@@ -116,7 +120,7 @@ def machine_profile(pair) -> CostProfile | None:
     return cached_profile(getattr(pair, "precision", ""))
 
 
-def machine_threshold(pair, params: PacerParams, head_name: str) -> tuple[float, str]:
+def machine_threshold(pair: ModelPair, params: PacerParams, head_name: str) -> tuple[float, str]:
     """(t, why) for ``pacer`` with ``t=auto`` on ``pair``: tuned under this machine's costs when it can be, else
     :data:`SHIPPED_THRESHOLD` and the reason. Cached on the pair per head, b, ρ, max and precision."""
 

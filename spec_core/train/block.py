@@ -28,6 +28,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -123,7 +124,9 @@ def load_sequences(data: str | Path, heldout: int, limit: int = 0) -> tuple[list
     return train, held, total
 
 
-def sample_blocks(seqs: list[Sequence], n_seqs: int, n_anchors: int, rng: random.Random):
+def sample_blocks(
+    seqs: list[Sequence], n_seqs: int, n_anchors: int, rng: random.Random
+) -> tuple[list[int], list[list[int]]]:
     """(sequence indices [S], anchors [S, N]) — sequences weighted by their number of anchors."""
     weights = [s.anchor_range[1] - s.anchor_range[0] + 1 for s in seqs]
     idx = rng.choices(range(len(seqs)), weights=weights, k=n_seqs)
@@ -225,6 +228,8 @@ def train(cfg: BlockTrainConfig) -> Path:
     work = Path(cfg.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     ckpt_path = work / f"{cfg.asset_name}.pt"
+    log: list[dict]
+    times: dict[str, list[float]]
     step, log, times = 0, [], {"step_s": [], "weights_s": []}
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, weights_only=False)
@@ -251,7 +256,12 @@ def train(cfg: BlockTrainConfig) -> Path:
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.steps, initial=step, desc=f"block:{cfg.asset_name}", disable=not cfg.progress)
-    window = {"w": torch.zeros(cfg.block_size - 1), "acc": torch.zeros(cfg.block_size - 1), "n": 0, "loss": 0.0}
+    window: dict[str, Any] = {
+        "w": torch.zeros(cfg.block_size - 1),
+        "acc": torch.zeros(cfg.block_size - 1),
+        "n": 0,
+        "loss": 0.0,
+    }
     model.train()
     while step < cfg.steps:
         rng = random.Random(cfg.seed * 1_000_003 + step)  # same blocks at the same step for every loss

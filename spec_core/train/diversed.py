@@ -46,6 +46,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -57,6 +58,9 @@ from spec_core.heads.ensemble import EnsembleHead, pair_hidden_sizes
 from spec_core.rewards import TASKS, EvalItem, load_items, reward, run_item
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.diversed import DiversedParams, DiversedVerifier
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head under
 
@@ -110,12 +114,14 @@ class RecordingVerifier(DiversedVerifier):
     def weights(self, inputs: RoundInputs) -> torch.Tensor:
         if self.explore <= 0:
             return super().weights(inputs)
+        assert inputs.target_hidden is not None  # needs_target_hidden
         mean = self.head.logit(inputs.draft_hidden, inputs.target_hidden[: inputs.gamma]).detach().float()  # [γ]
         self.sampled_logit = mean + self.explore * torch.randn(mean.shape, generator=self.noise)
         return torch.sigmoid(self.sampled_logit)
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None):
         verdict = super().verify(inputs, sampling, generator)
+        assert inputs.target_hidden is not None  # needs_target_hidden (weights refuses a round without it)
         gamma = inputs.gamma
         n = min(verdict.accepted + 1, gamma)  # the accepted drafts + the rejected one (not the bonus position)
         drafted = inputs.draft_tokens[:n]  # [n] x_t
@@ -158,7 +164,7 @@ class RolloutGeneration(Generation):
 
 
 def rollout(
-    pair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int, temperature: float
+    pair: ModelPair, head: EnsembleHead, item: EvalItem, cfg: TrainConfig, seed: int, temperature: float
 ) -> tuple[float, dict[str, torch.Tensor] | None, str]:
     """One ensemble rollout at ``temperature``: (reward, the recorded positions concatenated or None, text)."""
     explore = cfg.explore if cfg.estimator == "gaussian" else 0.0
@@ -183,7 +189,10 @@ def rollout_drafter(policy: str) -> str:
     its card says so (``diversed`` refuses any other drafter)."""
     from spec_core.methods import parse_method
 
-    return parse_method(policy).drafter.text
+    drafter = parse_method(policy).drafter
+    if drafter is None:  # a peer (hf-...): transformers' generate, no drafter of ours
+        raise SpecScopeError(f"--policy {policy!r} has no drafter to train the head on; use default or block:LOSS")
+    return drafter.text
 
 
 def temperature_grid(cfg: TrainConfig) -> tuple[float, ...]:
@@ -361,7 +370,9 @@ def update_head(
     return first
 
 
-def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float | tuple[float, ...] = 0.0) -> dict:
+def evaluate_method(
+    pair: ModelPair, items: list[EvalItem], method: str, temperature: float | tuple[float, ...] = 0.0
+) -> dict:
     """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items`` (item n with
     seed n at the n-th temperature of ``temperature`` in turn, one :func:`spec_core.rewards.run_item` each)."""
     grid = temperature if isinstance(temperature, tuple) else (temperature,)
@@ -386,7 +397,11 @@ def evaluate_method(pair, items: list[EvalItem], method: str, temperature: float
 
 
 def evaluate(
-    pair, head: EnsembleHead, items: list[EvalItem], policy: str, temperature: float | tuple[float, ...] = 0.0
+    pair: ModelPair,
+    head: EnsembleHead,
+    items: list[EvalItem],
+    policy: str,
+    temperature: float | tuple[float, ...] = 0.0,
 ) -> dict:
     """Quality and acceptance of ``POLICY+diversed`` with ``head`` (:func:`evaluate_method`)."""
     pair.extras[f"diversed-head:{TRAIN_HEAD}"] = (head, {"drafter": rollout_drafter(policy)})
@@ -426,7 +441,9 @@ def same_run(saved: dict, config: dict) -> bool:
     return {k: v for k, v in saved.items() if k not in loose} == {k: v for k, v in config.items() if k not in loose}
 
 
-def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]) -> tuple[EnsembleHead, dict]:
+def train(
+    pair: ModelPair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[EvalItem]
+) -> tuple[EnsembleHead, dict]:
     """Run the REINFORCE loop; returns the head and the card (resumes from ``cfg.work_dir``)."""
     if cfg.estimator == "gaussian" and cfg.explore <= 0:
         raise SpecScopeError("--estimator gaussian explores w_t with Gaussian noise on the logit: give --explore σ > 0")
@@ -456,7 +473,7 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
     work = Path(cfg.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     ckpt = work / "checkpoint.pt"
-    state = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
+    state: dict[str, Any] = {"epoch": 0, "step": 0, "baseline": {}, "history": [], "heads": [], "lossless": None}
     state["commit"] = source_commit()  # the code the run starts with (a resumed run keeps its first one)
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
@@ -486,15 +503,17 @@ def train(pair, cfg: TrainConfig, train_items: list[EvalItem], val_items: list[E
                 for g in range(cfg.group)
             }
             if cfg.freeze_bias and state["step"] == 0:  # centre on the first batch's positions (kept in the head)
-                recs = [o[1] for o in outs.values() if o[1] is not None]
-                if recs:
+                firsts = [o[1] for o in outs.values() if o[1] is not None]
+                if firsts:
                     with torch.no_grad():
                         feats = head.features(
-                            torch.cat([r["draft_hidden"] for r in recs]), torch.cat([r["target_hidden"] for r in recs])
+                            torch.cat([r["draft_hidden"] for r in firsts]),
+                            torch.cat([r["target_hidden"] for r in firsts]),
                         )
                         head.center += feats.mean(0)
             head.train()
             # advantages: A = R − b, b the mean of the item's other rollouts (group > 1) or the task's running mean
+            task_ws: dict[str, list[float]]
             ws, rs, task_ws, raw = [], [], {}, []
             for i in picked:
                 item, rewards = train_items[i], [outs[i, g][0] for g in range(cfg.group)]

@@ -151,6 +151,7 @@ class Distiller:
 
 
 def build_draft(target, cfg: DraftTrainConfig, subset: torch.Tensor):
+    draft: torch.nn.Module
     if cfg.design == "feature":
         draft = FeatureDraft(
             target, cfg.num_layers, init_from_target=True, head_size=len(subset), feature_layers=cfg.feature_layers

@@ -33,6 +33,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -55,6 +56,9 @@ from spec_core.policies.base import DraftSoFar
 from spec_core.policies.fixed import FixedLength
 from spec_core.train.prompts import training_prompts, written_prompts
 from spec_core.types import RoundInputs, SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 RUNS_DIR = Path("runs/pacer")
 SAMPLED = SamplingConfig(temperature=0.7, top_p=0.9, seed=0)  # the sampled rounds (as the draft's own data)
@@ -122,7 +126,7 @@ def simulation_prompts(cfg: SimConfig) -> list[tuple[str, str]]:
     return out
 
 
-def simulate_prompt(pair, prompt: str, cfg: SimConfig, sampling: SamplingConfig) -> dict[str, torch.Tensor]:
+def simulate_prompt(pair: ModelPair, prompt: str, cfg: SimConfig, sampling: SamplingConfig) -> dict[str, torch.Tensor]:
     """One generation with the long window: per drafted token (N of them) and per round (R)."""
     run = _RecordingGeneration(pair, prompt, f"fixed:{cfg.window}", cfg.max_new_tokens, sampling, window=cfg.window)
     run.run()
@@ -222,7 +226,7 @@ def trained_prompt_texts(card: dict) -> set[str]:
     return {t for i, t in enumerate(texts) if i % every != 0}
 
 
-def simulate(pair, cfg: SimConfig, progress: bool = True) -> list[Path]:
+def simulate(pair: ModelPair, cfg: SimConfig, progress: bool = True) -> list[Path]:
     """Write the shards that are missing (resumable with the same settings); returns every shard's path."""
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     check_resumable(cfg)
@@ -390,7 +394,9 @@ def pack_segments(segments: torch.Tensor, seq_len: int, order: torch.Tensor | No
     counts = torch.bincount(segments)  # [B] tokens per block
     starts = torch.cumsum(counts, 0) - counts  # [B]
     order = torch.arange(len(counts)) if order is None else order
-    rows, row, fill = [], [], 0
+    rows: list[list[int]] = []
+    row: list[int] = []
+    fill = 0
     for b in order.tolist():
         n = int(counts[b])
         if fill + n > seq_len and row:
@@ -424,7 +430,7 @@ def paper_predictions(
 ) -> torch.Tensor:
     """â ``[n]`` of the tokens in ``mask`` (whole rounds), each scored inside its block of ``block`` tokens."""
     sel = torch.nonzero(mask).squeeze(-1)
-    sub = {k: data[k][sel] for k in ("hidden", "position", "token_embed") if k in data}
+    sub: dict[str, torch.Tensor] = {k: data[k][sel] for k in ("hidden", "position", "token_embed") if k in data}
     index, seg = pack_segments(block_segments(sub["position"], block), seq_len)
     out = torch.empty(len(sel))
     with torch.inference_mode():
@@ -435,9 +441,9 @@ def paper_predictions(
     return out
 
 
-def token_embeddings(pair, tokens: torch.Tensor) -> torch.Tensor:
+def token_embeddings(pair: ModelPair, tokens: torch.Tensor) -> torch.Tensor:
     """``[N]`` token ids → ``[N, H]`` bf16: the pair's input embeddings (which every embedded draft shares)."""
-    table = pair.target.get_input_embeddings()
+    table = cast(torch.nn.Embedding, pair.target.get_input_embeddings())
     with torch.inference_mode():
         return torch.cat(
             [
@@ -467,7 +473,9 @@ def train_paper_head(data: dict[str, torch.Tensor], cfg: TrainConfig, variant: s
     heldout = (data["prompt"] % cfg.heldout_every) == 0  # [N] split by prompt, never within one
     if heldout.all() or not heldout.any():
         raise SpecScopeError("PACER data too small to split into train and held-out prompts; simulate more prompts")
-    train = {k: data[k][~heldout] for k in ("hidden", "position", "token_embed", "label") if k in data}
+    train: dict[str, torch.Tensor] = {
+        k: data[k][~heldout] for k in ("hidden", "position", "token_embed", "label") if k in data
+    }
     # every training round once per block size: a block's tokens see each other (causally), never another block's
     pools = []
     for b in cfg.block_sizes:
@@ -575,7 +583,7 @@ def load_meta(path: Path) -> dict:
 
 
 def run(
-    pair,
+    pair: ModelPair,
     draft: str,
     sim: SimConfig,
     cfg: TrainConfig,

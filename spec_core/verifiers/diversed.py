@@ -18,7 +18,7 @@ method is built unless the head named was trained on that block drafter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -27,6 +27,9 @@ from spec_core.heads.ensemble import EnsembleHead, head_drafter, load_head, ship
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, EnsembleVerifier, parse_options
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 def _drafter_words(drafter: str) -> str:
@@ -61,7 +64,7 @@ class DiversedVerifier(EnsembleVerifier):
         return DiversedParams(**parse_options(arg or "", ("head", "t0"), "diversed"))
 
     @classmethod
-    def build(cls, params: DiversedParams, pair=None) -> DiversedVerifier:
+    def build(cls, params: DiversedParams, pair: ModelPair | None = None) -> DiversedVerifier:
         if pair is None:
             raise SpecScopeError("diversed needs the loaded model pair: its ensemble head is matched to the draft")
         names = [params.head] if params.head else list(dict.fromkeys([shipped_head(0.0), shipped_head(1.0)]))
@@ -69,7 +72,7 @@ class DiversedVerifier(EnsembleVerifier):
         return cls(heads[0], params, sampled=heads[-1])
 
     @staticmethod
-    def _checked_head(pair, name: str, drafter: str) -> EnsembleHead:
+    def _checked_head(pair: ModelPair, name: str, drafter: str) -> EnsembleHead:
         """The head ``name``, refused unless it was trained on ``drafter``'s hidden states."""
         head, card = load_head(pair, name)
         trained_on = head_drafter(card)

@@ -13,7 +13,7 @@ when the sampled rule would keep it for sure (p(x) ≥ L·q(x)); the next token 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -22,6 +22,9 @@ from spec_core.errors import SpecScopeError
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, parse_options, parse_unit
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class LenientVerifier:
         return LenientParams(parse_unit(value, "lenient:L", low_open=True), **parse_options(rest, ("t0",), "lenient"))
 
     @classmethod
-    def build(cls, params: LenientParams, pair=None) -> LenientVerifier:
+    def build(cls, params: LenientParams, pair: ModelPair | None = None) -> LenientVerifier:
         return cls(params)
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:

@@ -7,7 +7,7 @@ the multi-candidate rule of :mod:`spec_core.verifiers.tree` (docs/ALGORITHMS.md 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -16,6 +16,9 @@ from spec_core.errors import SpecScopeError
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.tree import verify_tree
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 class LosslessVerifier:
@@ -34,7 +37,7 @@ class LosslessVerifier:
             raise SpecScopeError("lossless takes no parameter")
 
     @classmethod
-    def build(cls, params: None = None, pair=None) -> LosslessVerifier:
+    def build(cls, params: None = None, pair: ModelPair | None = None) -> LosslessVerifier:
         return cls()
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:

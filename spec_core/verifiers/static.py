@@ -19,7 +19,7 @@ Temperature 0 has two definitions (``t0=``, see docs/DIVERSED.md for the one the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -27,6 +27,9 @@ from spec_core import rules
 from spec_core.errors import SpecScopeError
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 T0_MODES = ("argmax", "onehot")
 DEFAULT_T0 = "argmax"
@@ -123,7 +126,7 @@ class StaticVerifier(EnsembleVerifier):
         return StaticParams(parse_unit(weight, "static:W"), **parse_options(rest, ("t0",), "static"))
 
     @classmethod
-    def build(cls, params: StaticParams, pair=None) -> StaticVerifier:
+    def build(cls, params: StaticParams, pair: ModelPair | None = None) -> StaticVerifier:
         return cls(params)
 
     def weights(self, inputs: RoundInputs) -> torch.Tensor:

@@ -26,6 +26,7 @@ def verify_tree(inputs: RoundInputs, sampling: SamplingConfig, generator: torch.
     """Walk the tree of ``inputs`` (``draft_tokens`` ``[N]``, ``draft_parents`` ``[N]``, siblings most valuable
     first) against ``target_logits`` ``[N + 1, V]``; the verdict's ``path`` is the accepted nodes, ``tried`` the
     children tried in order, ``accept_probs`` ``[N]`` each one's acceptance probability (0 if never tried)."""
+    assert inputs.draft_parents is not None  # a tree's round
     tokens, parents = inputs.draft_tokens.tolist(), inputs.draft_parents.tolist()
     children: dict[int, list[int]] = {}
     for node, parent in enumerate(parents):

@@ -26,6 +26,7 @@ Assets (``assets/block/LOSS``) are read and written by :mod:`.assets`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -77,7 +78,6 @@ class BlockConfig:
             head_dim=self.head_dim,
             intermediate_size=self.intermediate_size,
             rms_norm_eps=self.rms_norm_eps,
-            rope_theta=self.rope_theta,
             rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
             num_hidden_layers=self.num_layers,
             vocab_size=1,
@@ -151,7 +151,7 @@ class BlockLayer(nn.Module):
 class BlockDraftModel(nn.Module):
     """The trainable block drafter around a target's frozen embedding and head (module docstring)."""
 
-    def __init__(self, config: BlockConfig, embed: nn.Module, head: nn.Module):
+    def __init__(self, config: BlockConfig, embed: nn.Embedding, head: nn.Module):
         super().__init__()
         self.config = config
         c = config
@@ -189,7 +189,9 @@ class BlockDraftModel(nn.Module):
                 h = config.hidden_size
                 model.fc.weight.zero_()
                 model.fc.weight[:, -h:].copy_(torch.eye(h))  # the deepest chosen target layer
-                model.context_norm.weight.copy_(model.layers[0].input_layernorm.weight)
+                first = model.layers[0]
+                assert isinstance(first, BlockLayer)
+                model.context_norm.weight.copy_(first.input_layernorm.weight)
                 model.norm.weight.copy_(target.model.norm.weight)
         return model.to(next(target.parameters()).dtype)
 
@@ -212,7 +214,7 @@ class BlockDraftModel(nn.Module):
         """Per layer, keys/values of context features ``[..., T, H]`` at positions start..start+T−1."""
         positions = torch.arange(start, start + features.shape[-2], device=features.device)
         cos, sin = self.rope_tables(positions)  # [T, d]
-        return [layer.kv(features, cos, sin) for layer in self.layers]
+        return [cast(BlockLayer, layer).kv(features, cos, sin) for layer in self.layers]
 
     def block_states(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,6 +13,9 @@ from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.errors import SpecScopeError
 from spec_core.rules import BLOCK_LOSSES
 from spec_core.types import SamplingConfig
+
+if TYPE_CHECKING:
+    from spec_core.models import ModelPair
 
 
 class BlockDrafter:
@@ -70,7 +74,9 @@ class BlockDrafter:
         out_tokens, qs, token_probs = [], [], []
         for row in logits:  # each position from its own warped distribution (q rows are what was sampled)
             token, q, prob = draw(row, sampling, generator)
-            out_tokens.append(token), qs.append(q), token_probs.append(prob)
+            out_tokens.append(token)
+            qs.append(q)
+            token_probs.append(prob)
         self.drafted += out_tokens
         probs = torch.stack(qs) if qs[0] is not None else None
         return DraftChunk(out_tokens, probs, token_probs, list(hidden), list(logits), 1)  # one forward: the block
@@ -83,7 +89,7 @@ class BlockDrafter:
         self._extend(verified.layer_hidden[: accepted + 1])  # [pending, x_1..x_accepted]
 
 
-def make_block_drafter(pair, loss: str) -> BlockDrafter:
+def make_block_drafter(pair: ModelPair, loss: str) -> BlockDrafter:
     """The block drafter trained with ``loss`` (``block:LOSS``) for ``pair`` (loaded once, then cached in
     ``pair.extras``).
 
