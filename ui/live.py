@@ -3,8 +3,7 @@
 Layout and wiring only (docs/STYLE.md §6): requests are parsed by :mod:`spec_core.requests`, frames come from
 :mod:`spec_core.live`, HTML from :mod:`visuals.live_page`; the step-through panel is :mod:`ui.live_steps`. Inputs
 are named (:class:`LiveInputs`), never read by position. A finished greedy run goes to the Playground through the
-page's :class:`ui.shared.Visitor`. On ZeroGPU the stream runs in a GPU slot sized by :func:`live_slot_s`.
-"""
+page's :class:`ui.shared.Visitor`. On ZeroGPU the stream runs in a GPU slot sized by :func:`live_slot_s`."""
 
 from __future__ import annotations
 
@@ -159,6 +158,7 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
         made = live.stopped(frame).removeprefix("Stopped.") if frame is not None and not frame.done else ""
         return [alert(f"{note}{made}"), *[gr.update()] * (len(outputs) - 1)]
 
+    tab.run.click(None, js=live_page.SCROLL_TO_STATUS)  # in the browser, at the click
     event = tab.run.click(
         gpu_slot.until_slot_end(gpu_slot.gpu_slot(shown_errors(on_live, len(outputs)), live_slot_s), slot_ended),
         [*tab.inputs.components(), tab.show_rejected, stop_request],
@@ -181,11 +181,9 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
         show_progress="hidden",
     )
 
-    def finished(frame, step, greedy, prompt, max_new) -> list[Any]:  # the step-through, and the Playground's run
-        return [*after_run(frame, step), remember_greedy(greedy, frame, prompt, max_new)]
-
-    event.then(
-        finished,
+    done = lambda frame, step, greedy, p, n: [*after_run(frame, step), remember_greedy(greedy, frame, p, n)]  # noqa: E731
+    event.then(  # the step-through, and the Playground's run
+        done,
         [tab.frame, tab.steps.step, visitor.live_greedy, tab.inputs.prompt, tab.inputs.max_new],
         [tab.steps.lane, tab.steps.round, tab.steps.card, *plots, visitor.live_greedy],
         api_visibility="private",

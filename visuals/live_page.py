@@ -22,6 +22,13 @@ PRECISION_INFO = (
 )
 EMPTY_LANE = ("### –", "", "")
 
+# Run in the browser at Generate's click (before the server answers): the status line and the lanes come into view,
+# so the first second shows the run starting (the Examples table pushes them below the fold at 1400×900).
+SCROLL_TO_STATUS = (
+    "() => { const s = document.getElementById('status');"
+    " if (s) window.scrollTo({top: s.getBoundingClientRect().top + window.scrollY - 120}); }"
+)
+
 
 def verdict_html(speed, done: bool) -> str:
     """The lane's verdict sentence, under its counters once the run is done (quiet while it runs)."""

@@ -93,6 +93,13 @@ def set_number(page, elem_id: str, value: str, attempts: int = 5) -> None:
 
 def run_live(page, timeout_ms: int) -> None:
     page.locator("#run").click()
+    # within 2 s of the click the status line is on screen and already says what is happening
+    page.wait_for_function(
+        "(() => { const s = document.querySelector('#status'); if (!s) return false;"
+        " const r = s.getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight"
+        " && s.innerText.trim().length > 0; })()",
+        timeout=2_000,
+    )
     page.locator("#lane-0 .spec-tokens .tok").first.wait_for(timeout=timeout_ms)
     page.wait_for_function("document.querySelector('#status')?.innerText.includes('Done')", timeout=timeout_ms)
     page.locator("#live-view-0 .js-plotly-plot").first.wait_for(timeout=timeout_ms)
