@@ -630,3 +630,18 @@ def test_a_short_training_run_writes_a_card_that_names_what_it_ran(tmp_path):
     assert 0.0 <= card["history"][0]["train_clipped"] <= 1.0
     with pytest.raises(SpecScopeError, match="must be > 0"):
         train(pair, TrainConfig(temperatures="0,1", work_dir=str(tmp_path / "w2")), tiny_items(2), [])
+
+
+def test_every_shipped_diversed_card_names_its_estimator_and_the_sampled_head_its_temperatures():
+    """The cards say how their heads were trained: the estimator always; the sampled head was trained with the
+    unbiased decision score at the temperatures it serves (T > 0), its fields written by the trainer."""
+    from spec_core.train.diversed import ESTIMATORS
+
+    cards = [json.loads(p.read_text()) for p in HEADS_DIR.glob("*.json")]
+    cards = [c for c in cards if c.get("kind") == "diversed-ensemble-head"]
+    assert {c["name"] for c in cards} >= {"diversed", "diversed-sampled"}
+    assert all(c["training"]["estimator"] in ESTIMATORS for c in cards)
+    sampled = next(c for c in cards if c["name"] == "diversed-sampled")
+    assert sampled["training"]["estimator"] == "decision" and sampled["rule"] == "sampled"
+    assert min(sampled["training"]["temperature_grid"]) > 0 and sampled["serves"].startswith("temperature")
+    assert sampled["commit"] and sampled["selection_metric"] and sampled["ships_for"]
