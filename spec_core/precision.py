@@ -40,7 +40,7 @@ PROBE_PROMPTS = (  # the first prompts of the project's benchmark set (prompts/s
 )
 PROBE_METHOD = "fixed:3"
 PROBE_TOKENS = 32
-VERSION = 3  # bump when what is measured changes: old tables are then measured again
+VERSION = 4  # bump when what is measured changes: old tables are then measured again (4: batch-invariant targets)
 
 
 def interleaved_median_ms(calls: dict, repeats: int) -> dict:
@@ -90,6 +90,7 @@ def measure_profile(pair, repeats: int = 6) -> CostProfile:
     """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
     (``extra["acceptance"]``) on the probe prompts."""
     from spec_core.engine import Generation
+    from spec_core.invariance import is_batch_invariant
     from spec_core.types import SamplingConfig
 
     widths = target_forward_ms(pair, repeats=repeats)
@@ -110,7 +111,8 @@ def measure_profile(pair, repeats: int = 6) -> CostProfile:
         target_ms=tuple(widths.values()),
         draft_ms=draft_ms,
         engine_ms=engine_ms,
-        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens",
+        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens, "
+        f"{'batch-invariant' if is_batch_invariant(pair.target) else 'plain'} target passes",
         extra={"acceptance": accepted / drafted if drafted else 0.0, "precision": pair.precision},
     )
 
