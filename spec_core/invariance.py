@@ -11,9 +11,10 @@ in the pass.
 
 Measured on this project's CPU (one thread, the embedded SmolLM2 target; docs/RESULTS.md, "Batch invariance"):
 
-- the linears are row-invariant in bfloat16 (``F.linear``) and weight-only int8 (``_weight_int8pack_mm``): a row's
-  output is the same bits for 1…8 rows. ``F.linear`` in float32 is not: one row takes another path than two or
-  more (which agree with each other), so :class:`RowPaddedLinear` runs a one-row input as two rows;
+- the weight-only int8 linears (``_weight_int8pack_mm``) are row-invariant: a row's output is the same bits for
+  1…139 rows. bfloat16 ``F.linear`` is for 1…32 rows (a wider pass, e.g. a 32-node tree with its pending token,
+  switches kernels), float32 for 2…15 (one row takes another path), so :class:`RowInvariantLinear` runs wider
+  passes in chunks and a float32 single row as two;
 - SDPA is not: its CPU kernel sizes its key blocks by the number of keys, so the same row over the same visible
   keys gives other bits when the pass holds masked keys after them (a chain) or between them (a token tree's other
   branches). :func:`invariant_sdpa` computes each row over exactly its visible keys, in cache order, with the
@@ -41,6 +42,7 @@ from spec_core import attention
 NAME = "specscope_invariant"
 ENV = "SPECSCOPE_BATCH_INVARIANT"  # "0": load targets without batch invariance (to measure its cost)
 _UNSUPPORTED = ("softcap", "position_bias", "cache", "sinks", "sliding_window")
+WIDEST = 129  # the widest pass kept invariant: a tree of 128 nodes and the pending token (a prompt may be wider)
 
 
 def enabled_by_default() -> bool:
@@ -105,6 +107,7 @@ def invariant_sdpa(
     if (
         batch == 1
         and q_len < k_len  # a pass after cached tokens (a prefill from an empty cache is shared by every method)
+        and q_len <= WIDEST
         and dropout == 0.0
         and not any(kwargs.get(k) is not None for k in _UNSUPPORTED)
         and (
@@ -137,18 +140,31 @@ def invariant_sdpa(
     return out.unsqueeze(0), None
 
 
-class RowPaddedLinear(nn.Linear):
-    """An :class:`~torch.nn.Linear` that runs a one-row input as two rows (the row twice, the second dropped).
+ROW_CHUNK = {torch.float32: 15, torch.bfloat16: 32}  # the widest GEMM whose rows agree with narrower ones (measured)
+MIN_ROWS = {torch.float32: 2}  # float32: one row takes another GEMM path than two
 
-    float32 ``F.linear`` gives a single row other bits than the same row among two or more (another GEMM path);
-    two and more agree, so a one-token step padded to two computes what a verification pass computes.
+
+class RowInvariantLinear(nn.Linear):
+    """An :class:`~torch.nn.Linear` whose rows do not depend on how many rows it is given.
+
+    Measured on this CPU (one thread): bfloat16 ``F.linear`` gives a row the same bits for 1…32 rows and switches
+    kernels above (576 → 576 at 33 rows); float32 agrees for 2…15 rows, and a single row takes another path. So a
+    pass wider than the chunk runs as near-equal chunks of at most :data:`ROW_CHUNK` rows, and a float32 single row
+    as two (the row twice, the second dropped). A prefill wider than :data:`WIDEST` keeps one GEMM.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() != x.shape[-1]:  # two rows or more
+        rows = x.numel() // x.shape[-1]
+        chunk = ROW_CHUNK.get(x.dtype, 0)
+        low = MIN_ROWS.get(x.dtype, 1)
+        if not chunk or low <= rows <= chunk or rows > WIDEST:
             return F.linear(x, self.weight, self.bias)
-        flat = x.reshape(1, -1)
-        return F.linear(flat.expand(2, -1), self.weight, self.bias)[:1].view(*x.shape[:-1], self.out_features)
+        flat = x.reshape(rows, -1)
+        if rows < low:
+            out = F.linear(flat.expand(low, -1), self.weight, self.bias)[:rows]
+        else:
+            out = torch.cat([F.linear(part, self.weight, self.bias) for part in flat.tensor_split(-(-rows // chunk))])
+        return out.view(*x.shape[:-1], self.out_features)
 
 
 def register() -> str:
@@ -167,16 +183,16 @@ def is_batch_invariant(model: nn.Module) -> bool:
 
 
 def set_batch_invariant(model: nn.Module, on: bool = True) -> nn.Module:
-    """Switch a target on :mod:`spec_core.attention`'s SDPA to :func:`invariant_sdpa` (and its float32 linears to
-    :class:`RowPaddedLinear`), or back with ``on=False``. A model on another attention (eager) is left as it is."""
+    """Switch a target on :mod:`spec_core.attention`'s SDPA to :func:`invariant_sdpa` (and its bfloat16 / float32 linears to
+    :class:`RowInvariantLinear`), or back with ``on=False``. A model on another attention (eager) is left as it is."""
     current = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if current not in (attention.NAME, NAME, "sdpa"):
         return model
     register()
     model.set_attn_implementation(NAME if on else attention.NAME)
     for module in model.modules():
-        if type(module) is nn.Linear and on and module.weight.dtype == torch.float32:
-            module.__class__ = RowPaddedLinear
-        elif type(module) is RowPaddedLinear and not on:
+        if type(module) is nn.Linear and on and module.weight.dtype in ROW_CHUNK:
+            module.__class__ = RowInvariantLinear
+        elif type(module) is RowInvariantLinear and not on:
             module.__class__ = nn.Linear
     return model
