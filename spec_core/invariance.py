@@ -9,7 +9,7 @@ order from the shapes it is given. At a near-tie the argmax then flips, and ``fi
 ``VLLM_BATCH_INVARIANT``): every row runs the same kernels on the same shapes in the same order, whatever else is
 in the pass.
 
-Measured on this project's CPU (one thread, the embedded SmolLM2 target; docs/RESULTS.md, "Batch invariance"):
+Measured on this project's CPU (one thread, the embedded SmolLM2 target; docs/RESULTS.md, "Session 14"):
 
 - the weight-only int8 linears (``_weight_int8pack_mm``) are row-invariant: a row's output is the same bits for
   1…139 rows. bfloat16 ``F.linear`` is for 1…32 rows (a wider pass, e.g. a 32-node tree with its pending token,
