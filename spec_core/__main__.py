@@ -154,6 +154,7 @@ def cmd_costs(args) -> int:
     from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
     from spec_core.drafters.assets import available_drafts, load_draft
     from spec_core.drafters.networks import build_truncated
+    from spec_core.invariance import is_batch_invariant
     from spec_core.methods import split_methods
     from spec_core.prompting import prompt_ids
 
@@ -176,9 +177,10 @@ def cmd_costs(args) -> int:
         drafts[own] = pair.draft
     df = measure_costs(pair, drafts, args.repeats)
     print(df.to_string(index=False))
+    passes = "batch-invariant" if is_batch_invariant(pair.target) else "plain"  # the passes generation runs
     print(
         f"(precision {pair.precision}, device {pair.device}, {torch.get_num_threads()} thread(s), {args.repeats} "
-        "repeats, context 200 tokens)"
+        f"repeats, context 200 tokens, {passes} target passes)"
     )
     for name in drafts:
         if name == "truncated":

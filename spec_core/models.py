@@ -377,6 +377,12 @@ def _load_pair_uncached(name: str, dev: torch.device, precision: str | torch.dty
         pair.base_target, pair.target, pair.precision = pair.target, int8_target(pair.target), INT8
         if pair.draft is not None:
             pair.draft = int8_draft(pair.draft)  # a feature draft's step reads half the bytes (same acceptance)
+    if dev.type == "cpu":  # measured on the CPU's kernels only (a GPU's GEMMs pick their tiling by width too)
+        from spec_core.invariance import enabled_by_default, set_batch_invariant
+
+        # a 1-token step, a k-token chain and a tree pass give each row the same logits, so greedy lossless lanes
+        # write ``ar``'s text (the drafts, built above, keep the faster grouped attention)
+        set_batch_invariant(pair.target, enabled_by_default())
     return pair
 
 

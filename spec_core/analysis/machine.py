@@ -40,6 +40,7 @@ def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
     (``extra["acceptance"]``) on the probe prompts."""
     from spec_core.engine import Generation
+    from spec_core.invariance import is_batch_invariant
     from spec_core.types import SamplingConfig
 
     widths = target_forward_ms(pair, repeats=repeats)
@@ -60,7 +61,8 @@ def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
         target_ms=tuple(widths.values()),
         draft_ms=draft_ms,
         engine_ms=engine_ms,
-        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens",
+        about=f"measured on {cpu_name()}, {torch.get_num_threads()} thread(s), context {CONTEXT} tokens, "
+        f"{'batch-invariant' if is_batch_invariant(pair.target) else 'plain'} target passes",
         extra={"acceptance": accepted / drafted if drafted else 0.0, "precision": pair.precision},
     )
 

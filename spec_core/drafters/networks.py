@@ -32,6 +32,8 @@ def draft_config(target_config: LlamaConfig, num_layers: int, vocab_size: int | 
         cfg.pad_token_id = None if vocab_size <= (cfg.pad_token_id or 0) else cfg.pad_token_id
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
+    if getattr(cfg, "_attn_implementation", None) == "specscope_invariant":  # a batch-invariant target's
+        cfg._attn_implementation = "specscope_sdpa"  # a draft needs no batch invariance (spec_core/invariance.py)
     cfg.tie_word_embeddings = True
     return cfg
 

@@ -50,5 +50,8 @@ def test_one_query_and_other_attentions_are_left_to_transformers():
     assert torch.equal(_passes(model, ctx, torch.tensor([7])), one)
 
 
-def test_the_embedded_target_loads_with_folded_groups(embedded_f32):
-    assert embedded_f32.target.config._attn_implementation == attention.NAME
+def test_the_embedded_target_loads_batch_invariant(embedded_f32):
+    """Its passes run spec_core/invariance.py's attention (the folded groups, a row at a time; a prefill folded)."""
+    from spec_core import invariance
+
+    assert embedded_f32.target.config._attn_implementation == invariance.NAME
