@@ -72,12 +72,22 @@ def _target_tokens(span: TokenSpan, event: RoundEvent, temperature: float, top: 
         return "Every draft passed, so the target's verification pass already held the next position: " + (
             "its most likely token there, for free." if greedy else "a token sampled from p there, for free."
         )
+    replaced = rejected_piece(event)
+    which = f"The draft {_piece(replaced)} at this position" if replaced is not None else "The draft at this position"
     return (
-        f"The draft at this position was rejected; this is {top} there."
+        f"{which} was rejected; this is {top} there."
         if greedy
-        else "The draft at this position was rejected; this token is drawn from norm(max(0, p − q)), the part of "
+        else f"{which} was rejected; this token is drawn from norm(max(0, p − q)), the part of "
         "the target's distribution the draft had under-covered, which keeps the output exactly the target's."
     )
+
+
+def rejected_piece(event: RoundEvent) -> str | None:
+    """The text of the draft a recovered token replaced: the chain's first draft the verifier did not keep (None for
+    a tree, whose rejected nodes are the view's, or a round that rejected nothing)."""
+    if event.tree is not None or event.accepted >= event.draft_len:
+        return None
+    return event.draft_pieces[event.accepted]
 
 
 def _lossless(span: TokenSpan, event: RoundEvent, temperature: float) -> str:

@@ -43,6 +43,8 @@ def test_sampled_tooltips_give_the_min_p_over_q_rule():
     assert "fell above" in rejected.why and "' blue' was drawn in its place" in rejected.why
     recovered = next(s for s in spans if s.kind == "recovered")
     assert "norm(max(0, p − q))" in recovered.why
+    event = next(e for e in LANE if e.accepted < e.draft_len)  # the recovered token names the draft it replaced
+    assert f"The draft {event.draft_pieces[event.accepted]!r} at this position was rejected" in recovered.why
     bonus = next(s for s in spans if s.kind == "bonus")
     assert "Every draft passed" in bonus.why
 
