@@ -112,11 +112,33 @@ class LiveFrame:
         return text_distance(tokens, ar, lossy=is_lossy(method), greedy=self.temperature == 0)
 
     def marks(self, method: str) -> dict[int, str]:
-        """Index among ``method``'s emitted tokens → hover note of a divergence to mark there."""
+        """Index among ``method``'s emitted tokens → hover note of a divergence to mark there: the explained one
+        (:func:`divergences`, live), else where the texts first differ (a replay, which has no target to ask)."""
         if method == "ar":
-            return {d.position: d.note() for d in self.divergences.values()}
+            found = {d.position: d.note() for d in self.divergences.values()}
+            for other in self.lanes:
+                at = self._first_difference(other) if other != "ar" and other not in self.divergences else None
+                if at is not None:
+                    found.setdefault(at, f"{other} parts from ar at new token {at + 1}.")
+            return found
         d = self.divergences.get(method)
-        return {d.position: d.note()} if d else {}
+        if d:
+            return {d.position: d.note()}
+        at = self._first_difference(method)
+        return (
+            {at: f"Parts from ar here, at new token {at + 1} (a replay: the target is not asked why)."}
+            if at is not None
+            else {}
+        )
+
+    def _first_difference(self, method: str) -> int | None:
+        """Where ``method``'s emitted tokens first differ from ar's (None: the same, or no ar lane)."""
+        if method == "ar" or "ar" not in self.lanes or not self.lanes.get(method):
+            return None
+        at = first_divergence(
+            [t for e in self.lanes[method] for t in e.emitted], [t for e in self.lanes["ar"] for t in e.emitted]
+        )
+        return at if at >= 0 else None
 
 
 @dataclass

@@ -260,3 +260,21 @@ def test_a_stop_request_ends_the_run_with_what_was_made():
     last = seen[-1]
     assert last.done and last.status.startswith("Stopped. New tokens so far:")
     assert 0 < sum(len(e.emitted) for e in last.lanes["fixed:2"]) < 400  # cut, not run to the end
+
+
+def test_a_replay_marks_where_a_lane_parts_from_ar_without_asking_the_target():
+    """The Analyzer's replay has no target to explain a divergence; its lanes still get the ◆ where the texts first
+    differ (the lane's note says "see the ◆ mark"), and ar's lane gets one per lane that parts from it."""
+    import dataclasses
+
+    from test_visuals import ev
+
+    from spec_core.live import LiveFrame
+
+    ar = [dataclasses.replace(ev(i, [], 0, method="ar"), emitted=(10 + i,)) for i in range(4)]
+    same = [dataclasses.replace(ev(0, ["a"], 1, method="fixed:2"), emitted=(10, 11)), *ar[2:]]
+    other = [dataclasses.replace(ev(0, ["a"], 1, method="fixed:4"), emitted=(10, 99)), *ar[2:]]
+    frame = LiveFrame(("fixed:2", "fixed:4", "ar"), {"fixed:2": same, "fixed:4": other, "ar": ar}, done=True)
+    assert frame.marks("fixed:2") == {}  # the same text: nothing to mark
+    assert list(frame.marks("fixed:4")) == [1] and "new token 2" in frame.marks("fixed:4")[1]
+    assert list(frame.marks("ar")) == [1] and "fixed:4 parts from ar" in frame.marks("ar")[1]
