@@ -19,6 +19,7 @@ import time
 import app
 from spec_core import live, requests
 from spec_core.types import Stats
+from ui.live import N_LANES
 from visuals import live_page, views
 
 
@@ -39,7 +40,7 @@ def live_run(request) -> dict[str, float]:
     frames = 0
     for frame in live.live_frames(app.get_pair, request):
         t = time.perf_counter()
-        live_page.lanes_parts(frame, app.N_LANES)
+        live_page.lanes_parts(frame, N_LANES)
         html_s += time.perf_counter() - t
         if frame.done:
             t = time.perf_counter()
