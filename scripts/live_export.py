@@ -14,6 +14,7 @@ from pathlib import Path
 
 from spec_core import live, requests
 from spec_core.analysis import live_export
+from spec_core.methods import split_methods
 from ui.live import DEFAULT_METHODS
 from visuals.menus import EXAMPLES
 
@@ -28,7 +29,7 @@ def main() -> None:
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--out", default="runs/live_export", help="folder for the JSONL and the CSV")
     args = ap.parse_args()
-    methods = args.methods.split(",")
+    methods = split_methods(args.methods)  # a name's own settings may hold commas (pacer:b=2,t=0.5)
     request = requests.parse_live_request(
         args.prompt,
         methods,

@@ -56,6 +56,15 @@ def round_shape(event) -> RoundShape:
     return RoundShape(tokens, int(width), int(forwards), len(blocks))
 
 
+SOURCES = {  # CostProfile.source → the words every view uses for it
+    "run": "timed in this run's rounds",
+    "table": "from this machine's cost table",
+    "quick": "timed once on this pair",
+    "reference": "an earlier measurement on a reference machine",
+    "model": "priced by the accelerator model",
+}
+
+
 @dataclass(frozen=True)
 class CostProfile:
     """Milliseconds of one round's parts on one machine (or in one model of a machine).
@@ -74,6 +83,7 @@ class CostProfile:
     measured: bool = True
     about: str = ""  # what was measured, where, or the model's parameters
     unit: str = "ms"  # "ms": milliseconds (a measurement); "step": a model where one plain step costs 1 (no clock)
+    source: str = "table"  # where the prices come from (SOURCES): a view names it beside every number it prices
     extra: dict = field(default_factory=dict, compare=False)  # e.g. the acceptance a precision was measured at
 
     def __post_init__(self):
@@ -225,6 +235,7 @@ def accelerator_profile(draft_ratio: float, step_ms: float = 1.0, unit: str = "s
         draft_ms=draft_ratio * step_ms,
         measured=False,
         unit=unit,
+        source="model",
         about=f"a model, not a measurement: a pass over ≤ {GPU_FREE_WIDTH} tokens costs one step; "
         f"a draft forward costs {draft_ratio:.3f} of a step (draft/target parameters)",
     )
@@ -259,6 +270,7 @@ def profile_from_events(
     widths = sorted(by_width)
     return CostProfile(
         name=name,
+        source="run",
         widths=tuple(widths),
         target_ms=tuple(statistics.median(by_width[w]) for w in widths),
         draft_ms=statistics.median(drafts) if drafts else 0.0,

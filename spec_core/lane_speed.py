@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spec_core.cost_model import CostProfile, accelerator_profile, profile_from_events, round_shape
+from spec_core.cost_model import SOURCES, CostProfile, accelerator_profile, profile_from_events, round_shape
 from spec_core.types import RoundEvent, Stats
 
 if TYPE_CHECKING:
@@ -117,16 +117,8 @@ def mean_draft_len(events: Sequence[RoundEvent]) -> float:
 
 
 def cost_source(profile: CostProfile) -> str:
-    """Where a profile's prices come from, in the words every view uses: this run's rounds, this machine's table
-    (``costs --machine``), a quick timing of the pair, or the accelerator model."""
-    name = profile.name.lower()
-    if not profile.measured or "model" in name:
-        return "priced by the accelerator model"
-    if name.startswith("this run"):
-        return "timed in this run's rounds"
-    if "quick" in name:
-        return "timed once on this pair"
-    return "from this machine's cost table"
+    """Where a profile's prices come from, in the words every view uses (:data:`spec_core.cost_model.SOURCES`)."""
+    return SOURCES.get(profile.source, profile.source)
 
 
 def verdict_text(

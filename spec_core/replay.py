@@ -45,6 +45,7 @@ DEFAULT_COSTS = CostProfile(
     engine_ms=2.2,
     head_ms=0.43,
     name="a reference machine",
+    source="reference",
     about="an earlier session's measurement on this project's AVX2 machine (bfloat16)",
 )
 

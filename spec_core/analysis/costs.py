@@ -97,6 +97,7 @@ def profile_from_table(costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0
         tuple(float(m) for m in target["ms"]),
         float(step.iloc[0]) if len(step) else 0.0,
         overhead_ms,
+        source="quick",
     )
 
 
@@ -233,4 +234,5 @@ def measure_round_costs(pair: ModelPair, head=None, block: int = 2, repeats: int
         overhead_ms,
         head_ms,
         name=f"this machine · {pair.precision}",
+        source="quick",
     )

@@ -117,6 +117,7 @@ def quick_profile(pair: ModelPair) -> CostProfile:
         target_ms=tuple(widths.values()),
         draft_ms=(ratio if ratio is not None else DEFAULT_DRAFT_RATIO) * step,
         name=f"this machine · {getattr(pair, 'precision', '')} (quick)",
+        source="quick",
         about="the target's passes timed once on this pair (3 repeats); a draft forward priced at the draft's share "
         "of the target's parameters",
     )
