@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 NAME = "specscope_sdpa"
+UNFOLDABLE = ("softcap", "position_bias", "cache", "sinks")  # attention options the folded path does not implement
 
 
 def grouped_sdpa(
@@ -53,7 +54,7 @@ def grouped_sdpa(
         and attention_mask.dim() == 4
         and attention_mask.shape[1] == 1  # one mask for every head
         and dropout == 0.0
-        and not any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "cache", "sinks"))
+        and not any(kwargs.get(k) is not None for k in UNFOLDABLE)
     )
     if not foldable:
         return sdpa_attention_forward(

@@ -41,7 +41,7 @@ from spec_core import attention
 
 NAME = "specscope_invariant"
 ENV = "SPECSCOPE_BATCH_INVARIANT"  # "0": load targets without batch invariance (to measure its cost)
-_UNSUPPORTED = ("softcap", "position_bias", "cache", "sinks", "sliding_window")
+_UNSUPPORTED = (*attention.UNFOLDABLE, "sliding_window")  # the folded path's, and a window that hides keys
 WIDEST = 129  # the widest pass kept invariant: a tree of 128 nodes and the pending token (a prompt may be wider)
 
 

@@ -49,6 +49,7 @@ class LaneSpeed:
     spread: tuple[float, float] | None = None  # 10th–90th percentile of the measured ratio (bootstrap over rounds)
     verdict: str = ""  # one plain sentence: faster or slower than ar, and why
     breakeven_acceptance: float | None = None  # the acceptance a window of this lane's length needs to match ar
+    breakeven_tau: float | None = None  # a mean round of this lane in plain steps: the τ that matches ar
     gpu_like: float | None = None  # the same rounds priced by the accelerator model
 
     @property
@@ -139,16 +140,15 @@ def verdict_text(
     else:
         head = f"slower than ar here ({m:.2f}×)"
     why = ""
-    if profile is not None and stats.drafted_tokens:
+    if profile is not None and stats.drafted_tokens and speed.breakeven_tau is not None:
         width = max(2, round(mean_draft_len(events) + 1))
         price = profile.verify_ratio(width)
         alpha = stats.acceptance_rate
         shapes = [round_shape(e) for e in events if e.draft_len]  # draft forwards as the cost model counts them
         forwards = sum(s.draft_forwards for s in shapes) / max(len(shapes), 1)
         drafting = forwards * profile.draft_ms / profile.step_ms  # a copied (lookup) draft takes no forward
-        cost, _ = breakeven(events, profile)  # a mean round of this lane in plain steps: the τ that breaks even
         drafted = mean_draft_len([e for e in events[1:] or events])
-        cost, drafted = round(cost, 2), round(drafted, 1)  # the numbers shown: a reader redoes the sum from them
+        cost, drafted = round(speed.breakeven_tau, 2), round(drafted, 1)  # shown: a reader redoes the sum from them
         need_text = (
             f"it must add {cost:.2f} tokens a round: with {drafted:.1f} drafts a round, ≥ "
             f"{(cost - 1) / drafted:.0%} accepted (({cost:.2f} − 1) / {drafted:.1f}) breaks even"
@@ -253,10 +253,18 @@ def _priced(
     """A lane's prediction, break-even, accelerator figure and verdict under ``profile`` (with ``ar``'s measured
     ratio and its spread when the run had an ``ar`` lane)."""
     predicted = profile.events_speedup(events) if profile is not None else None
-    need = breakeven(events, profile)[1] if profile is not None and stats.drafted_tokens else None
+    tau_need, need = breakeven(events, profile) if profile is not None and stats.drafted_tokens else (None, None)
     need = need if need is not None and np.isfinite(need) else None
     gpu = accelerator_profile(draft_ratio).events_speedup(events) if stats.drafted_tokens else None
-    speed = LaneSpeed(stats.tokens_per_s, measured, predicted, spread=spread, breakeven_acceptance=need, gpu_like=gpu)
+    speed = LaneSpeed(
+        stats.tokens_per_s,
+        measured,
+        predicted,
+        spread=spread,
+        breakeven_acceptance=need,
+        breakeven_tau=tau_need,
+        gpu_like=gpu,
+    )
     return dataclasses.replace(speed, verdict=verdict_text(stats, speed, profile, events, lossy_note))
 
 

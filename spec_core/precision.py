@@ -88,15 +88,25 @@ def save_table(profiles: dict[str, CostProfile]) -> Path:
     return path
 
 
+def read_table(path: Path) -> dict[str, CostProfile]:
+    """Precision → profile from a cost table file (this machine's cached one, or a shipped
+    ``assets/results/costs/*.json``: ``{"profiles": {precision: profile}}``); a one-line error for anything else."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        return {k: CostProfile.from_dict(v) for k, v in raw["profiles"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise SpecScopeError(f"{path} is not a cost table ({type(err).__name__}: {err})") from err
+
+
 def cached_machine_costs() -> dict[str, CostProfile] | None:
-    """This machine's table if it was measured already (never measures: for views that must not wait)."""
+    """This machine's table if it was measured already (never measures: for views that must not wait); a damaged
+    table reads as None (measured again)."""
     path = table_path()
     if not path.exists():
         return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return {k: CostProfile.from_dict(v) for k, v in raw["profiles"].items()}
-    except (OSError, ValueError, KeyError, TypeError):
+        return read_table(path)
+    except SpecScopeError:
         return None
 
 

@@ -12,32 +12,23 @@ table made by it is reproduced from a clone (``tests/unit/test_docs_numbers.py``
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer_heads import HeadRow, shipped_comparison
+from spec_core.precision import read_table as table_file
 
 ACCELERATOR = "accelerator"
 
 
 def read_table(path: Path, precision: str) -> CostProfile:
-    """One precision's profile from a cost table file (a shipped ``assets/results/costs/*.json`` or this machine's
-    cached table: ``{"profiles": {precision: profile}}``), with a one-line error for anything else."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise SpecScopeError(f"cannot read the cost table {path}: {err}") from err
-    profiles = raw.get("profiles") if isinstance(raw, dict) else None
-    if not isinstance(profiles, dict) or precision not in profiles:
-        have = sorted(profiles) if isinstance(profiles, dict) else []
-        raise SpecScopeError(f"{path} has no {precision!r} profile (it has: {', '.join(have) or 'none'})")
-    try:
-        return CostProfile.from_dict(profiles[precision])
-    except (TypeError, ValueError) as err:
-        raise SpecScopeError(f"{path}: the {precision!r} profile is not a cost profile ({err})") from err
+    """One precision's profile from a cost table file (:func:`spec_core.precision.read_table`)."""
+    profiles = table_file(path)
+    if precision not in profiles:
+        raise SpecScopeError(f"{path} has no {precision!r} profile (it has: {', '.join(sorted(profiles)) or 'none'})")
+    return profiles[precision]
 
 
 def costs_of(costs: str, precision: str) -> CostProfile:
