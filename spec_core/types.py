@@ -235,6 +235,12 @@ class Rejection:
 _REJECTION_LISTS = ("target_ids", "target_pieces", "target_probs", "draft_ids", "draft_pieces", "draft_probs")
 
 
+def written_drafts(event: Any) -> int:
+    """The drafts of a round (a :class:`RoundEvent`, or a record with ``accepted`` and ``emitted``) that the
+    verifier kept and the text took: min(accepted, emitted)."""
+    return min(event.accepted, len(event.emitted))
+
+
 @dataclass(frozen=True)
 class RoundEvent:
     """One speculative round (or one plain decoding step), as the UI and the benchmark see it.
@@ -289,6 +295,12 @@ class RoundEvent:
         return len(self.draft_tokens)
 
     @property
+    def kept_drafts(self) -> int:
+        """The drafts the verifier kept that entered the text: a round the end token (or the length limit) cut
+        short kept the rest for nothing, so they count neither as accepted nor as drafted (:meth:`Stats.from_events`)."""
+        return written_drafts(self)
+
+    @property
     def verify_width(self) -> int:
         """Positions in the round's one target forward: γ + 1 for a chain ([pending, x_1..x_γ]), 1 for plain
         decoding, N + 1 for a tree of N nodes. (Round 0 feeds one position fewer: the prompt's prefill already
@@ -332,9 +344,9 @@ class Stats:
         neither as drafted nor as accepted, so α is about the text the reader sees."""
         new = sum(len(e.emitted) for e in events) if new_tokens is None else new_tokens
         busy = sum(e.draft_s + e.verify_s for e in events)
-        past = [max(0, e.accepted - len(e.emitted)) for e in events]  # kept drafts after the end token or limit
-        drafted = sum(e.draft_len - p for e, p in zip(events, past))
-        accepted = sum(e.accepted - p for e, p in zip(events, past))
+        kept = [written_drafts(e) for e in events]  # none past the end token or the limit
+        accepted = sum(kept)
+        drafted = sum(e.draft_len - (e.accepted - k) for e, k in zip(events, kept))
         forwards = len(events)
         return cls(
             method=method or (events[0].method if events else ""),
@@ -348,9 +360,7 @@ class Stats:
             tau=new / forwards if forwards else 0.0,
             acceptance_rate=accepted / drafted if drafted else 0.0,
             finished=bool(events) and events[-1].finished,
-            copied_tokens=sum(
-                tuple(getattr(e, "draft_sources", ()))[: e.accepted - p].count("lookup") for e, p in zip(events, past)
-            ),
+            copied_tokens=sum(tuple(getattr(e, "draft_sources", ()))[:k].count("lookup") for e, k in zip(events, kept)),
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -104,10 +104,10 @@ def copy_caption(record: TextRecord, rows, profile) -> str:
 
 
 def _kept_by_source(event: RoundEvent) -> tuple[int, int]:
-    """(copied, drafted by a model) among the round's kept drafts."""
-    sources = tuple(getattr(event, "draft_sources", ()))[: event.accepted]
+    """(copied, drafted by a model) among the round's kept drafts that entered the text (:attr:`kept_drafts`)."""
+    sources = tuple(getattr(event, "draft_sources", ()))[: event.kept_drafts]
     copied = sources.count("lookup")
-    return copied, event.accepted - copied
+    return copied, event.kept_drafts - copied
 
 
 def sources_figure(lanes: Lanes) -> go.Figure:
@@ -160,7 +160,7 @@ def sources_caption(lanes: Lanes) -> str:
     said = []
     for method, events in drafting_lanes(lanes).items():
         copied = sum(_kept_by_source(e)[0] for e in events)
-        kept = sum(e.accepted for e in events)
+        kept = sum(e.kept_drafts for e in events)
         copy_rounds = [e for e in events if tuple(getattr(e, "draft_sources", ()))[:1] == ("lookup",)]
         planned = [e.policy_trace["expected_tokens"] - 1 for e in events if "expected_tokens" in e.policy_trace]
         if not copy_rounds and not planned:
@@ -175,7 +175,7 @@ def sources_caption(lanes: Lanes) -> str:
         if planned:
             text += (
                 f"; its rounds planned for {sum(planned) / len(planned):.2f} kept drafts and kept "
-                f"{sum(e.accepted for e in events if 'expected_tokens' in e.policy_trace) / len(planned):.2f}"
+                f"{sum(e.kept_drafts for e in events if 'expected_tokens' in e.policy_trace) / len(planned):.2f}"
             )
         said.append(text + ".")
     return " ".join(said)

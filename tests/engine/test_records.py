@@ -116,3 +116,16 @@ def test_drafts_kept_after_the_end_token_count_neither_as_drafted_nor_accepted()
     assert (s.drafted_tokens, s.accepted_tokens, s.new_tokens) == (2, 2, 2)
     whole = ev(0, ["a", "b", "c", "d"], 2, "e")  # an ordinary round: 4 drafted, 2 kept, 3 written
     assert (Stats.from_events([whole]).drafted_tokens, Stats.from_events([whole]).accepted_tokens) == (4, 2)
+
+
+def test_the_lookup_view_and_the_verdict_count_the_same_kept_drafts_at_the_end_token():
+    from test_visuals import ev
+
+    from spec_core.types import Stats
+    from visuals.lookup import sources_caption
+
+    copied = dataclasses.replace(
+        ev(0, ["a", "b", "c", "d"], 4, "e", method="lookup"), draft_sources=("lookup",) * 4, emitted=(1, 2)
+    )
+    assert Stats.from_events([copied]).copied_tokens == 2
+    assert "2 of its 2 kept drafts were copied" in sources_caption({"lookup": [copied]})
