@@ -9,8 +9,9 @@
    with most rounds, pay most for the page), then the models pause :data:`SETTLE_S` so the browser renders
    while no lane's clock runs. A page that takes long to draw a frame (a busy machine) gets frames less often,
    so that updates never take more than :data:`PAGE_SHARE` of the run.
-4. explain — at temperature 0 a lossless lane writes ``ar``'s text, up to rounding: in bfloat16 a k-token
-   verification pass rounds differently from a 1-token step and can flip a near-tie. Where a lossless lane
+4. explain — at temperature 0 a lossless lane writes ``ar``'s text: on a CPU the target's passes are
+   batch-invariant (:mod:`spec_core.invariance`). Where passes are not (a GPU, or ``SPECSCOPE_BATCH_INVARIANT=0``)
+   a k-token verification pass can round a near-tie differently from a 1-token step; where a lossless lane then
    parts from ``ar``, :func:`explain_divergence` reads the target's two best tokens at that position.
 
 No gradio, no plotly here (docs/STYLE.md §6): the app turns frames into components.
@@ -67,7 +68,8 @@ class Divergence:
         (a, pa), (b, pb) = self.best
         why = (
             f"{self.method} chose its token inside a {self.verify_width}-token verification pass, ar in a "
-            f"1-token step; in {self.precision} the two passes round differently, enough to flip a near-tie."
+            f"1-token step; in {self.precision}, where the passes are not batch-invariant (a GPU, or the switch "
+            "off), the two round differently, enough to flip a near-tie."
         )
         if self.precision == "float32":
             why = "In float32 both passes should agree: a gap this small sits at float32's own rounding."

@@ -121,7 +121,7 @@ def layout(pairs: list[str]) -> LiveTab:
     with gr.Row():
         gr.HTML(tokens.legend_html())
         show_rej = gr.Checkbox(False, label="show rejected drafts", scale=0, min_width=200, elem_id="show-rej")
-        exact = gr.Checkbox(False, label="exact (float32): lossless lanes write ar's text", scale=0, elem_id="exact")
+        exact = gr.Checkbox(False, label="exact arithmetic (float32)", scale=0, elem_id="exact")
     exact.input(lambda on: "float32" if on else "auto", exact, inputs.precision, api_visibility="private")
     inputs.precision.change(lambda p: p == "float32", inputs.precision, exact, api_visibility="private")
     lanes, export = lane_columns(N_LANES, "lane"), export_panel()

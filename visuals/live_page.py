@@ -17,8 +17,9 @@ from visuals.lossy import lossy_note
 
 PRECISION_INFO = (
     "auto: the arithmetic this machine runs fastest, measured once (int8 weights where bfloat16 has no native "
-    "support). Fast precisions round near-ties differently in a k-token pass and a 1-token step; float32 is "
-    "exact (every lossless lane writes ar's text at temperature 0) and slower."
+    "support). On a CPU every target pass is batch-invariant, so at temperature 0 every lossless lane writes ar's "
+    "text at every precision; on a GPU a k-token pass may round a near-tie differently from a 1-token step. "
+    "float32 is exact arithmetic, and slower."
 )
 EMPTY_LANE = ("### –", "", "")
 

@@ -257,8 +257,8 @@ def summary_text(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay,
         f"({speed(oracle)}); the best fixed window, **{best.policy}**, {best.rounds} ({speed(best)}).{gain}\n\n"
         f"<small>Record: {meta.get('source', 'a saved record')}, {meta.get('dtype', '?')} "
         f"{meta.get('draft', '')} draft, recorded in {meta.get('record_s', float('nan')):.1f} s; speed from the "
-        f"cost model with {where}. In float32 the replay equals real runs round for round; in "
-        f"bfloat16 or int8 a real run may part from this text at a near-tie.</small>"
+        f"cost model with {where}. On a CPU every target pass is batch-invariant, so the replay equals real runs "
+        f"round for round at every precision (on a GPU, outside float32, a real run may part at a near-tie).</small>"
     )
 
 
