@@ -9,12 +9,14 @@ order from the shapes it is given. At a near-tie the argmax then flips, and ``fi
 ``VLLM_BATCH_INVARIANT``): every row runs the same kernels on the same shapes in the same order, whatever else is
 in the pass.
 
-Measured on this project's CPU (one thread, the embedded SmolLM2 target; docs/RESULTS.md, "Session 14"):
+Measured on this project's CPUs (the embedded SmolLM2 target; docs/RESULTS.md, "batch-invariant verification"):
 
 - the weight-only int8 linears (``_weight_int8pack_mm``) are row-invariant: a row's output is the same bits for
-  1…139 rows. bfloat16 ``F.linear`` is for 1…32 rows (a wider pass, e.g. a 32-node tree with its pending token,
-  switches kernels), float32 for 2…15 (one row takes another path), so :class:`RowInvariantLinear` runs wider
-  passes in chunks and a float32 single row as two;
+  1…139 rows. bfloat16 and float32 ``F.linear`` are not, and where they break depends on the CPU: on an Intel
+  Xeon with AMX bfloat16 switches kernels above 32 rows and float32 takes another path for one row and above 15;
+  on an AMD EPYC with AVX2 only, one row takes another path (bfloat16 with 1,536 input features, float32 below 4
+  rows). So :func:`row_plan` probes this CPU's GEMM once per shape and :class:`RowInvariantLinear` runs every
+  pass inside the widths it found invariant (narrow ones padded, wide ones in chunks);
 - SDPA is not: its CPU kernel sizes its key blocks by the number of keys, so the same row over the same visible
   keys gives other bits when the pass holds masked keys after them (a chain) or between them (a token tree's other
   branches). :func:`invariant_sdpa` computes each row over exactly its visible keys, in cache order, with the
@@ -31,6 +33,7 @@ without it, to measure what it costs).
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -141,31 +144,87 @@ def invariant_sdpa(
     return out.unsqueeze(0), None
 
 
-ROW_CHUNK = {torch.float32: 15, torch.bfloat16: 32}  # the widest GEMM whose rows agree with narrower ones (measured)
-MIN_ROWS = {torch.float32: 2}  # float32: one row takes another GEMM path than two
+INVARIANT_DTYPES = (torch.float32, torch.bfloat16)  # int8 linears are row-invariant already (the module docstring)
+PROBE_COLUMNS = 512  # a probe's outputs: a slice of the real width (a row's reduction runs over the input features)
+PROBE_WIDTHS = (*range(1, 41), 48, 64, 65, 96, 128, WIDEST)
+PROBE_LOWS = (1, 2, 3, 4, 8)  # the fewest rows a GEMM may be given, tried in turn
+
+
+@functools.cache
+def row_plan(dtype: torch.dtype, in_features: int, out_features: int, threads: int) -> tuple[int, int]:
+    """``(low, chunk)``: run a linear with at least ``low`` rows (a narrower pass padded with copies of its last row)
+    and at most ``chunk`` (a wider one in near-equal chunks), and a row's bits do not depend on the pass's width.
+
+    Probed on this CPU, at this thread count, once per shape: GEMM libraries pick their kernels and reduction
+    orders by the shape and the instruction set, so no constant holds everywhere. Measured: on an Intel Xeon with
+    AMX, bfloat16 is invariant for 1…32 rows and float32 for 2…15; on an AMD EPYC with AVX2 only, bfloat16 with
+    1,536 input features needs 2 rows (one row takes another path) and float32 4, with no upper bound up to
+    :data:`WIDEST`. The probe multiplies random rows by a ``[PROBE_COLUMNS, in_features]`` matrix whose sums cancel, takes
+    each row alone (padded to ``low``) as the reference, and keeps the ``low`` that gives the widest
+    ``chunk`` of :data:`PROBE_WIDTHS` whose every narrower width agrees bit for bit. ``tests/engine/
+    test_batch_invariance.py`` checks the result on the real target."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(WIDEST, in_features, generator=generator).to(dtype)
+    weight = cancelling_rows(x, min(out_features, PROBE_COLUMNS), generator).to(dtype)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    best = (PROBE_LOWS[-1], PROBE_LOWS[-1])  # if nothing agrees: the narrowest plan, which the model's test judges
+    try:
+        for low in PROBE_LOWS:
+            alone = torch.cat([F.linear(x[r : r + 1].expand(low, -1), weight)[:1] for r in range(WIDEST)])
+            chunk = 0
+            for width in PROBE_WIDTHS:
+                if width < low:
+                    continue
+                if not torch.equal(F.linear(x[:width], weight), alone[:width]):
+                    break
+                chunk = width
+            if chunk > best[1]:
+                best = (low, chunk)
+            if chunk == WIDEST:
+                break
+    finally:
+        torch.set_num_threads(before)
+    return best
+
+
+def cancelling_rows(x: torch.Tensor, columns: int, generator: torch.Generator) -> torch.Tensor:
+    """``[columns, in_features]`` unit rows orthogonal to the probe's rows ``x`` (when there are fewer rows than
+    features): each output is a sum that cancels to almost nothing, so a change in the order of its additions shows
+    in the rounded result (4% of outputs against 0.01% with plain random rows, measured at 1,536 features)."""
+    raw = torch.randn(columns, x.shape[1], generator=generator, dtype=torch.float64)
+    if len(x) < x.shape[1]:
+        rows = x.double()
+        raw = raw - (raw @ rows.T) @ torch.linalg.solve(rows @ rows.T, rows)
+    return (raw / raw.norm(dim=1, keepdim=True)).float()
 
 
 class RowInvariantLinear(nn.Linear):
     """An :class:`~torch.nn.Linear` whose rows do not depend on how many rows it is given.
 
-    Measured on this CPU (one thread): bfloat16 ``F.linear`` gives a row the same bits for 1…32 rows and switches
-    kernels above (576 → 576 at 33 rows); float32 agrees for 2…15 rows, and a single row takes another path. So a
-    pass wider than the chunk runs as near-equal chunks of at most :data:`ROW_CHUNK` rows, and a float32 single row
-    as two (the row twice, the second dropped). A prefill wider than :data:`WIDEST` keeps one GEMM.
+    It runs every pass the way :func:`row_plan` found this CPU's GEMM row-invariant: a pass narrower than ``low``
+    rows padded with copies of its last row (the copies dropped), a pass wider than ``chunk`` as near-equal
+    chunks. A prefill wider than :data:`WIDEST` keeps one GEMM.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        chunk = ROW_CHUNK.get(x.dtype, 0)
-        low = MIN_ROWS.get(x.dtype, 1)
-        if not chunk or low <= rows <= chunk or rows > WIDEST:
+        if x.dtype not in INVARIANT_DTYPES or rows > WIDEST:
+            return F.linear(x, self.weight, self.bias)
+        low, chunk = row_plan(x.dtype, self.in_features, self.out_features, torch.get_num_threads())
+        if low <= rows <= chunk:
             return F.linear(x, self.weight, self.bias)
         flat = x.reshape(rows, -1)
-        if rows < low:
-            out = F.linear(flat.expand(low, -1), self.weight, self.bias)[:rows]
-        else:
-            out = torch.cat([F.linear(part, self.weight, self.bias) for part in flat.tensor_split(-(-rows // chunk))])
+        parts = flat.tensor_split(-(-rows // chunk)) if rows > chunk else (flat,)
+        out = torch.cat([self._padded(part, low) for part in parts]) if len(parts) > 1 else self._padded(flat, low)
         return out.view(*x.shape[:-1], self.out_features)
+
+    def _padded(self, rows: torch.Tensor, low: int) -> torch.Tensor:
+        """``rows`` through one GEMM of at least ``low`` rows (copies of the last row fill it, then are dropped)."""
+        n = len(rows)
+        if n >= low:
+            return F.linear(rows, self.weight, self.bias)
+        return F.linear(torch.cat([rows, rows[-1:].expand(low - n, -1)]), self.weight, self.bias)[:n]
 
 
 def register() -> str:
@@ -192,8 +251,9 @@ def set_batch_invariant(model: nn.Module, on: bool = True) -> nn.Module:
     register()
     model.set_attn_implementation(NAME if on else attention.NAME)  # type: ignore[operator]  # transformers' method
     for module in model.modules():
-        if type(module) is nn.Linear and on and module.weight.dtype in ROW_CHUNK:
+        if type(module) is nn.Linear and on and module.weight.dtype in INVARIANT_DTYPES:
             module.__class__ = RowInvariantLinear
+            row_plan(module.weight.dtype, module.in_features, module.out_features, torch.get_num_threads())
         elif type(module) is RowInvariantLinear and not on:
             module.__class__ = nn.Linear  # type: ignore[assignment]  # back to the class it was loaded as
     return model

@@ -33,7 +33,7 @@ PRECISION_ENV = "SPECSCOPE_PRECISION"  # set to a precision to skip the measurem
 CPU_PRECISIONS = ("bfloat16", "float32", "int8")
 UNMEASURED_CPU_PRECISION = "int8"  # ``auto`` on a CPU whose table is not measured yet: the choice every measured
 # table of this project's CPUs made (an AVX2 EPYC and an AMX Xeon, docs/RESULTS.md "Arithmetic per machine")
-VERSION = 4  # bump when what is measured changes: old tables are then measured again (4: batch-invariant targets)
+VERSION = 5  # bump when what is measured changes: old tables are then measured again (5: row plans probed per CPU)
 
 
 def cpu_name() -> str:
