@@ -150,10 +150,10 @@ def _prices_clause(a: Quote, b: Quote) -> str:
     if a.measured != b.measured and a.step_ms is not None and b.step_ms is not None:
         clock, model = (a, b) if a.measured else (b, a)
         return (
-            f"{cost}, and {clock.view} divides clock totals over every round (a plain step {clock.step_ms:.0f} ms "
-            f"on average) where {model.view} prices each pass at {OWNER.get(model.source, 'its')} median for its "
-            f"width (a plain step {model.step_ms:.0f} ms): rounds slower or faster than their median (something "
-            "else sharing the machine) move totals only"
+            f"{cost}, and {clock.view}'s clock averages every round ({clock.round_steps * clock.step_ms:.0f} ms a "
+            f"round, {clock.step_ms:.0f} ms a plain step) where {model.view} prices each pass at "
+            f"{OWNER.get(model.source, 'its')} median for its width ({model.round_steps * model.step_ms:.0f} ms, "
+            f"{model.step_ms:.0f} ms): rounds slower or faster than their median move averages only"
         )
     return f"{cost}, though both price rounds {SOURCES.get(a.source, a.source)}, but from different timings"
 

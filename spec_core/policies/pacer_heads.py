@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from spec_core.assets import HEADS_DIR
-from spec_core.cost_model import CostProfile
+from spec_core.cost_model import CostProfile, rounds_spread
 from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_headroom import Headroom, headroom
@@ -41,6 +41,7 @@ from spec_core.policies.pacer_tuning import (
     rounds_name,
     rule_lengths,
 )
+from spec_core.quotes import Quote
 
 DRAFT_CUMPROB = "draft-cumprob"  # the rounds asset's key of the draft's own Π_{j≤i} q_j (block-independent)
 FIXED_WINDOWS = (1, 2, 3, 4)
@@ -64,6 +65,25 @@ class HeadRow:
     head: str = ""  # the head's asset name (kind "head")
     headroom: Headroom | None = None  # the share of a perfect pre-verifier's gain over the best fixed window it
     #   captures (:mod:`spec_core.policies.pacer_headroom`), its interval resampling the rounds
+    spread: tuple[float, float] | None = None  # 10th–90th percentile of ``speedup`` over resampled rounds (t held)
+
+    def quote(self, costs: CostProfile, rounds: int) -> Quote:
+        """This row's speedup as the comparison quotes it beside the Live lane's (:mod:`spec_core.quotes`): the
+        ``rounds`` recorded rounds of training prompts, priced by ``costs``."""
+        low, high = self.spread if self.spread is not None else (self.speedup, self.speedup)
+        return Quote(
+            view="the PACER comparison",
+            method=self.method or self.name,
+            value=self.speedup,
+            low=low,
+            high=high,
+            source=costs.source,
+            measured=False,
+            tau=self.tokens_per_round,
+            about=f"the comparison's {rounds:,} recorded rounds (training prompts, not this run's)",
+            text="the training prompts of the shipped rounds",
+            step_ms=costs.step_ms if costs.unit == "ms" else None,
+        )
 
 
 def token_labels(rounds: TuningRounds) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,8 +225,8 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
             )
         )
     found = headroom(prices, [f"fixed:{k}" for k in FIXED_WINDOWS], "perfect pre-verifier")  # resamples rounds
-    rows = [dataclasses.replace(row, headroom=found.get(row.name)) for row in rows]
     r = costs.replay(accepted, accepted)
+    prices["oracle"] = costs.round_prices(accepted, accepted)
     rows.append(
         HeadRow(
             "oracle",
@@ -218,7 +238,10 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
             r["tokens_per_round"],
         )
     )
-    return rows
+    return [
+        dataclasses.replace(row, headroom=found.get(row.name), spread=rounds_spread(*prices[row.name], costs.step_ms))
+        for row in rows
+    ]
 
 
 @functools.lru_cache(maxsize=16)

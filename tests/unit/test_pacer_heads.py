@@ -7,6 +7,7 @@ import torch
 from test_pacer_tuning import synthetic_rounds
 
 from spec_core.cost_model import CostProfile
+from spec_core.lane_speed import lane_speed
 from spec_core.policies import pacer_heads
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_tuning import TuningRounds, load_rounds
@@ -161,3 +162,37 @@ def test_under_the_accelerator_model_the_paper_head_is_priced_by_its_parameters(
     )
     assert abs(row.speedup - free.speedup) < 0.005
     assert raw.speedup < row.speedup - 0.05
+
+
+@pytest.mark.skipif(load_rounds("feature") is None, reason="the shipped rounds asset is missing")
+def test_the_comparison_prices_with_the_runs_costs_and_quotes_the_lanes_fixed_window_beside_its_own():
+    """With an ar lane the rows are priced by the run's own rounds (the Live lanes' predictions' profile), each with
+    its 10–90% spread; a fixed window that ran as a lane gets its measured speedup beside the bar and one sentence."""
+    from test_quotes import event
+
+    from visuals import pacer_heads as view
+    from visuals import views
+
+    rounds = load_rounds("feature")
+    paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
+    lanes = {
+        "pacer": [pacer_event(paper)],
+        "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],
+        "ar": [event(i, "ar", 0, 0, 0.040 + 0.004 * (i % 3)) for i in range(40)],
+    }
+    rows, costs, _ = view.comparison_for(lanes)
+    assert costs.source == "run"
+    assert all(r.spread is not None and r.spread[0] <= r.speedup <= r.spread[1] for r in rows)
+    note = view.lanes_note(lanes)
+    assert note.startswith("fixed:4: the Live lane measured") and "the PACER comparison predicts" in note
+    assert note.count("timed in this run's rounds") == 2  # both name their cost source: the same one
+    assert "They agree within their spreads." in note or "They disagree beyond their spreads. " in note
+    (heads,) = [v for v in views.views_for(list(lanes)) if v.key == "pacer_heads"]
+    assert views.caption_for(heads, lanes).endswith("\n\n" + note)
+    fig = view.heads_figure(lanes)
+    measured = next(t for t in fig.data if t.name == "Live lane, measured")
+    assert list(measured.y) == ["fixed:4"] and list(measured.x) == [
+        pytest.approx(lane_speed("fixed:4", lanes).measured)
+    ]
+    without_ar = {m: ev for m, ev in lanes.items() if m != "ar"}  # nothing to anchor the run's prices, nothing measured
+    assert view.comparison_for(without_ar)[1].source in ("table", "model") and view.lanes_note(without_ar) == ""

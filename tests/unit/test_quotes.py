@@ -114,8 +114,8 @@ def test_other_prices_at_the_same_step_time_name_both_sources(source):
 def test_a_clock_against_the_same_runs_medians_says_totals_against_medians():
     b = other(value=0.95, low=0.94, high=0.96, step_ms=38.0)  # both "run": one measured, one predicted
     reason = compare_quotes(LANE, b).reason
-    assert "and the Live lane divides clock totals over every round (a plain step 41 ms on average)" in reason
-    assert "where the Playground prices each pass at this run's median for its width (a plain step 38 ms)" in reason
+    assert "and the Live lane's clock averages every round (102 ms a round, 41 ms a plain step)" in reason  # 2.50 steps
+    assert "where the Playground prices each pass at this run's median for its width (80 ms, 38 ms)" in reason
     both_predicted = compare_quotes(dataclasses.replace(LANE, measured=False), b).reason
     assert "from different timings" in both_predicted
 
