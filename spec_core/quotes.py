@@ -149,6 +149,7 @@ def _prices_clause(a: Quote, b: Quote) -> str:
         )
     if a.measured != b.measured and a.step_ms is not None and b.step_ms is not None:
         clock, model = (a, b) if a.measured else (b, a)
+        assert clock.step_ms is not None and model.step_ms is not None  # checked above
         return (
             f"{cost}, and {clock.view}'s clock averages every round ({clock.round_steps * clock.step_ms:.0f} ms a "
             f"round, {clock.step_ms:.0f} ms a plain step) where {model.view} prices each pass at "
