@@ -82,8 +82,15 @@ class QuoteCheck:
 
 
 def within_spreads(a: Quote, b: Quote) -> bool:
-    """Whether the two spreads overlap: then neither figure rules the other out."""
-    return a.low <= b.high and b.low <= a.high
+    """Whether the two spreads overlap (then neither figure rules the other out), compared as the page shows them,
+    to two decimals, so that a reader can check the verdict from the numbers printed beside it."""
+    low_a, high_a, low_b, high_b = (round(x, 2) for x in (a.low, a.high, b.low, b.high))
+    return low_a <= high_b and low_b <= high_a
+
+
+def _ms(x: float) -> str:
+    """Milliseconds as the sentences print them: whole ones, tenths under 10 ms (a tiny model's steps)."""
+    return f"{x:.0f} ms" if x >= 10 else f"{x:.1f} ms"
 
 
 def compare_quotes(a: Quote, b: Quote) -> QuoteCheck:
@@ -129,7 +136,7 @@ def _rounds_clause(a: Quote, b: Quote) -> str:
         why = (
             " (another text keeps a different share of drafts)"
             if a.text != b.text
-            else " (the same text, cut into rounds differently)"
+            else " (the same prompt, answered in other rounds)"
         )
     return f"{b.about} add {b.tau:.2f} tokens a round against {a.tau:.2f} in {a.about}{why}"
 
@@ -151,10 +158,10 @@ def _prices_clause(a: Quote, b: Quote) -> str:
         clock, model = (a, b) if a.measured else (b, a)
         assert clock.step_ms is not None and model.step_ms is not None  # checked above
         return (
-            f"{cost}, and {clock.view}'s clock averages every round ({clock.round_steps * clock.step_ms:.0f} ms a "
-            f"round, {clock.step_ms:.0f} ms a plain step) where {model.view} prices each pass at "
-            f"{OWNER.get(model.source, 'its')} median for its width ({model.round_steps * model.step_ms:.0f} ms, "
-            f"{model.step_ms:.0f} ms): rounds slower or faster than their median move averages only"
+            f"{cost}, and {clock.view}'s clock averages every round ({_ms(clock.round_steps * clock.step_ms)} a "
+            f"round, {_ms(clock.step_ms)} a plain step) where {model.view} prices each pass at "
+            f"{OWNER.get(model.source, 'its')} median for its width ({_ms(model.round_steps * model.step_ms)}, "
+            f"{_ms(model.step_ms)}): rounds slower or faster than their median move averages only"
         )
     return f"{cost}, though both price rounds {SOURCES.get(a.source, a.source)}, but from different timings"
 
@@ -164,8 +171,8 @@ def _load(a: Quote, b: Quote) -> str:
     run, other = (a, b) if a.source == "run" else (b, a)
     assert run.step_ms is not None and other.step_ms is not None  # checked by the caller
     steps = (
-        f"{OWNER.get(run.source, run.view)} steps took {run.step_ms:.0f} ms against "
-        f"{OWNER.get(other.source, other.view)} {other.step_ms:.0f} ms"
+        f"{OWNER.get(run.source, run.view)} steps took {_ms(run.step_ms)} against "
+        f"{OWNER.get(other.source, other.view)} {_ms(other.step_ms)}"
     )
     slower = run.step_ms > other.step_ms
     if run.source == "run" and other.source in MEASURED_AT:

@@ -65,6 +65,15 @@ def test_quotes_whose_spreads_overlap_agree_whatever_their_sources(source):
 def test_touching_spreads_agree_and_separate_ones_do_not():
     assert compare_quotes(LANE, other(value=0.9, low=0.85, high=0.95)).agree
     assert not compare_quotes(LANE, other(value=0.9, low=0.86, high=0.95)).agree
+    # judged on the numbers the page prints (two decimals): 0.854 shows as 0.85, touching the lane's 0.85
+    assert compare_quotes(LANE, other(value=0.9, low=0.854, high=0.95)).agree
+    assert not compare_quotes(LANE, other(value=0.9, low=0.856, high=0.95)).agree
+
+
+def test_steps_under_ten_milliseconds_keep_a_decimal():
+    tiny = dataclasses.replace(LANE, step_ms=3.84)
+    reason = compare_quotes(tiny, other(value=0.95, low=0.94, high=0.96, step_ms=3.2)).reason
+    assert "(9.6 ms a round, 3.8 ms a plain step)" in reason and "(6.7 ms, 3.2 ms)" in reason
 
 
 def test_other_rounds_are_named_with_both_taus():
@@ -78,7 +87,7 @@ def test_other_rounds_are_named_with_both_taus():
     )
     assert check.text.endswith("They disagree beyond their spreads. " + check.reason)
     same = compare_quotes(LANE, other(tau=2.4, value=0.96, low=0.95, high=0.97))
-    assert "(the same text, cut into rounds differently)" in same.reason
+    assert "(the same prompt, answered in other rounds)" in same.reason
     unknown = compare_quotes(LANE, other(tau=2.4, value=0.96, low=0.95, high=0.97, text=""))
     assert unknown.reason.endswith("in the lane's 30 rounds.")
 
