@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 GPU_FREE_WIDTH = 64  # the accelerator model: a pass over up to this many tokens costs one step
+BOOTSTRAP = 200  # resamples of the rounds behind a speedup's spread (the Live lane's and a replay's alike)
+SPREAD_PERCENTILES = (10, 90)  # a spread is the 10th–90th percentile of the resampled speedups
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,20 @@ class CostProfile:
             ("engine_ms" if k == "overhead_ms" else k): tuple(v) if isinstance(v, list) else v for k, v in raw.items()
         }
         return cls(**fields)
+
+
+def rounds_spread(tokens, ms, step_ms: float, seed: int = 0) -> tuple[float, float]:
+    """The spread of a replay's predicted speedup Σ tokens · step / Σ ms: its 10th–90th percentile when the rounds
+    (``tokens`` [R], ``ms`` [R], as :meth:`CostProfile.round_prices` gives them) are resampled with replacement, the
+    Live lane's measured spread's definition (:func:`spec_core.lane_speed.speedup_spread`). It says how much the
+    figure rests on which rounds happened to be replayed, not how far the prices themselves may be off."""
+    tok, cost = np.asarray(tokens, dtype=float), np.asarray(ms, dtype=float)
+    if not len(tok):
+        return float("nan"), float("nan")
+    pick = np.random.default_rng(seed).integers(0, len(tok), (BOOTSTRAP, len(tok)))
+    speedups = tok[pick].sum(1) * step_ms / np.maximum(cost[pick].sum(1), 1e-12)
+    low, high = np.percentile(speedups, SPREAD_PERCENTILES)
+    return float(low), float(high)
 
 
 def expected_tau(alpha, k: int) -> np.ndarray:

@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spec_core.cost_model import SOURCES, CostProfile, accelerator_profile, profile_from_events, round_shape
+from spec_core.cost_model import (
+    BOOTSTRAP,
+    SOURCES,
+    SPREAD_PERCENTILES,
+    CostProfile,
+    accelerator_profile,
+    profile_from_events,
+    round_shape,
+)
+from spec_core.quotes import Quote
 from spec_core.types import RoundEvent, Stats
 
 if TYPE_CHECKING:
@@ -33,7 +42,6 @@ if TYPE_CHECKING:
 
 MIN_TIMED_TOKENS = 16  # fewer new tokens than this: "too few tokens to time"
 TOO_FEW = "too few tokens to time"
-BOOTSTRAP = 200  # resamples of the rounds for the spread
 BUSY_GAP = 0.15  # measured this far outside its spread from the prediction: the machine was busy
 DEFAULT_DRAFT_RATIO = 0.05  # draft/target parameters when the pair does not say (the embedded pair: ≈ 0.046)
 
@@ -90,7 +98,8 @@ def speedup_spread(events: Sequence[RoundEvent], ar: Sequence[RoundEvent], seed:
     rate_a = tok_a[ia].sum(1) / np.maximum(s_a[ia].sum(1), 1e-12)
     rate_b = tok_b[ib].sum(1) / np.maximum(s_b[ib].sum(1), 1e-12)
     ratio = rate_a / np.maximum(rate_b, 1e-12)
-    return float(np.percentile(ratio, 10)), float(np.percentile(ratio, 90))
+    low, high = np.percentile(ratio, SPREAD_PERCENTILES)
+    return float(low), float(high)
 
 
 def breakeven(events: Sequence[RoundEvent], profile: CostProfile) -> tuple[float, float]:
@@ -320,6 +329,42 @@ def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy:
     if not greedy:
         return ""
     return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."
+
+
+def lane_quote(
+    method: str, lanes: Mapping[str, Sequence[RoundEvent]], speed: LaneSpeed | None = None, text: str = ""
+) -> Quote | None:
+    """The Live lane's measured speedup as a :class:`~spec_core.quotes.Quote`, for other views to set theirs beside
+    it; None without a measured ratio (no ``ar`` lane, too few tokens). τ is its tokens over its rounds and a plain
+    step is ``ar``'s time per token, so τ / (the lane's mean round in plain steps) is the measured ratio exactly.
+    ``text``: the prompt the run answered, when the caller knows it."""
+    events, ar = lanes.get(method, ()), lanes.get("ar", ())
+    if method == "ar" or not events or not ar:
+        return None
+    speed = speed or lane_speed(method, lanes)
+    if speed.measured is None or speed.spread is None:
+        return None
+    stats, base = Stats.from_events(events), Stats.from_events(ar)
+    return Quote(
+        view="the Live lane",
+        method=method,
+        value=speed.measured,
+        low=speed.spread[0],
+        high=speed.spread[1],
+        source="run",
+        measured=True,
+        tau=stats.new_tokens / len(events),
+        about=f"the lane's {len(events)} rounds",
+        text=text,
+        step_ms=1000 * base.busy_s / max(base.new_tokens, 1),
+    )
+
+
+def lane_quotes(lanes: Mapping[str, Sequence[RoundEvent]], text: str = "") -> dict[str, Quote]:
+    """Every lane's :func:`lane_quote` that exists (method → quote), priced as :func:`lane_speeds` prices them."""
+    speeds = lane_speeds(lanes)
+    quotes = {m: lane_quote(m, lanes, speeds[m], text) for m in lanes}
+    return {m: q for m, q in quotes.items() if q is not None}
 
 
 def lane_speeds(

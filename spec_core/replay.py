@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from spec_core.cost_model import CostProfile
+from spec_core.cost_model import CostProfile, rounds_spread
 from spec_core.errors import SpecScopeError
 from spec_core.methods import spec_of
 from spec_core.policies import DraftSoFar, make_policy
 from spec_core.policies.pacer import PacerParams, replay_length
+from spec_core.quotes import Quote
 
 DEFAULT_MAX_LEN = 16  # drafts recorded per position: confidence:T's maximum, PACER's max slider's end
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -128,6 +129,7 @@ class PolicyReplay:
     truncated: int = 0  # rounds that asked for more drafts than the record holds (then the replay is a bound)
     ms: float | None = None  # the cost model's time (None without costs)
     ar_ms: float | None = None  # ar's time for the same tokens
+    round_ms: tuple[float, ...] = ()  # the cost model's time of each round (empty without costs)
 
     @property
     def rounds(self) -> int:
@@ -156,6 +158,39 @@ class PolicyReplay:
     @property
     def predicted_speedup(self) -> float | None:
         return self.ar_ms / self.ms if self.ms and self.ar_ms is not None else None
+
+    @property
+    def round_tokens(self) -> tuple[int, ...]:
+        """Tokens each round added: from its start to the next round's (the last, to the end of the text)."""
+        return tuple(b - a for a, b in zip(self.starts, (*self.starts[1:], self.tokens)))
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """10th–90th percentile of the predicted speedup when the rounds are resampled (a bootstrap over rounds, as
+        the Live lane's measured spread is; :func:`spec_core.cost_model.rounds_spread`); None without costs."""
+        if not self.round_ms or self.ar_ms is None or not self.tokens:
+            return None
+        return rounds_spread(self.round_tokens, self.round_ms, self.ar_ms / self.tokens)
+
+    def quote(self, source: str, text: str = "", view: str = "the Playground") -> Quote | None:
+        """This replay's speedup as the Playground quotes it beside the Live lane's (:mod:`spec_core.quotes`):
+        ``source`` is its costs' (``CostProfile.source``), ``text`` the prompt it answers; None without costs."""
+        speedup, spread = self.predicted_speedup, self.spread
+        if speedup is None or spread is None or self.ar_ms is None:
+            return None
+        return Quote(
+            view=view,
+            method=self.policy,
+            value=speedup,
+            low=spread[0],
+            high=spread[1],
+            source=source,
+            measured=False,
+            tau=self.tau,
+            about=f"the Playground's {self.rounds} replayed rounds",
+            text=text,
+            step_ms=self.ar_ms / self.tokens if source != "model" else None,
+        )
 
     def row(self) -> dict[str, Any]:
         return {
@@ -262,7 +297,7 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: CostProf
         live = make_policy(params)
     drafts, probs = record.draft_tokens.tolist(), record.draft_probs.tolist()
     plan = _oracle_plan(record, costs or record.costs) if family == ORACLE else None
-    starts, lengths, kept = [], [], []
+    starts, lengths, kept, round_calls = [], [], [], []
     calls = truncated = 0
     pos = 0
     while pos < n_tokens:
@@ -271,7 +306,8 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: CostProf
             length = plan[pos] if plan is not None else min(int(record.match[pos]), m, budget)
         elif family == "pacer":
             length = replay_length(scores[pos], params, budget=max(budget, 0))
-            calls += math.ceil(length / params.block)
+            round_calls.append(math.ceil(length / params.block))
+            calls += round_calls[-1]
         else:
             length, cut = _drive(live, drafts[pos], probs[pos], budget)
             truncated += cut
@@ -284,13 +320,25 @@ def replay_policy(record: TextRecord, policy: str | PacerParams, costs: CostProf
         kept.append(keep)
         pos += min(keep + 1, n_tokens - pos)
     ms = ar_ms = None
+    per_round: tuple[float, ...] = ()
     costs = costs or record.costs
     if costs is not None:
         widths = np.asarray(lengths)
-        ms = float(costs.round_ms(widths + 1, widths).sum() + calls * costs.head_ms)
+        heads = np.asarray(round_calls) if round_calls else 0
+        per_round = tuple(float(x) for x in costs.round_ms(widths + 1, widths, heads) * np.ones(len(widths)))
+        ms = float(sum(per_round))
         ar_ms = costs.step_ms * n_tokens
     return PolicyReplay(
-        policy_name(policy), tuple(starts), tuple(lengths), tuple(kept), n_tokens, calls, truncated, ms, ar_ms
+        policy_name(policy),
+        tuple(starts),
+        tuple(lengths),
+        tuple(kept),
+        n_tokens,
+        calls,
+        truncated,
+        ms,
+        ar_ms,
+        per_round,
     )
 
 

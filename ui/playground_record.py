@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from spec_core import requests
-from spec_core.analysis.playground import record_frame, record_text, record_upload
+from spec_core.analysis.playground import costs_from_events, live_quotes, record_frame, record_text, record_upload
 from spec_core.live import LiveFrame
 from visuals.playground import SLIDERS, playground_view
 
@@ -44,15 +44,20 @@ def remember_greedy(
 
 def source_text(live: LiveGreedyRun | None, prompt: str, precision: str) -> str:
     """What *Record this text* will record, said before it is pressed."""
-    if live is not None and live.prompt == prompt and live.frame.precision == precision:
+    if live is not None and live.frame.precision == precision:
+        if live.prompt == prompt:
+            return (
+                "Will reuse the Live tab's finished greedy run of this prompt: its text and the forward costs its "
+                "rounds measured."
+            )
         return (
-            "Will reuse the Live tab's finished greedy run of this prompt: its text and the forward costs its "
-            "rounds measured."
+            "Will decode this prompt greedily (temperature 0, the target alone) and record it; speed comes from the "
+            "forward costs the Live tab's last greedy run measured (another prompt, the same precision)."
         )
     return (
         "Will decode this prompt greedily (temperature 0, the target alone) and record it; speed comes from "
-        "the default forward costs. Generate it on the Live tab at temperature 0 first to use that run's own "
-        "costs."
+        "this machine's cost table (or a reference machine's). Generate on the Live tab at temperature 0 first "
+        "to use that run's own costs."
     )
 
 
@@ -80,10 +85,17 @@ def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt,
     pair_for = lambda p: pair_loader(pair_name, p)  # noqa: E731
     if live is not None and live.prompt == prompt and live.frame.precision == precision:
         record = record_frame(pair_for, live.frame, prompt, max(max_new, live.max_new_tokens))
-    else:
-        record = record_text(pair_for(precision), prompt, max_new)
-        here = "this prompt, decoded greedily by the target alone (ar) in the Playground"
-        record = dataclasses.replace(record, meta={**record.meta, "source": here})
+    else:  # priced by the Live tab's last greedy run at this precision when there is one: the lanes' own prices
+        same = live is not None and live.frame.precision == precision
+        costs = costs_from_events(live.frame.lanes) if same and live is not None else None
+        record = record_text(pair_for(precision), prompt, max_new, costs=costs)
+        meta = {**record.meta, "source": "this prompt, decoded greedily by the target alone (ar) in the Playground"}
+        if costs is not None and live is not None:
+            meta |= {
+                "costs": "measured in the Live tab's last run",
+                "live_quotes": live_quotes(live.frame.lanes, live.prompt),
+            }
+        record = dataclasses.replace(record, meta=meta)
     knobs = list(knobs)
     knobs[T_KNOB] = pacer_threshold(pair_for(precision), knobs[T_KNOB])
     record = dataclasses.replace(record, meta={**record.meta, "pacer_t": knobs[T_KNOB]})  # the heatmap's mark

@@ -3,8 +3,14 @@
 PACER (arXiv 2602.01274) is only as good as its pre-verifier. This view draws
 :func:`spec_core.policies.pacer_heads.shipped_comparison`: the same stop rule driven by the paper head (what
 ``pacer`` runs), the hybrid head, the draft's own Π q and a perfect pre-verifier, replayed on the shipped recorded
-rounds under this machine's cost table for the lane's precision (the accelerator model, labelled, when none is
-measured), beside the fixed windows and the oracle. The lane's own head is marked.
+rounds, beside the fixed windows and the oracle. The lane's own head is marked.
+
+Its prices are the ones the Live lanes' predictions use, the run's own rounds (:func:`spec_core.replay.costs_from_events`),
+when the run had an ``ar`` lane to anchor them; else this machine's cost table for the lane's precision; else the
+accelerator model; the note and the caption name which (:data:`spec_core.cost_model.SOURCES`). Each bar carries its
+10–90% spread over the recorded rounds, and a fixed window that also ran as a Live lane gets that lane's measured
+speedup beside its bar, with one sentence (:func:`spec_core.quotes.compare_quotes`): the two agree within their
+spreads, or why not.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from spec_core.cost_model import CostProfile, accelerator_profile
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, cost_source, lane_quote, lane_speeds
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_heads import HeadRow, recorded_heads, recorded_rounds, shipped_comparison
 from spec_core.precision import cached_profile
+from spec_core.quotes import Quote, compare_quotes
+from spec_core.replay import costs_from_events
 from visuals.pacer import is_pacer
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO
@@ -49,17 +57,41 @@ def lane_setting(lanes: Lanes) -> dict | None:
     return None
 
 
+def comparison_costs(lanes: Lanes, precision: str | None) -> CostProfile:
+    """The prices the comparison replays under: the run's own rounds (the profile the Live lanes' predictions use)
+    when the run had an ``ar`` lane to anchor them; else this machine's cost table for ``precision``; else the
+    accelerator model."""
+    return costs_from_events(lanes) or cached_profile(precision) or accelerator_profile(DEFAULT_DRAFT_RATIO)
+
+
 def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | None:
-    """The comparison under the cost profile of the lane's precision, at the lane's b, ρ and max."""
+    """The comparison under :func:`comparison_costs`, at the lane's b, ρ and max."""
     trace = lane_setting(lanes)
     if trace is None or trace.get("head") not in recorded_heads():
         return None  # no PACER rounds, or a head the shipped rounds were not scored by (another draft's)
-    costs = cached_profile(trace.get("precision") or None) or accelerator_profile(DEFAULT_DRAFT_RATIO)
+    costs = comparison_costs(lanes, trace.get("precision") or None)
     params = PacerParams(
         block=int(trace.get("block", 1)), rho=float(trace.get("rho", 1.1)), max_len=int(trace.get("max", 8))
     )
     rows = list(shipped_comparison(costs, params))
     return (rows, costs, trace) if rows else None
+
+
+def lane_checks(lanes: Lanes, rows: list[HeadRow], costs: CostProfile) -> list[tuple[HeadRow, Quote, str]]:
+    """(row, the Live lane's quote, the sentence) for each fixed window that ran as a Live lane beside ``ar``: its
+    measured speedup against the comparison's replay of the same window (:func:`spec_core.quotes.compare_quotes`)."""
+    fixed = {r.method: r for r in rows if r.kind == "fixed"}
+    shown = [m for m in lanes if m in fixed]
+    if not shown:
+        return []
+    speeds = lane_speeds(lanes, shown)
+    out = []
+    for method in shown:
+        mine = lane_quote(method, lanes, speeds[method], text="this run's prompt")
+        if mine is not None:
+            row = fixed[method]
+            out.append((row, mine, compare_quotes(mine, row.quote(costs, recorded_rounds())).text))
+    return out
 
 
 def label(row: HeadRow) -> str:
@@ -73,6 +105,8 @@ def hover(row: HeadRow) -> str:
     if row.auc is not None:
         parts.append(f"AUC {row.auc:.3f} (first drafted token {row.auc_first:.3f}) · ECE {row.ece:.3f}")
     parts.append(f"drafts {row.drafted_per_round:.2f} a round, adds {row.tokens_per_round:.2f} tokens")
+    if row.spread is not None:
+        parts.append(f"10–90% over the recorded rounds: {row.spread[0]:.3f}–{row.spread[1]:.3f}×")
     if row.headroom is not None and row.kind in ("head", "probability"):
         parts.append(f"captures {row.headroom.text()} of a perfect pre-verifier's gain over the best window")
     return "<br>".join(parts)
@@ -105,8 +139,36 @@ def heads_figure(lanes: Lanes) -> go.Figure:
             hovertext=[hover(r) for r in rows],
             hoverinfo="text",
             showlegend=False,
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [r.spread[1] - r.speedup if r.spread else 0.0 for r in rows],
+                "arrayminus": [r.speedup - r.spread[0] if r.spread else 0.0 for r in rows],
+                "color": OKABE_ITO["black"],
+                "thickness": 1,
+            },
         )
     )
+    checks = lane_checks(lanes, rows, costs)
+    if checks:  # the Live lanes' measured speedups of the same windows, beside their bars
+        fig.add_trace(
+            go.Scatter(
+                x=[q.value for _, q, _ in checks],
+                y=[label(row) for row, _, _ in checks],
+                mode="markers",
+                name="Live lane, measured",
+                marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO["vermillion"]},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [q.high - q.value for _, q, _ in checks],
+                    "arrayminus": [q.value - q.low for _, q, _ in checks],
+                    "color": OKABE_ITO["vermillion"],
+                },
+                hovertext=[text for _, _, text in checks],
+                hoverinfo="text",
+            )
+        )
     best = max((r for r in rows if r.kind == "fixed"), key=lambda r: r.speedup)
     fig.add_vline(
         x=best.speedup,
@@ -115,16 +177,16 @@ def heads_figure(lanes: Lanes) -> go.Figure:
         annotation_position="top",
     )
     fig.add_vline(x=1.0, line={"color": OKABE_ITO["grey"], "width": 1})
-    where = f"{costs.extra.get('precision', trace.get('precision', ''))} costs" if costs.measured else costs.name
     base_layout(
         fig,
         "Which pre-verifier? The same stop rule, one predictor at a time",
         "predicted speedup over plain decoding",
         "",
-        note=f"{recorded_rounds():,} recorded rounds · {where} · b = {trace.get('block', 1)}",
+        note=f"{recorded_rounds():,} recorded rounds · costs {cost_source(costs)} · b = {trace.get('block', 1)}",
     )
-    low = min(r.speedup for r in rows)
-    fig.update_xaxes(range=[min(0.9, low - 0.05), max(r.speedup for r in rows) + 0.22])
+    low = min([r.speedup for r in rows] + [q.low for _, q, _ in checks])
+    high = max([r.speedup for r in rows] + [q.high for _, q, _ in checks])
+    fig.update_xaxes(range=[min(0.9, low - 0.05), high + 0.22])
     fig.update_layout(margin={"l": 230})
     return fig
 
@@ -141,8 +203,7 @@ def describe(lanes: Lanes) -> str:
     best = max(by_kind["fixed"], key=lambda r: r.speedup)
     mine = next((r for r in by_kind.get("head", []) if r.head == trace.get("head")), None)
     perfect, oracle = by_kind["perfect"][0], by_kind["oracle"][0]
-    where = f"this machine's {trace.get('precision')} costs" if costs.measured else "the accelerator model"
-    parts = [f"Replayed on recorded rounds under {where}:"]
+    parts = [f"Replayed on {recorded_rounds():,} recorded rounds, with costs {cost_source(costs)}:"]
     if mine is not None:
         parts.append(
             f"this lane's {mine.name} is predicted {mine.speedup:.2f}× `ar`, {mine.speedup / best.speedup:.3f}× the "
@@ -159,6 +220,16 @@ def describe(lanes: Lanes) -> str:
         f"before it judges it. The oracle, which may draft nothing, {oracle.speedup:.2f}×."
     )
     return " ".join(parts)
+
+
+def lanes_note(lanes: Lanes) -> str:
+    """Under the caption: each fixed window that also ran as a Live lane, its measured speedup against the
+    comparison's, agreeing within their spreads or with the reason why not (one paragraph each)."""
+    found = comparison_for(lanes)
+    if found is None:
+        return ""
+    rows, costs, _ = found
+    return "\n\n".join(text for _, _, text in lane_checks(lanes, rows, costs))
 
 
 def headroom_lesson(head: HeadRow | None, probs: HeadRow | None) -> str:
@@ -188,14 +259,16 @@ register_view(
     View(
         "pacer_heads",
         "PACER: which pre-verifier?",
-        "Each bar is one rule re-deciding the same recorded rounds (training prompts no head saw) under the cost "
-        "table of this lane's precision: PACER's stop rule driven by each pre-verifier, t tuned for each, beside "
-        "the fixed windows. The hatched bars are out of any real rule's reach: a perfect pre-verifier (it knows "
+        "Each bar is one rule re-deciding the same recorded rounds (training prompts no head saw), priced as the "
+        "note says: PACER's stop rule driven by each pre-verifier, t tuned for each, beside the fixed windows; its "
+        "whisker is the 10–90% spread over the rounds, and a ◆ is a Live lane's measured speedup of that window. The hatched bars are out of any real rule's reach: a perfect pre-verifier (it knows "
         "whether each drafted token will be kept) and the oracle (it knows before drafting). Hover a bar for what it reads "
         "and how well it ranks (AUC: 0.5 a coin, 1 perfect).",
         heads_figure,
         prefixes=("pacer",),
         with_baselines=False,
         describe=describe,
+        whole_run=True,
+        footnote=lanes_note,
     )
 )

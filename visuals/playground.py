@@ -13,7 +13,9 @@ import dataclasses
 import numpy as np
 import plotly.graph_objects as go
 
+from spec_core.lane_speed import cost_source
 from spec_core.policies.pacer import PacerParams
+from spec_core.quotes import Quote, compare_quotes
 from spec_core.replay import (
     DEFAULT_COSTS,
     FIXED_WINDOWS,
@@ -138,10 +140,27 @@ def rounds_figure(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay
     return fig
 
 
-def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
-    """Predicted speedup over ar of every policy (τ when the record has no costs), the chosen one highlighted."""
+def live_checks(record: TextRecord, replays: list[PolicyReplay]) -> list[tuple[PolicyReplay, Quote, str]]:
+    """(replay, the Live lane's quote, the sentence) for each replayed policy that also ran as a lane of the Live run
+    the record carries (``meta["live_quotes"]``): its measured speedup against this replay's, agreeing within their
+    spreads or with the reason why not (:func:`spec_core.quotes.compare_quotes`)."""
+    lanes = {m: Quote.from_dict(q) for m, q in (record.meta.get("live_quotes") or {}).items()}
+    out = []
+    for r in replays:
+        mine = r.quote(record.costs.source, record.prompt) if record.costs is not None and r.policy in lanes else None
+        if mine is not None:
+            out.append((r, lanes[r.policy], compare_quotes(lanes[r.policy], mine).text))
+    return out
+
+
+def speed_figure(
+    replays: list[PolicyReplay], chosen: str, checks: list[tuple[PolicyReplay, Quote, str]] = ()
+) -> go.Figure:
+    """Predicted speedup over ar of every policy (τ when the record has no costs) with its 10–90% spread over the
+    rounds, the chosen one highlighted, and a Live lane's measured speedup (◆) beside the same policy's bar."""
     timed = all(r.predicted_speedup is not None for r in replays)
     value = [r.predicted_speedup if timed else r.tau for r in replays]
+    spreads = [r.spread if timed else None for r in replays]
     colours = [
         OKABE_ITO["orange"] if r.policy == ORACLE else OKABE_ITO["blue"] if r.policy == chosen else OKABE_ITO["grey"]
         for r in replays
@@ -158,8 +177,35 @@ def speed_figure(replays: list[PolicyReplay], chosen: str) -> go.Figure:
             ],
             textposition="auto",
             hovertemplate="%{y}: %{text}<extra></extra>",
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [s[1] - v if s else 0.0 for s, v in zip(spreads, value)],
+                "arrayminus": [v - s[0] if s else 0.0 for s, v in zip(spreads, value)],
+                "color": OKABE_ITO["black"],
+                "thickness": 1,
+            },
         )
     )
+    if checks and timed:
+        fig.add_trace(
+            go.Scatter(
+                x=[q.value for _, q, _ in checks],
+                y=[r.policy for r, _, _ in checks],
+                mode="markers",
+                name="Live lane, measured",
+                marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO["vermillion"]},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [q.high - q.value for _, q, _ in checks],
+                    "arrayminus": [q.value - q.low for _, q, _ in checks],
+                    "color": OKABE_ITO["vermillion"],
+                },
+                hovertext=[text for _, _, text in checks],
+                hoverinfo="text",
+            )
+        )
     base_layout(
         fig,
         "Predicted speedup over ar" if timed else "τ (tokens per round)",
@@ -237,7 +283,13 @@ def empty_figure(text: str = "record a text first") -> go.Figure:
 
 def summary_text(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay, best: PolicyReplay) -> str:
     """What the numbers say, in sentences."""
-    speed = lambda r: f"×{r.predicted_speedup:.2f}" if r.predicted_speedup is not None else f"τ {r.tau:.2f}"  # noqa: E731
+
+    def speed(r: PolicyReplay, spread: bool = False) -> str:
+        if r.predicted_speedup is None:
+            return f"τ {r.tau:.2f}"
+        low_high = r.spread if spread else None
+        return f"×{r.predicted_speedup:.2f}" + (f" (10–90%: {low_high[0]:.2f}–{low_high[1]:.2f})" if low_high else "")
+
     gain = ""
     if chosen.ms is not None and oracle.ms is not None and best.ms is not None and best.ms > oracle.ms:
         share = (best.ms / chosen.ms - 1) / (best.ms / oracle.ms - 1)
@@ -247,18 +299,19 @@ def summary_text(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay,
             else " It is slower than the best fixed window here."
         )
     meta = record.meta
-    where = meta.get("costs", "measured" if record.costs else "default")
-    where = "forward costs measured in that run" if where == "measured in that run" else f"{where} forward costs"
+    costs = record.costs
+    where = f"costs {cost_source(costs)}" if costs is not None else "no costs: rounds and τ only"
+    where += " (the Live tab's run)" if costs is not None and costs.source == "run" else ""
     return (
         f"**{chosen.policy}** takes **{chosen.rounds} rounds** for these {chosen.tokens} tokens (τ {chosen.tau:.2f}); "
-        f"it drafts {chosen.drafted} tokens and the target throws away {chosen.wasted}: predicted {speed(chosen)}. "
+        f"it drafts {chosen.drafted} tokens and the target throws away {chosen.wasted}: predicted {speed(chosen, spread=True)}. "
         f"The **oracle**, which knows what the target will keep and drafts the cheapest plan (never a wasted draft), "
         f"needs {oracle.rounds} rounds "
         f"({speed(oracle)}); the best fixed window, **{best.policy}**, {best.rounds} ({speed(best)}).{gain}\n\n"
         f"<small>Record: {meta.get('source', 'a saved record')}, {meta.get('dtype', '?')} "
         f"{meta.get('draft', '')} draft, recorded in {meta.get('record_s', float('nan')):.1f} s; speed from the "
-        f"cost model with {where}. On a CPU every target pass is batch-invariant, so the replay equals real runs "
-        f"round for round at every precision (on a GPU, outside float32, a real run may part at a near-tie).</small>"
+        f"cost model, {where}; a spread resamples the replayed rounds. On a CPU every target pass is "
+        f"batch-invariant, so the replay equals real runs round for round at every precision (on a GPU, outside float32, a real run may part at a near-tie).</small>"
     )
 
 
@@ -290,9 +343,11 @@ def playground_view(record: TextRecord | None, family: str, k, conf, b, t, rho, 
         if scored
         else (empty_figure("no pre-verifier scores in this record"))
     )
+    checks = live_checks(record, replays)
+    said = "".join(f"\n\n{text}" for _, _, text in checks)
     return (
-        summary_text(record, chosen, oracle, best) + note,
+        summary_text(record, chosen, oracle, best) + note + said,
         rounds_figure(record, chosen, oracle, best),
-        speed_figure(replays, name),
+        speed_figure(replays, name, checks),
         grid,
     )

@@ -273,13 +273,15 @@ def counters_html(stats: Stats, speed: LaneSpeed) -> str:
     if speed.note == TOO_FEW and not stats.finished:  # still running: a placeholder until there is a rate
         speed = dataclasses.replace(speed, note=RUNNING)
     rate = f"{speed.tokens_per_s:.1f}" if speed.tokens_per_s is not None else speed.note
+    spread = speed.measured is not None and speed.spread is not None
     cells = [
         _cell("tokens/s (own clock)", rate, "tokens_per_s", "new tokens / the seconds of this lane's own rounds"),
         _cell(
-            "speedup vs ar, measured",
+            "speedup vs ar, measured" + (f" (10–90%: {speed.spread[0]:.2f}–{speed.spread[1]:.2f})" if spread else ""),
             _ratio(speed.measured, speed.note),
             "measured",
-            "tokens/s over ar's tokens/s, each lane on its own clock in the same run",
+            "tokens/s over ar's tokens/s, each lane on its own clock in the same run; the 10–90% spread resamples "
+            "both lanes' rounds",
         ),
         _cell(
             "predicted by the cost model",
@@ -295,7 +297,12 @@ def counters_html(stats: Stats, speed: LaneSpeed) -> str:
     state = "done" if stats.finished else "running"
     data = "".join(
         f' data-{k}="{v:.4f}"'
-        for k, v in (("speedup", speed.measured), ("predicted", speed.predicted))
+        for k, v in (
+            ("speedup", speed.measured),
+            ("predicted", speed.predicted),
+            ("spread-low", speed.spread[0] if speed.spread else None),
+            ("spread-high", speed.spread[1] if speed.spread else None),
+        )
         if v is not None
     )
     return (

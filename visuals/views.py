@@ -38,6 +38,10 @@ class View:
     prefixes: tuple[str, ...] = ()  # method-part heads it serves; () = every drafting method
     with_baselines: bool = True  # also hand it the fixed-window lanes, to draw the baseline beside the method
     describe: Callable[[Lanes], str] | None = None  # lanes → what this run's data shows, with its counts
+    whole_run: bool = False  # hand it every lane of the run (ar's too): it prices with the run's own costs and sets
+    #   its figures beside the lanes' measured ones
+    footnote: Callable[[Lanes], str] | None = None  # lanes → a last paragraph under the caption (e.g. whether its
+    #   figures agree with the Live lanes' measured ones, and if not why)
 
 
 VIEWS: list[View] = []
@@ -102,7 +106,10 @@ def views_for(methods: Sequence[str]) -> list[View]:
 
 
 def lanes_for(view: View, lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
-    """The lanes a view is drawn from: the ones it serves, plus fixed-window baselines when it wants them."""
+    """The lanes a view is drawn from: the ones it serves, plus fixed-window baselines when it wants them (every
+    lane for a view of the ``whole_run``)."""
+    if view.whole_run:
+        return dict(lanes)
     keep = {}
     for method, events in lanes.items():
         if _serves(view, method) or (view.with_baselines and _shown_heads(method)[:1] == ("fixed",)):
@@ -115,9 +122,11 @@ def build(view: View, lanes: Lanes) -> go.Figure:
 
 
 def caption_for(view: View, lanes: Lanes) -> str:
-    """What the data shows (computed from it, with its counts), then how to read the figure."""
-    said = view.describe(lanes_for(view, lanes)) if view.describe is not None else ""
-    return f"{said} {view.caption}".strip()
+    """What the data shows (computed from it, with its counts), then how to read the figure, then its footnote."""
+    mine = lanes_for(view, lanes)
+    said = view.describe(mine) if view.describe is not None else ""
+    after = view.footnote(mine) if view.footnote is not None else ""
+    return f"{said} {view.caption}".strip() + (f"\n\n{after}" if after else "")
 
 
 ROUND_VIEWS = {"training_lens": lens.training_lens_figure}  # views that can follow one chosen round: key → builder

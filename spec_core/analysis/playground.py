@@ -276,8 +276,17 @@ def record_lanes(
             **record.meta,
             "source": f"the live run's {method} text",
             "costs": "measured in that run" if costs else "default",
+            "live_quotes": live_quotes(lanes, prompt),
         },
     )
+
+
+def live_quotes(lanes, prompt: str) -> dict[str, dict]:
+    """The Live run's measured speedups (method → :class:`~spec_core.quotes.Quote` as a dict, for a record's meta and
+    its JSON), which the Playground sets beside its replays of the same methods."""
+    from spec_core.lane_speed import lane_quotes
+
+    return {method: quote.to_dict() for method, quote in lane_quotes(lanes, text=prompt).items()}
 
 
 def record_upload(path: str | Path, pair_for: Callable[[], ModelPair]) -> TextRecord:

@@ -15,6 +15,7 @@ carry them, else rounds) and recomputes every S, the best fixed window included,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,18 @@ class Headroom:
         )
 
 
+@functools.lru_cache(maxsize=4)
+def resample_weights(n_groups: int, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> np.ndarray:
+    """[1 + samples, n_groups]: row 0 takes every group once, each further row how often one bootstrap resample
+    draws each group. No price enters it, so a process draws it once per shape (every Live run's comparison
+    resamples the same recorded rounds)."""
+    rng = np.random.default_rng(seed)
+    counts = np.stack([np.bincount(rng.integers(0, n_groups, n_groups), minlength=n_groups) for _ in range(samples)])
+    weights = np.vstack([np.ones((1, n_groups)), counts])
+    weights.setflags(write=False)
+    return weights
+
+
 def headroom(
     priced: Mapping[str, tuple[np.ndarray, np.ndarray]],
     fixed: Sequence[str],
@@ -57,9 +70,7 @@ def headroom(
     n_groups = int(ids.max()) + 1 if rounds else 0
     tokens = np.stack([np.bincount(ids, weights=priced[k][0], minlength=n_groups) for k in names])  # [rows, G]
     ms = np.stack([np.bincount(ids, weights=priced[k][1], minlength=n_groups) for k in names])
-    rng = np.random.default_rng(seed)
-    counts = np.stack([np.bincount(rng.integers(0, n_groups, n_groups), minlength=n_groups) for _ in range(samples)])
-    weights = np.vstack([np.ones((1, n_groups)), counts])  # row 0: all the rounds once
+    weights = resample_weights(n_groups, samples, seed)
     speed = (weights @ tokens.T) / (weights @ ms.T)  # [1 + samples, rows]; ∝ speedup (one step's ms cancels in H)
     col = {k: i for i, k in enumerate(names)}
     best_fixed = speed[:, [col[k] for k in fixed]].max(axis=1)

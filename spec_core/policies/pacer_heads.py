@@ -16,6 +16,11 @@ errs would do; it still drafts the first block of every round before it can judg
 
 The rounds are the asset ``assets/results/pacer-rounds-<draft>`` (:mod:`spec_core.policies.pacer_tuning`), drafted
 with ``fixed:8`` on training prompts no head trained on. docs/PACER.md, "Which pre-verifier".
+
+What each rule drafts in each round, at every t of the grid, depends on no price (:func:`replays`): a process
+computes it once per rule (:func:`shipped_replays`, a few seconds on one core), and a Live run's own costs only
+price it (:func:`price`: every t at once, the spreads and the headroom), so the view costs a run a fraction of a
+second.
 """
 
 from __future__ import annotations
@@ -23,24 +28,26 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from spec_core.assets import HEADS_DIR
-from spec_core.cost_model import CostProfile
+from spec_core.cost_model import CostProfile, rounds_spread
 from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_headroom import Headroom, headroom
 from spec_core.policies.pacer_tuning import (
     RESULTS_DIR,
+    THRESHOLDS,
     TuningRounds,
-    best_threshold,
     load_rounds,
     prediction_key,
     rounds_name,
     rule_lengths,
 )
+from spec_core.quotes import Quote
 
 DRAFT_CUMPROB = "draft-cumprob"  # the rounds asset's key of the draft's own Π_{j≤i} q_j (block-independent)
 FIXED_WINDOWS = (1, 2, 3, 4)
@@ -64,6 +71,25 @@ class HeadRow:
     head: str = ""  # the head's asset name (kind "head")
     headroom: Headroom | None = None  # the share of a perfect pre-verifier's gain over the best fixed window it
     #   captures (:mod:`spec_core.policies.pacer_headroom`), its interval resampling the rounds
+    spread: tuple[float, float] | None = None  # 10th–90th percentile of ``speedup`` over resampled rounds (t held)
+
+    def quote(self, costs: CostProfile, rounds: int) -> Quote:
+        """This row's speedup as the comparison quotes it beside the Live lane's (:mod:`spec_core.quotes`): the
+        ``rounds`` recorded rounds of training prompts, priced by ``costs``."""
+        low, high = self.spread if self.spread is not None else (self.speedup, self.speedup)
+        return Quote(
+            view="the PACER comparison",
+            method=self.method or self.name,
+            value=self.speedup,
+            low=low,
+            high=high,
+            source=costs.source,
+            measured=False,
+            tau=self.tokens_per_round,
+            about=f"the comparison's {rounds:,} recorded rounds (training prompts, not this run's)",
+            text="the training prompts of the shipped rounds",
+            step_ms=costs.step_ms if costs.unit == "ms" else None,
+        )
 
 
 def token_labels(rounds: TuningRounds) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,54 +129,74 @@ def head_names(rounds: TuningRounds) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def _rule_row(
-    rounds, predicted, labels, position, params, costs, head_ms=0.0, share=0.0, prices: dict | None = None, **row
-) -> HeadRow:
-    """PACER's rule on one predictor's â: t tuned on these rounds (as ``t=auto`` does), then AUC and ECE. A head
-    call costs ``head_ms`` on a measured profile and ``share`` of a step on a model (:meth:`CostProfile.with_head`).
-    The rule's per-round prices go into ``prices`` under the row's name, for :func:`compare`'s headroom."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class Replay:
+    """One row's recorded rounds re-decided by its rule, before any price: for each t on the grid (one entry for a
+    rule without t), the draft length and pre-verifier calls of every round. Nothing here depends on the costs, so
+    a process computes it once per rounds asset and rule (:func:`shipped_replays`) and each Live run only prices
+    it (:func:`price`)."""
+
+    row: HeadRow  # what the rule reads and how its â ranks (AUC, ECE); its speed is filled in by :func:`price`
+    lengths: np.ndarray  # [T, R] draft length of each recorded round at each t (T = 1 without t)
+    tokens: np.ndarray  # [T] tokens the R rounds add at each t: Σ min(accepted, length) + 1 (no price in it)
+    calls: np.ndarray | None = None  # [T, R] pre-verifier calls (None: the rule calls none)
+    thresholds: tuple[float, ...] = ()  # the t of each entry (PACER's rule), () without
+    head_ms: float = 0.0  # one head call on a measured profile, and its share of a step on a model
+    share: float = 0.0
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)  # shared by every run's pricing through the cache
+    return array
+
+
+def _replay(lengths: np.ndarray, accepted: np.ndarray, row: HeadRow, **rule) -> Replay:
+    tokens = (np.minimum(accepted, lengths) + 1).sum(axis=1)
+    return Replay(row, _frozen(lengths), _frozen(tokens), **rule)
+
+
+def _unpriced(**row) -> HeadRow:
+    return HeadRow(speedup=float("nan"), drafted_per_round=float("nan"), tokens_per_round=float("nan"), **row)
+
+
+def _rule_replay(rounds, predicted, labels, position, params, head_ms=0.0, share=0.0, **row) -> Replay:
+    """PACER's rule on one predictor's â at every t of the grid (:data:`THRESHOLDS`, the ``t=auto`` grid), and the
+    predictor's AUC and ECE. A head call costs ``head_ms`` on a measured profile and ``share`` of a step on a model
+    (:meth:`CostProfile.with_head`), applied when priced."""
     per_round = list(torch.split(predicted.float(), rounds.gamma.tolist()))
-    priced = costs.with_head(head_ms, share)
-    t, best = best_threshold(per_round, rounds.gamma, rounds.accepted, params, priced)
-    lengths, calls = rule_lengths(per_round, rounds.gamma, dataclasses.replace(params, threshold=t))
-    if prices is not None:
-        prices[row["name"]] = priced.round_prices(lengths, rounds.accepted.numpy(), calls)
+    decided = [rule_lengths(per_round, rounds.gamma, dataclasses.replace(params, threshold=t)) for t in THRESHOLDS]
     first = position == 1
     ece, _ = calibration(predicted.float().clamp(0, 1), labels)
-    return HeadRow(
-        speedup=best["speedup"],
-        drafted_per_round=best["drafted_per_round"],
-        tokens_per_round=best["tokens_per_round"],
-        threshold=t,
-        auc=roc_auc(predicted, labels),
-        auc_first=roc_auc(predicted[first], labels[first]),
-        ece=ece,
-        **row,
+    return _replay(
+        np.stack([lengths for lengths, _ in decided]),
+        rounds.accepted.numpy(),
+        _unpriced(auc=roc_auc(predicted, labels), auc_first=roc_auc(predicted[first], labels[first]), ece=ece, **row),
+        calls=_frozen(np.stack([calls for _, calls in decided])),
+        thresholds=THRESHOLDS,
+        head_ms=head_ms,
+        share=share,
     )
 
 
-def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None = None) -> list[HeadRow]:
-    """Every row of the comparison under ``costs`` at ``params``' b, ρ and max (t is tuned per predictor)."""
+def replays(rounds: TuningRounds, params: PacerParams | None = None) -> tuple[Replay, ...]:
+    """Every row of the comparison at ``params``' b, ρ and max, re-decided but not priced (:func:`price`)."""
     params = params or PacerParams()
     labels, position = token_labels(rounds)
-    rows = []
-    prices: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    out = []
     heads = sorted(head_names(rounds).items(), key=lambda item: item[1][1] != "pacer")  # `pacer`'s head first
     for name, (row, method, inputs) in heads:
         key = prediction_key(name, params.block)
         if key in rounds.predicted:
             head_ms = float(rounds.card.get("head_ms", {}).get(name, 0.0))
-            rows.append(
-                _rule_row(
+            out.append(
+                _rule_replay(
                     rounds,
                     rounds.predicted[key],
                     labels,
                     position,
                     params,
-                    costs,
                     head_ms,
                     head_share(name),
-                    prices=prices,
                     name=row,
                     kind="head",
                     method=method,
@@ -159,30 +205,26 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
                 )
             )
     if DRAFT_CUMPROB in rounds.predicted:
-        rows.append(
-            _rule_row(
+        out.append(
+            _rule_replay(
                 rounds,
                 rounds.predicted[DRAFT_CUMPROB],
                 labels,
                 position,
                 params,
-                costs,
-                prices=prices,
                 name="draft's own Π q",
                 kind="probability",
                 method="",
                 inputs="draft probability: Π_{j≤i} q_j",
             )
         )
-    rows.append(
-        _rule_row(
+    out.append(
+        _rule_replay(
             rounds,
             labels.float(),
             labels,
             position,
             params,
-            costs,
-            prices=prices,
             name="perfect pre-verifier",
             kind="perfect",
             method="",
@@ -191,47 +233,72 @@ def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None
     )
     gamma, accepted = rounds.gamma.numpy(), rounds.accepted.numpy()
     for k in FIXED_WINDOWS:
-        r = costs.replay(np.minimum(gamma, k), accepted)
-        prices[f"fixed:{k}"] = costs.round_prices(np.minimum(gamma, k), accepted)
+        fixed = _unpriced(name=f"fixed:{k}", kind="fixed", method=f"fixed:{k}", inputs="nothing: always k")
+        out.append(_replay(np.minimum(gamma, k)[None], accepted, fixed))
+    oracle = _unpriced(name="oracle", kind="oracle", method="", inputs="the outcome before drafting")
+    out.append(_replay(accepted.astype(np.int64)[None], accepted, oracle))
+    return tuple(out)
+
+
+def price(replayed: Sequence[Replay], accepted: np.ndarray, costs: CostProfile) -> list[HeadRow]:
+    """The rows of :func:`replays` under ``costs``: each rule's t the fastest of the grid (on a tie the higher, as
+    :func:`spec_core.policies.pacer_tuning.best_threshold` picks), its speedup over ``ar`` by
+    :meth:`CostProfile.replay`, its 10–90% spread over the rounds and, but for the oracle, its share of a perfect
+    pre-verifier's headroom. Every t is priced at once: one array over the grid and the rounds."""
+    rows, prices = [], {}
+    for r in replayed:
+        priced = costs.with_head(r.head_ms, r.share) if r.thresholds else costs
+        best = 0
+        if r.thresholds:  # Σ tokens · step / Σ ms at each t, as CostProfile.replay sums one t's rounds
+            ms = np.asarray(priced.round_ms(r.lengths + 1, r.lengths, r.calls), dtype=float).sum(axis=1)
+            speed = r.tokens * priced.step_ms / ms
+            best = max(range(len(r.thresholds)), key=lambda i: (speed[i], r.thresholds[i]))
+        calls = r.calls[best] if r.calls is not None else 0
+        found = priced.replay(r.lengths[best], accepted, calls)
+        prices[r.row.name] = priced.round_prices(r.lengths[best], accepted, calls)
         rows.append(
-            HeadRow(
-                f"fixed:{k}",
-                "fixed",
-                f"fixed:{k}",
-                "nothing: always k",
-                r["speedup"],
-                r["drafted_per_round"],
-                r["tokens_per_round"],
+            dataclasses.replace(
+                r.row,
+                speedup=found["speedup"],
+                drafted_per_round=found["drafted_per_round"],
+                tokens_per_round=found["tokens_per_round"],
+                threshold=r.thresholds[best] if r.thresholds else None,
             )
         )
-    found = headroom(prices, [f"fixed:{k}" for k in FIXED_WINDOWS], "perfect pre-verifier")  # resamples rounds
-    rows = [dataclasses.replace(row, headroom=found.get(row.name)) for row in rows]
-    r = costs.replay(accepted, accepted)
-    rows.append(
-        HeadRow(
-            "oracle",
-            "oracle",
-            "",
-            "the outcome before drafting",
-            r["speedup"],
-            r["drafted_per_round"],
-            r["tokens_per_round"],
-        )
-    )
-    return rows
+    rules = {name: p for name, p in prices.items() if name != "oracle"}  # the oracle takes no share of headroom
+    shares = headroom(rules, [f"fixed:{k}" for k in FIXED_WINDOWS], "perfect pre-verifier")  # resamples rounds
+    return [
+        dataclasses.replace(row, headroom=shares.get(row.name), spread=rounds_spread(*prices[row.name], costs.step_ms))
+        for row in rows
+    ]
+
+
+def compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams | None = None) -> list[HeadRow]:
+    """Every row of the comparison under ``costs`` at ``params``' b, ρ and max (t is tuned per predictor)."""
+    return price(replays(rounds, params), rounds.accepted.numpy(), costs)
+
+
+@functools.lru_cache(maxsize=8)
+def shipped_replays(draft_design: str, block: int, rho: float, max_len: int) -> tuple[np.ndarray, tuple[Replay, ...]]:
+    """(accepted [R], :func:`replays`) of the shipped rounds at b, ρ and max: the part of the comparison no price
+    enters, computed once per process (a few seconds on one core); (empty, ()) when the asset is missing."""
+    rounds = load_rounds(draft_design)
+    if rounds is None:
+        return np.zeros(0, dtype=np.int64), ()
+    return _frozen(rounds.accepted.numpy()), replays(rounds, PacerParams(block=block, rho=rho, max_len=max_len))
 
 
 @functools.lru_cache(maxsize=16)
 def _cached(draft_design: str, costs_json: str, block: int, rho: float, max_len: int) -> tuple[HeadRow, ...]:
-    rounds = load_rounds(draft_design)
-    if rounds is None:
+    accepted, replayed = shipped_replays(draft_design, block, rho, max_len)
+    if not replayed:
         return ()
-    costs = CostProfile.from_dict(json.loads(costs_json))
-    return tuple(compare(rounds, costs, PacerParams(block=block, rho=rho, max_len=max_len)))
+    return tuple(price(replayed, accepted, CostProfile.from_dict(json.loads(costs_json))))
 
 
 def shipped_comparison(costs: CostProfile, params: PacerParams | None = None, draft_design: str = "feature"):
-    """:func:`compare` on the shipped rounds (cached per cost profile and rule; () when the asset is missing)."""
+    """:func:`compare` on the shipped rounds (() when the asset is missing): the replays once per rule
+    (:func:`shipped_replays`), their prices once per cost profile."""
     p = params or PacerParams()
     return _cached(draft_design, costs.to_json(), p.block, p.rho, p.max_len)
 
@@ -258,10 +325,14 @@ def recorded_heads(draft_design: str = "feature") -> set[str]:
 __all__ = [
     "DRAFT_CUMPROB",
     "HeadRow",
+    "Replay",
     "compare",
+    "price",
     "recorded_heads",
     "recorded_rounds",
+    "replays",
     "rounds_card",
     "shipped_comparison",
+    "shipped_replays",
     "token_labels",
 ]

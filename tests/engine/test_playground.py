@@ -237,3 +237,44 @@ def test_a_record_without_costs_replays_under_this_machines_cached_table(monkeyp
     assert replay.default_costs("bfloat16") is replay.DEFAULT_COSTS  # no row for it in the table
     monkeypatch.setattr(precision, "cached_machine_costs", lambda: None)
     assert replay.default_costs("int8") is replay.DEFAULT_COSTS
+
+
+def test_a_replay_prices_each_round_and_quotes_its_spread(records):
+    """Every round's predicted time is kept (they add up to the replay's), so its speedup gets a 10–90% spread
+    over resampled rounds, as the Live lane's measured one does; a record without costs has neither."""
+    record = records[0][2]
+    for policy in ["fixed:3", *pacer_settings(record)]:
+        rep = replay_policy(record, policy)
+        assert sum(rep.round_tokens) == rep.tokens and len(rep.round_ms) == rep.rounds
+        assert sum(rep.round_ms) == pytest.approx(rep.ms)
+        low, high = rep.spread
+        assert low <= rep.predicted_speedup <= high
+        quote = rep.quote(COSTS.source, record.prompt)
+        assert (quote.value, quote.low, quote.high, quote.tau) == (rep.predicted_speedup, low, high, rep.tau)
+        assert quote.source == "table" and quote.step_ms == pytest.approx(COSTS.step_ms) and not quote.measured
+    bare = replay_policy(dataclasses.replace(record, costs=None), "fixed:3")
+    assert bare.spread is None and bare.quote("table") is None
+
+
+def test_the_playground_sets_a_live_lanes_measured_speedup_beside_its_replay(records, tmp_path):
+    """A record made from a Live run carries that run's measured speedups; the Playground's text quotes each beside
+    its replay of the same method, agreeing within the spreads or with the reason, and the speed figure marks it."""
+    from spec_core.analysis.playground import live_quotes, load_record, save_record
+    from spec_core.lane_speed import lane_quote
+    from visuals.playground import playground_view
+
+    pair, prompt, record = records[0]
+    lanes = {m: generate(pair, prompt, m, max_new_tokens=N).events for m in ("fixed:3", "ar")}
+    quotes = live_quotes(lanes, prompt)
+    assert list(quotes) == ["fixed:3"] and quotes["fixed:3"] == lane_quote("fixed:3", lanes, text=prompt).to_dict()
+    ran = dataclasses.replace(record, meta={**record.meta, "live_quotes": quotes})
+    text, _, speed, _ = playground_view(ran, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)
+    said = text.split("\n\n")[-1]
+    assert said.startswith("fixed:3: the Live lane measured ") and "; the Playground predicts " in said
+    assert "They agree within their spreads." in said or "They disagree beyond their spreads. " in said
+    marked = next(t for t in speed.data if t.name == "Live lane, measured")
+    assert list(marked.y) == ["fixed:3"] and list(marked.x) == [pytest.approx(quotes["fixed:3"]["value"])]
+    assert "Live lane" not in playground_view(record, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)[0]  # no Live run: no quote
+    path = tmp_path / "r.json"
+    save_record(ran, path)
+    assert load_record(path).meta["live_quotes"] == quotes  # a saved record keeps the run's quotes

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 from test_pacer_tuning import synthetic_rounds
 
-from spec_core.cost_model import CostProfile
+from spec_core.cost_model import CostProfile, rounds_spread
+from spec_core.heads.metrics import calibration, roc_auc
+from spec_core.lane_speed import lane_speed
 from spec_core.policies import pacer_heads
 from spec_core.policies.pacer import PacerParams
-from spec_core.policies.pacer_tuning import TuningRounds, load_rounds
+from spec_core.policies.pacer_headroom import headroom
+from spec_core.policies.pacer_tuning import TuningRounds, best_threshold, load_rounds, rule_lengths
 from spec_core.types import RoundEvent
 
 FLAT = CostProfile(widths=(1, 2, 4, 8), target_ms=(50.0, 51.0, 52.0, 54.0), draft_ms=3.0, engine_ms=0.3)
@@ -143,21 +149,166 @@ def test_under_the_accelerator_model_the_paper_head_is_priced_by_its_parameters(
     model = accelerator_profile(0.046)
     paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
     row = next(r for r in pacer_heads.compare(rounds, model) if r.head == paper)
+    per_round = rounds.per_round(pacer_heads.prediction_key(paper, 1))
+    free = best_threshold(per_round, rounds.gamma, rounds.accepted, PacerParams(), model.with_head(0.0, 0.0))[1]
+    # the bug: milliseconds read as a share of a step
+    raw_costs = model.with_head(0.0, float(rounds.card["head_ms"][paper]))
+    raw = best_threshold(per_round, rounds.gamma, rounds.accepted, PacerParams(), raw_costs)[1]
+    assert abs(row.speedup - free["speedup"]) < 0.005
+    assert raw["speedup"] < row.speedup - 0.05
+
+
+def reference_compare(rounds: TuningRounds, costs: CostProfile, params: PacerParams) -> list[pacer_heads.HeadRow]:
+    """The comparison computed directly, every t of every rule replayed and priced one at a time
+    (:func:`best_threshold`), as it was before the replays were cached apart from their prices: what the cached
+    path must reproduce."""
     labels, position = pacer_heads.token_labels(rounds)
-    named = {"name": "paper head", "kind": "head", "method": "pacer", "inputs": ""}
-    free = pacer_heads._rule_row(
-        rounds, rounds.predicted[pacer_heads.prediction_key(paper, 1)], labels, position, PacerParams(), model, **named
+    accepted = rounds.accepted.numpy()
+    rows, prices = [], {}
+
+    def rule(predicted, head_ms=0.0, share=0.0, **row):
+        per_round = list(torch.split(predicted.float(), rounds.gamma.tolist()))
+        priced = costs.with_head(head_ms, share)
+        t, best = best_threshold(per_round, rounds.gamma, rounds.accepted, params, priced)
+        lengths, calls = rule_lengths(per_round, rounds.gamma, dataclasses.replace(params, threshold=t))
+        prices[row["name"]] = priced.round_prices(lengths, accepted, calls)
+        first = position == 1
+        ece, _ = calibration(predicted.float().clamp(0, 1), labels)
+        auc, auc_first = roc_auc(predicted, labels), roc_auc(predicted[first], labels[first])
+        figures = {k: best[k] for k in ("speedup", "drafted_per_round", "tokens_per_round")}
+        rows.append(pacer_heads.HeadRow(**figures, threshold=t, auc=auc, auc_first=auc_first, ece=ece, **row))
+
+    heads = sorted(pacer_heads.head_names(rounds).items(), key=lambda item: item[1][1] != "pacer")
+    for name, (row, method, inputs) in heads:
+        key = pacer_heads.prediction_key(name, params.block)
+        if key in rounds.predicted:
+            head_ms = float(rounds.card.get("head_ms", {}).get(name, 0.0))
+            share = pacer_heads.head_share(name)
+            named = {"name": row, "kind": "head", "method": method, "inputs": inputs, "head": name}
+            rule(rounds.predicted[key], head_ms, share, **named)
+    if pacer_heads.DRAFT_CUMPROB in rounds.predicted:
+        rule(
+            rounds.predicted[pacer_heads.DRAFT_CUMPROB],
+            name="draft's own Π q",
+            kind="probability",
+            method="",
+            inputs="Π q",
+        )
+    rule(labels.float(), name="perfect pre-verifier", kind="perfect", method="", inputs="outcome")
+    windows = {f"fixed:{k}": np.minimum(rounds.gamma.numpy(), k) for k in pacer_heads.FIXED_WINDOWS}
+    for name, lengths in windows.items():
+        r = costs.replay(lengths, accepted)
+        prices[name] = costs.round_prices(lengths, accepted)
+        rows.append(
+            pacer_heads.HeadRow(name, "fixed", name, "k", r["speedup"], r["drafted_per_round"], r["tokens_per_round"])
+        )
+    found = headroom(prices, list(windows), "perfect pre-verifier")
+    r = costs.replay(accepted, accepted)
+    prices["oracle"] = costs.round_prices(accepted, accepted)
+    rows.append(
+        pacer_heads.HeadRow("oracle", "oracle", "", "o", r["speedup"], r["drafted_per_round"], r["tokens_per_round"])
     )
-    raw = pacer_heads._rule_row(
-        rounds,
-        rounds.predicted[pacer_heads.prediction_key(paper, 1)],
-        labels,
-        position,
-        PacerParams(),
-        model,
-        0.0,
-        float(rounds.card["head_ms"][paper]),  # the bug: milliseconds read as a share of a step
-        **named,
-    )
-    assert abs(row.speedup - free.speedup) < 0.005
-    assert raw.speedup < row.speedup - 0.05
+    return [
+        dataclasses.replace(row, headroom=found.get(row.name), spread=rounds_spread(*prices[row.name], costs.step_ms))
+        for row in rows
+    ]
+
+
+NUMBERS = ("speedup", "drafted_per_round", "tokens_per_round", "threshold", "auc", "auc_first", "ece", "spread")
+
+
+def assert_same_rows(got: list[pacer_heads.HeadRow], want: list[pacer_heads.HeadRow]):
+    """Row by row, every number the view prints equal to 1e-9 (the headroom's NaN, no headroom, equal to itself)."""
+    assert [(r.name, r.kind, r.method, r.head) for r in got] == [(r.name, r.kind, r.method, r.head) for r in want]
+    for g, w in zip(got, want):
+        for field in NUMBERS:
+            a, b = getattr(g, field), getattr(w, field)
+            assert (a is None) == (b is None), (g.name, field)
+            if a is not None:
+                assert np.asarray(a, dtype=float) == pytest.approx(np.asarray(b, dtype=float), abs=1e-9), (
+                    g.name,
+                    field,
+                )
+        assert (g.headroom is None) == (w.headroom is None), g.name
+        if g.headroom is not None:
+            a = [g.headroom.value, g.headroom.low, g.headroom.high]
+            b = [w.headroom.value, w.headroom.low, w.headroom.high]
+            assert a == pytest.approx(b, abs=1e-9, nan_ok=True) and g.headroom.groups == w.headroom.groups, g.name
+
+
+@pytest.mark.parametrize(
+    "costs",
+    [FLAT, dataclasses.replace(FLAT, head_ms=0.7), pytest.param("model", id="accelerator")],
+    ids=["flat", "head-ms", "accelerator"],
+)
+@pytest.mark.parametrize("params", [PacerParams(), PacerParams(block=2, rho=1.3, max_len=6)], ids=["b1", "b2"])
+def test_the_priced_replays_equal_the_direct_comparison(costs, params):
+    """The replays computed apart from their prices (:func:`pacer_heads.replays`, then :func:`pacer_heads.price`)
+    give the rows the direct computation gives, t included, on synthetic rounds with both kinds of predictor."""
+    from spec_core.cost_model import accelerator_profile
+
+    costs = accelerator_profile(0.046) if costs == "model" else costs
+    rounds = synthetic_rounds(200)
+    rounds.predicted[pacer_heads.DRAFT_CUMPROB] = rounds.predicted["h@b1"].clone() * 0.9
+    for i, name in enumerate(sorted(pacer_heads.recorded_heads())):  # rows priced with the heads' own cards
+        rounds.card.setdefault("heads", {})[name] = ""
+        rounds.card.setdefault("head_ms", {})[name] = 0.3 + 0.2 * i
+        rounds.predicted[pacer_heads.prediction_key(name, params.block)] = rounds.predicted["h@b1"] ** (1 + i)
+    assert_same_rows(pacer_heads.compare(rounds, costs, params), reference_compare(rounds, costs, params))
+
+
+@pytest.mark.skipif(load_rounds("feature") is None, reason="the shipped rounds asset is missing")
+def test_the_cached_comparison_equals_the_direct_one_on_a_runs_profile():
+    """What the view draws for a Live run (:func:`pacer_heads.shipped_comparison`: the shipped rounds' replays
+    cached once per process, priced per run) equals the direct computation on the same run's profile, and a second
+    run's profile reuses the replays."""
+    from test_quotes import event
+
+    from spec_core.replay import costs_from_events
+
+    lanes = {
+        "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],
+        "ar": [event(i, "ar", 0, 0, 0.040 + 0.004 * (i % 3)) for i in range(40)],
+    }
+    costs = costs_from_events(lanes)
+    assert costs is not None and costs.source == "run"
+    params = PacerParams()
+    cached = list(pacer_heads.shipped_comparison(costs, params))
+    assert_same_rows(cached, reference_compare(load_rounds("feature"), costs, params))
+    before = pacer_heads.shipped_replays.cache_info().hits
+    pacer_heads.shipped_comparison(dataclasses.replace(costs, draft_ms=costs.draft_ms * 1.5), params)
+    assert pacer_heads.shipped_replays.cache_info().hits == before + 1
+
+
+@pytest.mark.skipif(load_rounds("feature") is None, reason="the shipped rounds asset is missing")
+def test_the_comparison_prices_with_the_runs_costs_and_quotes_the_lanes_fixed_window_beside_its_own():
+    """With an ar lane the rows are priced by the run's own rounds (the Live lanes' predictions' profile), each with
+    its 10–90% spread; a fixed window that ran as a lane gets its measured speedup beside the bar and one sentence."""
+    from test_quotes import event
+
+    from visuals import pacer_heads as view
+    from visuals import views
+
+    rounds = load_rounds("feature")
+    paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
+    lanes = {
+        "pacer": [pacer_event(paper)],
+        "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],
+        "ar": [event(i, "ar", 0, 0, 0.040 + 0.004 * (i % 3)) for i in range(40)],
+    }
+    rows, costs, _ = view.comparison_for(lanes)
+    assert costs.source == "run"
+    assert all(r.spread is not None and r.spread[0] <= r.speedup <= r.spread[1] for r in rows)
+    note = view.lanes_note(lanes)
+    assert note.startswith("fixed:4: the Live lane measured") and "the PACER comparison predicts" in note
+    assert note.count("timed in this run's rounds") == 2  # both name their cost source: the same one
+    assert "They agree within their spreads." in note or "They disagree beyond their spreads. " in note
+    (heads,) = [v for v in views.views_for(list(lanes)) if v.key == "pacer_heads"]
+    assert views.caption_for(heads, lanes).endswith("\n\n" + note)
+    fig = view.heads_figure(lanes)
+    measured = next(t for t in fig.data if t.name == "Live lane, measured")
+    assert list(measured.y) == ["fixed:4"] and list(measured.x) == [
+        pytest.approx(lane_speed("fixed:4", lanes).measured)
+    ]
+    without_ar = {m: ev for m, ev in lanes.items() if m != "ar"}  # nothing to anchor the run's prices, nothing measured
+    assert view.comparison_for(without_ar)[1].source in ("table", "model") and view.lanes_note(without_ar) == ""

@@ -178,6 +178,8 @@ def test_counters_show_measured_and_predicted_or_say_why_not():
     html = tokens.counters_html(s, LaneSpeed(88.9, 1.234, 1.3))
     assert "1.23×" in html and "1.30×" in html and "0.50" in html and "2.67" in html and "88.9" in html
     assert 'data-speedup="1.2340"' in html and 'data-predicted="1.3000"' in html
+    spread = tokens.counters_html(s, LaneSpeed(88.9, 1.234, 1.3, spread=(1.101, 1.352)))  # the spread the views quote
+    assert "measured (10–90%: 1.10–1.35)" in spread and 'data-spread-low="1.1010" data-spread-high="1.3520"' in spread
     running = tokens.counters_html(s, LaneSpeed(None, None, None, TOO_FEW))  # the scripted lane is unfinished
     assert TOO_FEW not in running and running.count("spec-counter-quiet") == 3  # quiet placeholders, no shouting
     done = dataclasses.replace(s, finished=True)
