@@ -187,7 +187,18 @@ def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
     except SpecScopeError as err:
         raise SpecScopeError(f"cannot load the model pair {name!r}: {err}") from err
     Generation(pair, "Hello", "fixed:2", max_new_tokens=4, sampling=SamplingConfig()).run()
+    warm_views()
     return pair
+
+
+def warm_views() -> None:
+    """The price-free part of PACER's "which pre-verifier" view (each rule's replays of the shipped rounds at the
+    default b, ρ and max: a few seconds on one core), computed once at load rather than during the first Live run."""
+    from spec_core.policies.pacer_heads import shipped_replays
+    from spec_core.policies.pacer_rule import PacerParams
+
+    p = PacerParams()
+    shipped_replays("feature", p.block, p.rho, p.max_len)
 
 
 def _guarded(method: str, rounds: Iterator[RoundEvent], errors: dict[str, str]) -> Iterator[RoundEvent]:
