@@ -1,8 +1,8 @@
 """What batch invariance (spec_core/invariance.py) costs: target passes per width, then decoding, with and without.
 
 Usage: ``PYTHONPATH=. taskset -c 0 .venv/bin/python scripts/invariance_cost.py PRECISIONS REPEATS TOKENS PROMPTS``,
-e.g. ``scripts/invariance_cost.py int8,bfloat16 9 48 2`` (docs/RESULTS.md, "Session 14"). One thread; the two arms
-are switched on the same loaded pair and timed interleaved, medians over the repeats.
+e.g. ``scripts/invariance_cost.py int8,bfloat16 9 48 2`` (docs/RESULTS.md, "2026-12-02, commit b54161d"). One
+thread; the two arms are switched on the same loaded pair and timed interleaved, medians over the repeats.
 """
 
 import json

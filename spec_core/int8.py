@@ -12,7 +12,7 @@ machine"), and it is not a dependency: this module is the one op and its packing
 
 An int8 pair runs the feature draft in int8 too (:func:`int8_draft`: a draft step and its commit 4.2 → 2.7 ms, the
 same acceptance), and, on a CPU with native bf16 (:func:`native_bf16`), a prompt's prefill on the bf16 original,
-where the int8 kernel's per-row work makes it several times slower (docs/RESULTS.md, "Session 11").
+where the int8 kernel's per-row work makes it several times slower (docs/RESULTS.md, "2026-12-01, commit 6807bab").
 """
 
 from __future__ import annotations
