@@ -15,7 +15,9 @@ on every draft SpecScope ships (docs/PACER.md, "Is the draft's confidence calibr
   softmax probability of it stands in (what ``confidence:T`` and the rounds asset read);
 - **label**: that token and every one before it in the round were kept (i ≤ accepted), as PACER's head is trained;
 - **columns**: ECE and its reliability bins, mean Π q against the share kept (``gap`` > 0: overconfident), the
-  verdict (:func:`spec_core.heads.metrics.confidence_verdict`), AUC, and AUC at the first drafted token.
+  verdict (:func:`spec_core.heads.metrics.confidence_verdict`), AUC; the same at the first drafted token (the
+  decision that matters most); and beside each ECE the one a perfectly calibrated predictor would show on the same
+  scores from sampling alone (``ece_noise``, :func:`spec_core.heads.metrics.ece_noise`).
 
 Each cell's rounds are cached in ``--work-dir`` (a rerun with the same settings reads them); ``--json`` writes the
 summary the app's "which pre-verifier?" lesson reads (``assets/results/calibration.json``).
@@ -52,12 +54,16 @@ COLUMNS = [
     "rounds",
     "tokens",
     "ece",
+    "ece_noise",
     "mean_predicted",
     "kept_rate",
     "gap",
     "verdict",
     "auc",
     "auc_first",
+    "ece_first",
+    "ece_first_noise",
+    "mean_predicted_first",
     "kept_first",
 ]
 

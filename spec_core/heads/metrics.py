@@ -84,17 +84,33 @@ def confidence_verdict(ece: float, gap: float) -> str:
     return "overconfident" if gap > 0 else "underconfident"
 
 
+def ece_noise(probs: torch.Tensor, bins: int = 10, draws: int = 200, seed: int = 0) -> float:
+    """The ECE a *perfectly calibrated* predictor would show on these scores, from sampling alone: the mean ECE when
+    each label is drawn kept with probability equal to its score (``draws`` times, a fixed seed). An ECE near it
+    says nothing; few tokens in a bin make it large."""
+    if len(probs) == 0:
+        return float("nan")
+    g = torch.Generator().manual_seed(seed)
+    p = probs.double().clamp(0, 1)
+    return (
+        sum(calibration(p, torch.rand(len(p), generator=g, dtype=torch.float64) < p, bins)[0] for _ in range(draws))
+        / draws
+    )
+
+
 def calibration_summary(
     scores: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor | None = None, bins: int = 10
 ) -> dict:
-    """ECE, mean predicted against share kept (``gap`` > 0: overconfident), its verdict, AUC (and at the first
-    drafted token when ``positions`` are given) and the reliability bins of a predictor of acceptance."""
+    """ECE, mean predicted against share kept (``gap`` > 0: overconfident), its verdict, AUC (and AUC, ECE, mean
+    predicted and share kept at the first drafted token when ``positions`` are given) and the reliability bins of a
+    predictor of acceptance. The verdict reads every position, as PACER's head is scored."""
     probs = scores.double().clamp(0, 1)
     ece, rows = calibration(probs, labels, bins)
     predicted, kept = float(probs.mean()), float(labels.double().mean())
     out = {
         "tokens": len(probs),
         "ece": round(ece, 4),
+        "ece_noise": round(ece_noise(probs, bins), 4),
         "mean_predicted": round(predicted, 4),
         "kept_rate": round(kept, 4),
         "gap": round(predicted - kept, 4),
@@ -104,6 +120,11 @@ def calibration_summary(
     if positions is not None:
         first = positions == 1
         out["auc_first"] = round(roc_auc(probs[first], labels[first]), 4)
-        out["kept_first"] = round(float(labels[first].double().mean()), 4) if first.any() else float("nan")
+        if first.any():  # the decision that matters most: keep drafting after the first token?
+            ece_first, _ = calibration(probs[first], labels[first], bins)
+            out["ece_first"] = round(ece_first, 4)
+            out["ece_first_noise"] = round(ece_noise(probs[first], bins), 4)
+            out["mean_predicted_first"] = round(float(probs[first].mean()), 4)
+            out["kept_first"] = round(float(labels[first].double().mean()), 4)
     out["bins"] = rows
     return out

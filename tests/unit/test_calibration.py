@@ -46,6 +46,7 @@ def test_a_calibrated_predictor_has_a_small_ece_and_ranks_by_its_scores():
     s = calibration_summary(scores, labels, positions)
     assert s["ece"] < 0.02 and abs(s["gap"]) < 0.02 and s["verdict"] == "calibrated"
     assert 0.8 < s["auc"] < 0.86 and 0.78 < s["auc_first"] < 0.88  # AUC of a calibrated uniform score: 5/6
+    assert s["ece_first"] < 0.05 and abs(s["mean_predicted_first"] - s["kept_first"]) < 0.03
 
 
 def test_the_verdict_needs_the_ece_over_the_bar_and_reads_the_sign():
@@ -133,3 +134,11 @@ def test_the_lesson_cites_the_shipped_summary():
     for c in shipped["cells"]:
         assert f"{c['draft']} at T = {c['temperature']:g}" in said or "already calibrated" in said
         assert f"{c['ece']:.3f}" in said or "already calibrated" in said
+
+
+def test_the_noise_floor_is_what_a_calibrated_predictor_shows_and_shrinks_with_more_tokens():
+    from spec_core.heads.metrics import ece_noise
+
+    few, many = torch.full((50,), 0.3, dtype=torch.float64), torch.full((5000,), 0.3, dtype=torch.float64)
+    assert 0.02 < ece_noise(few) < 0.12 and ece_noise(many) < 0.012
+    assert ece_noise(few) == ece_noise(few)  # a fixed seed: the same number every time
