@@ -197,14 +197,15 @@ def main(argv: list[str] | None = None) -> int:
         for t in temperatures:
             path = cell_path(work, draft, t, args.top_p, len(texts), args.max_new_tokens, args.dtype)
             if path.exists():
-                rounds = [tuple(r) for r in json.loads(path.read_text(encoding="utf-8"))["rounds"]]
+                saved = json.loads(path.read_text(encoding="utf-8"))["rounds"]
+                rounds = [(list(q), int(a), int(j)) for q, a, j in saved]
             else:
                 start = time.perf_counter()
                 pair = load_pair("embedded", draft=asset, dtype=args.dtype)
                 rounds = record_rounds(pair, method, texts, args.max_new_tokens, t, args.top_p, args.seed)
                 path.write_text(json.dumps({"method": method, "rounds": rounds}), encoding="utf-8")
                 print(f"{draft} T={t:g}: {len(rounds)} rounds in {time.perf_counter() - start:.0f} s", flush=True)
-            summary = summarize_cell(rounds)  # type: ignore[arg-type]
+            summary = summarize_cell(rounds)
             cells.append({"draft": draft, "method": method, "temperature": t, "prompts": len(texts), **summary})
     table = pd.DataFrame(cells)[COLUMNS]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
