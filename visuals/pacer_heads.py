@@ -198,6 +198,25 @@ def _cell(c: dict) -> str:
     )
 
 
+def _first_token_note(cells: list[dict]) -> str:
+    """The largest overconfidence at the first drafted token (the decision that matters most), where its ECE is
+    beyond what sampling alone gives; "" when none is."""
+    firsts = [
+        c
+        for c in cells
+        if "mean_predicted_first" in c and c.get("ece_first", 0) > c.get("ece_first_noise", 1) and c["ece_first"] > 0.05
+    ]
+    over = [c for c in firsts if c["mean_predicted_first"] > c["kept_first"]]
+    if not over:
+        return ""
+    c = max(over, key=lambda c: c["mean_predicted_first"] - c["kept_first"])
+    return (
+        f" The largest miss is at the first drafted token of {c['draft']} at T = {c['temperature']:g}: q says "
+        f"{c['mean_predicted_first']:.2f}, {c['kept_first']:.2f} are kept (ECE {c['ece_first']:.3f}; a calibrated "
+        f"draft would show {c['ece_first_noise']:.3f} on as few tokens)."
+    )
+
+
 def calibration_lesson(summary: dict | None) -> str:
     """Where PACER's premise (the draft's confidence is overconfident) holds, per shipped draft and temperature,
     with the numbers of the shipped summary (``analyze calibration --json``; :func:`load_calibration`)."""
@@ -218,6 +237,7 @@ def calibration_lesson(summary: dict | None) -> str:
             "Is the draft overconfident, as PACER assumes? On these drafts the draft's confidence is already "
             f"calibrated, so a learned pre-verifier has little to correct: ECE {min(eces):.3f} … {max(eces):.3f} "
             f"over {len(cells)} drafts × temperatures, mean Π q within {gap:.2f} of the share kept {where}."
+            + _first_token_note(cells)
         )
     parts = []
     trained = summary.get("trained") or []

@@ -112,6 +112,18 @@ def test_the_lesson_follows_the_summary():
     )
     assert "already calibrated" in fine and "ECE 0.016 … 0.030" in fine and "within 0.02" in fine
     assert "2026-12-03" in fine and "abc1234" in fine and "8 held-out prompts × 48 tokens" in fine
+    assert "first drafted token" not in fine
+    first = cell("feature", 0.7, 0.03, 0.11, 0.10) | {
+        "ece_first": 0.15,
+        "ece_first_noise": 0.07,
+        "mean_predicted_first": 0.50,
+        "kept_first": 0.43,
+    }
+    noted = calibration_lesson(summary([cell("feature", 0, 0.016, 0.31, 0.30), first]))
+    assert "already calibrated" in noted and "first drafted token of feature at T = 0.7: q says 0.50, 0.43" in noted
+    assert "ECE 0.150; a calibrated draft would show 0.070" in noted
+    within_noise = first | {"ece_first": 0.06}
+    assert "first drafted token" not in calibration_lesson(summary([within_noise]))
     over = summary([cell("feature", 0, 0.016, 0.31, 0.30), cell("block:dpace", 0.7, 0.12, 0.40, 0.25)])
     said = calibration_lesson(over)
     assert "already calibrated" not in said and "overconfident" in said
