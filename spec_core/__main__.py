@@ -221,12 +221,13 @@ DELEGATED = {  # commands owned by their modules: `main(argv) -> int` there, so 
     ("analyze", "trees"): "spec_core.analysis.trees",
     ("analyze", "lookup"): "spec_core.analysis.lookup",
     ("analyze", "heads"): "spec_core.analysis.heads",
+    ("analyze", "calibration"): "spec_core.analysis.calibration",
     ("pareto", None): "spec_core.analysis.pareto",
     ("loadtest", None): "spec_core.analysis.loadtest",
 }
 HELP = {
     "train": "train a learned part: draft | block | data | pacer | diversed (see `train WHAT --help`)",
-    "analyze": "analyses: block (block drafters per loss) | policies (policy replay and oracle) | preverifier (PACER's heads vs the draft's Π q, held out) | trees (token-tree shapes) | lookup (prompt lookup replayed at every copy length on Spec-Bench answers) | heads (the app's which-pre-verifier comparison from shipped assets)",
+    "analyze": "analyses: block (block drafters per loss) | policies (policy replay and oracle) | preverifier (PACER's heads vs the draft's Π q, held out) | trees (token-tree shapes) | lookup (prompt lookup replayed at every copy length on Spec-Bench answers) | heads (the app's which-pre-verifier comparison from shipped assets) | calibration (each shipped draft's own Π q: ECE, reliability, AUC)",
     "pareto": "acceptance vs quality of the verifiers on the evaluation split (see `pareto --help`)",
     "loadtest": "concurrent gradio_client users against a running app: latency, errors, isolation",
 }

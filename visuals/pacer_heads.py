@@ -21,7 +21,13 @@ import plotly.graph_objects as go
 from spec_core.cost_model import CostProfile, accelerator_profile
 from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, cost_source, lane_quote, lane_speeds
 from spec_core.policies.pacer import PacerParams
-from spec_core.policies.pacer_heads import HeadRow, recorded_heads, recorded_rounds, shipped_comparison
+from spec_core.policies.pacer_heads import (
+    HeadRow,
+    load_calibration,
+    recorded_heads,
+    recorded_rounds,
+    shipped_comparison,
+)
 from spec_core.precision import cached_profile
 from spec_core.quotes import Quote, compare_quotes
 from spec_core.replay import costs_from_events
@@ -214,6 +220,7 @@ def describe(lanes: Lanes) -> str:
     if probs:
         parts.append(f"The draft's own Π q driving the same rule: {probs[0].speedup:.2f}×.")
     parts.append(headroom_lesson(mine, probs[0] if probs else None))
+    parts.append(calibration_lesson(load_calibration()))
     parts.append(
         f"A perfect pre-verifier, which stops right after the first token the target will reject, would reach "
         f"{perfect.speedup:.2f}× ({perfect.speedup / best.speedup:.3f}× the best window); it still drafts a block "
@@ -253,6 +260,81 @@ def headroom_lesson(head: HeadRow | None, probs: HeadRow | None) -> str:
             "(PACER's premise), so the probabilities it already has say more than the layer learned."
         )
     return says + " The two are within each other's intervals: on these rounds neither beats the other."
+
+
+def _cell(c: dict) -> str:
+    return (
+        f"{c['draft']} at T = {c['temperature']:g} (mean Π q {c['mean_predicted']:.2f} against {c['kept_rate']:.2f} "
+        f"kept, ECE {c['ece']:.3f})"
+    )
+
+
+def _first_token_note(cells: list[dict]) -> str:
+    """The largest overconfidence at the first drafted token (the decision that matters most), where its ECE is
+    beyond what sampling alone gives; "" when none is."""
+    firsts = [
+        c
+        for c in cells
+        if "mean_predicted_first" in c and c.get("ece_first", 0) > c.get("ece_first_noise", 1) and c["ece_first"] > 0.05
+    ]
+    over = [c for c in firsts if c["mean_predicted_first"] > c["kept_first"]]
+    if not over:
+        return ""
+    c = max(over, key=lambda c: c["mean_predicted_first"] - c["kept_first"])
+    return (
+        f" The largest miss is at the first drafted token of {c['draft']} at T = {c['temperature']:g}: q says "
+        f"{c['mean_predicted_first']:.2f}, {c['kept_first']:.2f} are kept (ECE {c['ece_first']:.3f}; a calibrated "
+        f"draft would show {c['ece_first_noise']:.3f} on as few tokens)."
+    )
+
+
+def calibration_lesson(summary: dict | None) -> str:
+    """Where PACER's premise (the draft's confidence is overconfident) holds, per shipped draft and temperature,
+    with the numbers of the shipped summary (``analyze calibration --json``; :func:`load_calibration`)."""
+    if not summary or not summary.get("cells"):
+        return ""
+    cells, settings = summary["cells"], summary.get("settings", {})
+    where = (
+        f"(`analyze calibration`, {summary.get('date', '?')}, commit {summary.get('commit', '?')}: "
+        f"{cells[0].get('prompts', '?')} held-out prompts × {settings.get('max_new_tokens', '?')} tokens per cell)"
+    )
+    over = [c for c in cells if c["verdict"] == "overconfident"]
+    off = [c for c in cells if c["verdict"] not in ("calibrated", "overconfident")]
+    fine = [c for c in cells if c["verdict"] == "calibrated"]
+    eces = [c["ece"] for c in cells]
+    if not over and not off:
+        gap = max(abs(c["gap"]) for c in cells)
+        return (
+            "Is the draft overconfident, as PACER assumes? On these drafts the draft's confidence is already "
+            f"calibrated, so a learned pre-verifier has little to correct: ECE {min(eces):.3f} … {max(eces):.3f} "
+            f"over {len(cells)} drafts × temperatures, mean Π q within {gap:.2f} of the share kept {where}."
+            + _first_token_note(cells)
+        )
+    parts = []
+    trained = summary.get("trained") or []
+    if over:
+        beats = [h for h in trained if h.get("head_auc", 0) > h.get("pi_q_auc", 1)]
+        says = "; ".join(_cell(c) for c in over)
+        if beats:
+            h = beats[0]
+            parts.append(
+                f"A learned pre-verifier beats the draft's own confidence when the draft is overconfident: "
+                f"{says}. There a paper head trained on its rounds ranks with AUC {h['head_auc']:.3f} against Π q's "
+                f"{h['pi_q_auc']:.3f} ({h['draft']}, held out)."
+            )
+        else:
+            parts.append(
+                f"PACER's premise holds where the draft is overconfident, so a learned pre-verifier has something "
+                f"to correct: {says}."
+            )
+    if off:
+        parts.append(
+            "Miscalibrated, but not overconfident: " + "; ".join(f"{_cell(c)}, {c['verdict']}" for c in off) + "."
+        )
+    if fine:
+        listed = ", ".join(f"{c['draft']} at T = {c['temperature']:g} ({c['ece']:.3f})" for c in fine)
+        parts.append(f"Calibrated (ECE ≤ 0.05), where Π q already is what a head would learn: {listed}.")
+    return " ".join(parts) + f" {where}"
 
 
 register_view(

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -99,6 +100,20 @@ def token_labels(rounds: TuningRounds) -> tuple[torch.Tensor, torch.Tensor]:
     start = torch.repeat_interleave(torch.cumsum(gamma, 0) - gamma, gamma)
     position = torch.arange(int(gamma.sum())) - start + 1
     return (position <= torch.repeat_interleave(accepted, gamma)), position
+
+
+CALIBRATION_FILE = "calibration.json"  # `analyze calibration --json`: each shipped draft's Π q, calibrated or not
+
+
+def load_calibration(directory: Path | None = None) -> dict | None:
+    """The shipped calibration summary (:mod:`spec_core.analysis.calibration` writes it): the command, its date and
+    commit, and per draft × temperature the ECE, mean Π q, share kept and verdict. None when missing or unreadable."""
+    path = (directory or RESULTS_DIR) / CALIBRATION_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("cells") else None
 
 
 EMBEDDED_TARGET_PARAMETERS = 134_515_008  # SmolLM2-135M-Instruct, the target the shipped rounds were recorded on
