@@ -70,9 +70,14 @@ COLUMNS = [
 
 def all_drafts() -> tuple[str, ...]:
     """Every shipped draft by the name this command takes: the chain drafts, then ``block:LOSS`` per shipped loss."""
+    return (*CHAIN_DRAFTS, *block_drafts())
+
+
+def block_drafts() -> tuple[str, ...]:
+    """``block:LOSS`` for every shipped block drafter's loss."""
     from spec_core.rules import BLOCK_LOSSES
 
-    return (*CHAIN_DRAFTS, *(f"block:{loss}" for loss in BLOCK_LOSSES))
+    return tuple(f"block:{loss}" for loss in BLOCK_LOSSES)
 
 
 def parse_drafts(text: str) -> list[str]:
@@ -82,7 +87,7 @@ def parse_drafts(text: str) -> list[str]:
     for name in (n.strip() for n in text.split(",")):
         if not name:
             continue
-        names = [d for d in known if d.startswith("block:")] if name == "block" else [name]
+        names = list(block_drafts()) if name == "block" else [name]
         for n in names:
             if n not in known:
                 raise SpecScopeError(f"unknown draft {n!r}: choose from {', '.join(('block', *known))}")
