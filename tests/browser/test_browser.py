@@ -1,6 +1,7 @@
 """A real browser: Debian's headless Chromium, driven by Playwright (no browser download; `make browser`).
 
-``test_live_tab_in_a_browser`` runs on the tiny pair: coloured tokens, a plot, Stop, the step-through.
+``test_live_tab_in_a_browser`` runs on the tiny pair: coloured tokens, a plot, Stop, the step-through, rejected
+drafts that stay in their lane (issue #36).
 ``test_default_generate_is_honest`` runs the default Generate on the real embedded pair, as a new user would, and
 checks it against the same methods run alone through ``/generate``: each lane's speedup vs ``ar`` within
 :data:`SPEEDUP_TOLERANCE`, the whole Generate within :data:`TIME_BUDGET` × the solo runs, and a divergence from
@@ -137,6 +138,7 @@ def test_live_tab_in_a_browser(tmp_path):
                 shot = tmp_path / "live_tiny.png"
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 10_000
+                check_rejected_drafts_stay_in_lanes(page)
                 # the step-through shows the first drafting lane's first round with a block of 2 or more (the
                 # training lens's round) at once; the slider ends at its last round
                 page.get_by_text("Step through one round").first.click()
@@ -170,6 +172,32 @@ def test_live_tab_in_a_browser(tmp_path):
                 browser.close()
     finally:
         demo.close()
+
+
+SPILL_PX = """() => [0, 1, 2].map(i => {
+  const lane = document.querySelector('#lane-' + i), edge = lane.getBoundingClientRect().right;
+  const rects = [...lane.querySelectorAll('.spec-tokens .tok-text')].flatMap(e => [...e.getClientRects()]);
+  return Math.max(0, ...rects.map(r => Math.ceil(r.right - edge)));
+})"""
+
+
+def check_rejected_drafts_stay_in_lanes(page) -> None:
+    """Issue #36: with "show rejected drafts" on, no token reaches past its lane's column (a run of struck drafts
+    shows its spaces as "·", one long word, and spilled 41 px into the next lane at 1400×900): this run's lanes,
+    then a worst case, 40 struck drafts in a row, written into lane B."""
+    from test_visuals import ev
+
+    from visuals.tokens import tokens_html
+
+    page.locator("#show-rej input").check()
+    page.locator(".spec-tokens .tok-rejected").first.wait_for(timeout=30_000)
+    assert page.evaluate(SPILL_PX) == [0, 0, 0]
+    worst = tokens_html([ev(0, [" struck", " draft"] * 20, 0, " kept")], show_rejected=True)
+    page.locator("#lane-1 .spec-tokens").evaluate("(e, html) => { e.outerHTML = html; }", worst)
+    assert page.locator("#lane-1 .tok-rejected").count() == 40
+    assert page.evaluate(SPILL_PX) == [0, 0, 0]
+    page.locator("#show-rej input").uncheck()  # the lanes are drawn again from the run's frame
+    page.wait_for_function("document.querySelectorAll('#lane-1 .tok-rejected').length === 0", timeout=30_000)
 
 
 def check_tooltip(page, selector: str, why: str) -> str:
