@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_visuals import ev
+import pytest
+from test_visuals import LANE, ev, frame_with
 
-from visuals import tokens
+from visuals import menus, stepthrough, tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,3 +29,25 @@ def test_a_run_of_rejected_drafts_can_wrap_inside_its_lane():
     css = (ROOT / "assets" / "app.css").read_text()
     lane_text = css.split(".spec-tokens {", 1)[1].split("}", 1)[0]
     assert "overflow-wrap: anywhere" in lane_text and "max-width: 100%" in lane_text
+
+
+# -- 2. the step-through card follows its radio in the browser --------------------------------------------------
+
+
+def test_the_card_holds_every_step_and_shows_the_one_asked():
+    frame = frame_with({"fixed:4": LANE})
+    card = stepthrough.frame_card(frame, "fixed:4", 0, "accept")
+    assert card.startswith('<div class="spec-steps" data-shown="accept">')
+    assert [card.count(f'data-step="{s}"') for s in stepthrough.STEPS] == [1, 1, 1, 1]
+    assert stepthrough.round_steps_html(LANE[0], 1).startswith('<div class="spec-steps" data-shown="verify">')
+    with pytest.raises(ValueError):
+        stepthrough.round_steps_html(LANE[0], "bonus")
+
+
+def test_the_style_sheet_shows_the_radios_step_without_a_handler():
+    css = menus.launch_kwargs()["css"]
+    radio = f"#{stepthrough.STEP_RADIO_ID}"
+    assert ".spec-steps > .spec-step { display: none; }" in css
+    for s in stepthrough.STEPS:
+        assert f':root:has({radio} input[value="{s}"]:checked) .spec-steps > .spec-step[data-step="{s}"]' in css
+        assert f'.spec-steps[data-shown="{s}"] > .spec-step[data-step="{s}"]' in css  # a browser without :has()
