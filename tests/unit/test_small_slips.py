@@ -6,12 +6,15 @@ tests/browser/test_browser_tabs.py check the same three on the page.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_visuals import LANE, ev, frame_with
 
-from visuals import menus, stepthrough, tokens
+from spec_core.analysis import pareto
+from visuals import diversed, menus, stepthrough, tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,3 +54,70 @@ def test_the_style_sheet_shows_the_radios_step_without_a_handler():
     for s in stepthrough.STEPS:
         assert f':root:has({radio} input[value="{s}"]:checked) .spec-steps > .spec-step[data-step="{s}"]' in css
         assert f'.spec-steps[data-shown="{s}"] > .spec-step[data-step="{s}"]' in css  # a browser without :has()
+
+
+# -- 3. Pareto labels that do not overlap -------------------------------------------------------------------------
+
+SWEEPS = sorted((ROOT / "assets" / "results").glob("pareto_t*.csv"))
+CHAR_PX, LINE_PX = 6.0, 13.0  # a label character's width and a line's height at font size 10, in pixels
+
+
+def label_boxes(fig, width_px: float = 600.0, height_px: float = 262.0) -> list[tuple[str, tuple]]:
+    """Every drawn label's box in pixels (y up) on a plot area of the given size, by its textposition."""
+    (x0, x1), (y0, y1) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    boxes = []
+    for trace in fig.data:
+        if "text" not in (trace.mode or ""):
+            continue
+        r = trace.marker.size / 2 / 0.8 + 1
+        for x, y, text, where in zip(trace.x, trace.y, trace.text, trace.textposition):
+            if not text:
+                continue
+            cx, cy = (x - x0) / (x1 - x0) * width_px, (y - y0) / (y1 - y0) * height_px
+            w = CHAR_PX * len(text)
+            vertical, horizontal = where.split()
+            left = {"right": cx + r, "left": cx - r - w, "center": cx - w / 2}[horizontal]
+            low = {"top": cy + r, "bottom": cy - r - LINE_PX, "middle": cy - LINE_PX / 2}[vertical]
+            boxes.append((text, (left, low, left + w, low + LINE_PX)))
+    return boxes
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
+def test_the_pareto_labels_do_not_overlap_and_every_point_is_named_on_hover(path):
+    df = pareto.read_sweep(path)
+    fig = diversed.pareto_figure(df)
+    boxes = label_boxes(fig)
+    piled = [
+        (a, b)
+        for (a, p), (b, q) in itertools.combinations(boxes, 2)
+        if p[0] < q[2] and q[0] < p[2] and p[1] < q[3] and q[1] < p[3]
+    ]
+    assert not piled, piled
+    shown = {text for text, _ in boxes}
+    assert (
+        "lossless" in shown
+        and {diversed.point_label("diversed", p) for p in df[df.method == "diversed"].param} <= shown
+    )
+    assert "W=0" in shown  # the draft alone, the static line's far end
+    named = [name for trace in fig.data if "text" in trace.mode for name in trace.customdata]
+    expected = [diversed.point_name(m, str(p)) for m, p in zip(df.method, df.param) if m != diversed.TASK_STATIC]
+    assert sorted(named) == sorted(expected)  # each point, labelled or not, is named in its hover
+    assert all("%{customdata}" in (t.hovertemplate or "") for t in fig.data)
+
+
+def test_a_crowded_corner_keeps_its_names_on_hover():
+    """Five points a few pixels apart: the first (most important) is labelled, the rest only named on hover."""
+    df = pd.DataFrame(
+        {
+            "method": ["lossless", "static", "static", "static", "static", "static"],
+            "param": ["", "1", "0.9", "0.8", "0.7", "0"],
+            "acceptance_rate": [0.150, 0.150, 0.152, 0.154, 0.156, 1.0],
+            "quality": [0.60, 0.60, 0.599, 0.598, 0.597, 0.0],
+            "items": [57] * 6,
+        }
+    )
+    fig = diversed.pareto_figure(df)
+    shown = [text for text, _ in label_boxes(fig)]
+    assert "lossless" in shown and "W=0" in shown and len(shown) < len(df)
+    static = next(t for t in fig.data if t.name.startswith("static W"))
+    assert list(static.customdata) == ["W=1", "W=0.9", "W=0.8", "W=0.7", "W=0"]
