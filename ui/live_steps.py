@@ -1,8 +1,10 @@
 """The Live tab's "Step through one round" panel: one round of one lane, step by step, with the training lens.
 
-The card is :func:`visuals.stepthrough.frame_card`; the views that follow a round (the training lens) are redrawn
-for the round shown (:func:`visuals.views.build_for_round`). After a run the panel opens on the first drafting
-lane's first round with a block the lens can weigh (:func:`visuals.lens.block_rounds`), else its round 0.
+The card is :func:`visuals.stepthrough.frame_card`: every step of the round, of which the page's style sheet shows
+the one the step radio has checked, so a step change runs no handler (one lagged the radio by seconds while the
+server drew a run's figures). The views that follow a round (the training lens) are redrawn for the round shown
+(:func:`visuals.views.build_for_round`). After a run the panel opens on the first drafting lane's first round with
+a block the lens can weigh (:func:`visuals.lens.block_rounds`), else its round 0.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def step_through_panel() -> StepThrough:
         with gr.Row():
             lane = gr.Dropdown([], label="method", elem_id="st-lane")
             rnd = gr.Slider(0, 1, value=0, step=1, label="round", elem_id="st-round")
-            step = gr.Radio(list(stepthrough.STEPS), value="draft", label="step")
+            step = gr.Radio(list(stepthrough.STEPS), value="draft", label="step", elem_id=stepthrough.STEP_RADIO_ID)
             play = gr.Button("Replay this round slowly")
         html = gr.HTML(elem_id="stepthrough")
     return StepThrough(lane, rnd, step, play, html)
@@ -86,11 +88,11 @@ def wire_step_through(panel: StepThrough, frame: gr.State, plots: list[Any]) -> 
         trigger_mode="always_last",
         show_progress="hidden",
     )
-    panel.step.input(card, step_in, panel.card, api_visibility="private")
+    # no handler on panel.step: the card holds every step and the style sheet shows the radio's (stepthrough.step_css)
 
-    def on_play(frame, lane, rnd):
-        for step in stepthrough.STEPS:
-            yield step, card(frame, lane, rnd, step)
+    def on_play(frame, lane, rnd):  # the round's card once, then the radio moves and the card follows it
+        for k, step in enumerate(stepthrough.STEPS):
+            yield step, card(frame, lane, rnd, step) if k == 0 else gr.update()
             time.sleep(STEP_DELAY_S)
 
     panel.play.click(on_play, step_in[:3], [panel.step, panel.card], api_visibility="private")

@@ -5,6 +5,7 @@
 - :mod:`visuals.plots` — per-round draft/accepted lengths, acceptance by position, accepted-length histogram;
 - :mod:`visuals.lens` — the training lens: uniform, DFlash decay and D-PACE weights of a real drafted block;
 - :mod:`visuals.stepthrough` — one round replayed step by step with the numbers of the rule in force;
+- :mod:`visuals.labels` — always-on point labels placed where they do not overlap (the Pareto figure's);
 - :mod:`visuals.views` — the plug-in registry: which figures (and which rule explanation) each method gets.
 """
 

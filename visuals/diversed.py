@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from spec_core.types import RoundEvent
+from visuals.labels import POSITIONS, Canvas, Point, place_labels
 from visuals.plots import Lanes, base_layout, drafting_lanes
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_rule, register_view
@@ -109,8 +110,11 @@ TASK_STATIC = "task-static"  # rows of the per-task static envelope in a sweep t
 
 def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval split)") -> go.Figure:
     """The rows of ``pareto`` (``method, param, acceptance_rate, quality, ...``): the static sweep as a line
-    (the frontier DIVERSED must beat), lenient points, lossless and diversed markers."""
-    fig = go.Figure()
+    (the frontier DIVERSED must beat), lenient points, lossless and diversed markers. Every point's hover names
+    it; its always-on label is drawn only where it has room (:func:`pareto_labels`)."""
+    fig, df = go.Figure(), df.reset_index(drop=True)  # one label per row: row labels must be unique
+    canvas = pareto_canvas(df)
+    placed = pareto_labels(df, canvas)
     static = df[df["method"] == "static"].sort_values("acceptance_rate")
     fig.add_trace(
         go.Scatter(
@@ -118,12 +122,9 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
             y=static["quality"],
             mode="lines+markers+text",
             name="static W (frontier)",
-            text=[f"W={p}" for p in static["param"]],
-            textposition="top right",
-            textfont={"size": 10},
             line={"color": OKABE_ITO["blue"], "dash": "solid"},
-            marker={"symbol": "circle", "size": 8},
-            hovertemplate="static W=%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+            marker={"symbol": "circle", "size": STATIC_SIZE},
+            **_labels(static, placed),
         )
     )
     mix = df[df["method"] == TASK_STATIC].sort_values("acceptance_rate")
@@ -134,33 +135,24 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
                 y=mix["quality"],
                 mode="lines+markers",
                 name="static, W chosen per task",
-                text=mix["param"].astype(str),
+                customdata=mix["param"].astype(str),
                 line={"color": OKABE_ITO["green"], "dash": "dash", "shape": "vh"},
-                marker={"symbol": "circle-open", "size": 6},
-                hovertemplate="W per task: %{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+                marker={"symbol": "circle-open", "size": MIX_SIZE},
+                hovertemplate="W per task: %{customdata}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
             )
         )
-    marks = {
-        "lenient": ("square", OKABE_ITO["orange"]),
-        "lossless": ("star", OKABE_ITO["black"]),
-        "diversed": ("diamond", OKABE_ITO["purple"]),
-    }
-    for method, (symbol, colour) in marks.items():
+    for method, (symbol, colour) in MARKS.items():
         rows = df[df["method"] == method]
         if rows.empty:
             continue
-        labels = [point_label(method, p) for p in rows["param"].astype(str)]
         fig.add_trace(
             go.Scatter(
                 x=rows["acceptance_rate"],
                 y=rows["quality"],
                 mode="markers+text",
                 name=method,
-                text=labels,
-                textposition="bottom right",
-                textfont={"size": 10},
-                marker={"symbol": symbol, "size": 13, "color": colour, "line": {"width": 1, "color": "white"}},
-                hovertemplate="%{text}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+                marker={"symbol": symbol, "size": MARK_SIZE, "color": colour, "line": {"width": 1, "color": "white"}},
+                **_labels(rows, placed),
             )
         )
     counts = pd.to_numeric(df["items"], errors="coerce").dropna() if "items" in df.columns else []
@@ -176,8 +168,65 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
         empty_text="no pareto rows",
         note=note,
     )
-    fig.update_xaxes(range=[0, 1.05])
+    fig.update_xaxes(range=list(canvas.x_range))
+    if not df.empty:  # fixed, so that the labels' room was reckoned on the axes drawn
+        fig.update_yaxes(range=list(canvas.y_range))
     return fig
+
+
+MARKS = {  # method → (marker, colour) of the points drawn apart from the static line
+    "lenient": ("square", OKABE_ITO["orange"]),
+    "lossless": ("star", OKABE_ITO["black"]),
+    "diversed": ("diamond", OKABE_ITO["purple"]),
+}
+STATIC_SIZE, MIX_SIZE, MARK_SIZE = 8, 6, 13  # marker diameters (px)
+# the static line falls from the top left to the bottom right: above-right and below-left of a point are off it
+ON_LINE = ("top right", "bottom left", "top center", "bottom center", "middle right", "middle left")
+
+
+def pareto_canvas(df: pd.DataFrame) -> Canvas:
+    """The axes' ranges: acceptance 0 to 1.05, quality its rows' span with a margin on each side."""
+    q = pd.to_numeric(df["quality"], errors="coerce").dropna() if len(df) else pd.Series([0.0, 1.0])
+    lo, hi = float(q.min()), float(q.max())
+    pad = 0.08 * (hi - lo) if hi > lo else 0.05
+    return Canvas((0.0, 1.05), (lo - pad, hi + pad))
+
+
+def point_name(method: str, param: str) -> str:
+    """What a point's hover and label call it: ``W=0.5`` on the static line, else :func:`point_label`."""
+    return f"W={param}" if method == "static" else point_label(method, param)
+
+
+def pareto_labels(df: pd.DataFrame, canvas: Canvas) -> dict[object, str]:
+    """Row index → ``textposition``, for the rows whose label has room (:func:`visuals.labels.place_labels`).
+    Most important first: lossless and DIVERSED (the summary's subjects), the static line's ends (the draft alone,
+    the target alone), the lenient points, then the rest of the static line."""
+    sizes = {"static": STATIC_SIZE, TASK_STATIC: MIX_SIZE}
+    params = df["param"].astype(str)
+    static_end = (df["method"] == "static") & params.isin(["0", "1"])
+    rank = df["method"].map({"lossless": 0, "diversed": 1, "lenient": 3, "static": 4}).where(~static_end, 2)
+    order = list(rank.dropna().sort_values(kind="stable").index)
+
+    def point(i, label: str = "") -> Point:
+        method = str(df.at[i, "method"])
+        size, positions = sizes.get(method, MARK_SIZE), ON_LINE if method == "static" else POSITIONS
+        return Point(float(df.at[i, "acceptance_rate"]), float(df.at[i, "quality"]), size, label, positions)
+
+    wanted = [point(i, point_name(str(df.at[i, "method"]), params[i])) for i in order]
+    where = place_labels(wanted, [point(i) for i in df.index], canvas)
+    return {i: w for i, w in zip(order, where) if w is not None}
+
+
+def _labels(rows: pd.DataFrame, placed: dict[object, str]) -> dict:
+    """A trace's label keywords: every point named in its hover, labelled where :func:`pareto_labels` found room."""
+    names = [point_name(str(m), str(p)) for m, p in zip(rows["method"], rows["param"])]
+    return {
+        "text": [name if i in placed else "" for i, name in zip(rows.index, names)],
+        "textposition": [placed.get(i, "middle right") for i in rows.index],
+        "textfont": {"size": 10},
+        "customdata": names,
+        "hovertemplate": "%{customdata}<br>acceptance %{x:.3f}<br>quality %{y:.3f}<extra></extra>",
+    }
 
 
 def point_label(method: str, param: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from spec_core import guards
 from spec_core.methods import known_methods, spec_of
+from visuals.stepthrough import step_css
 from visuals.style import token_css
 
 GETTYSBURG = (  # Abraham Lincoln, the Gettysburg Address (1863), public domain: its first two paragraphs
@@ -103,4 +104,9 @@ def live_method_choices() -> list[str]:
 def launch_kwargs(css_path: Path | None = None) -> dict[str, Any]:
     """Launch options shared by ``app.py``'s ``__main__`` and the tests (Gradio 6 takes CSS at launch)."""
     css_paths = [css_path] if css_path is not None and Path(css_path).exists() else None
-    return {"css": token_css(), "css_paths": css_paths, "ssr_mode": False, "max_file_size": guards.MAX_UPLOAD_BYTES}
+    return {
+        "css": token_css() + step_css(),
+        "css_paths": css_paths,
+        "ssr_mode": False,
+        "max_file_size": guards.MAX_UPLOAD_BYTES,
+    }

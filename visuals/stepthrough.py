@@ -3,6 +3,11 @@
 Each step is an HTML card built from the round's event alone: the drafted tokens and q(x); the target's p(x)
 from its single verification pass; each draft's acceptance probability and verdict (the first rejection ends
 the round); the tokens the round finally appended. The rule in force is explained by :func:`visuals.views.explain`.
+
+A round's card holds all four steps (:func:`round_steps_html`) and the page's style sheet (:func:`step_css`) shows
+the one the step radio has checked, in the browser, with no request to the server. A card redrawn by a handler
+lagged its radio: right after a run the handler could wait seconds behind the figures being drawn, and during a
+run it read the running frame, so the card went blank until the run and its figures were done.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from visuals.tokens import is_special, span_html, token_spans
 from visuals.views import explain, round_notes
 
 STEPS = ("draft", "verify", "accept", "emit")
+STEP_RADIO_ID = "st-step"  # the step radio's elem_id, which step_css reads
 STEP_TITLES = {
     "draft": "1 · Draft: the small model proposes tokens",
     "verify": "2 · Verify: one target forward pass scores every drafted position at once",
@@ -102,11 +108,17 @@ def cut_reason(event: RoundEvent) -> str:
     return ""
 
 
+def step_index(step: int | str) -> int:
+    """A step's index into :data:`STEPS`, from its index or its name."""
+    k = STEPS.index(step) if step in STEPS else -1 if isinstance(step, str) else int(step)
+    if not 0 <= k < len(STEPS):
+        raise ValueError(f"step must be one of {STEPS} or in 0..{len(STEPS) - 1}, got {step!r}")
+    return k
+
+
 def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0) -> str:
     """The card for one step (index into :data:`STEPS` or its name) of one round."""
-    k = STEPS.index(step) if isinstance(step, str) else int(step)
-    if not 0 <= k < len(STEPS):
-        raise ValueError(f"step must be in 0..{len(STEPS) - 1}, got {step!r}")
+    k = step_index(step)
     parts = [f'<div class="spec-step" data-step="{STEPS[k]}" data-round="{event.index}">']
     parts.append(f"<h4>Round {event.index} of {html.escape(event.method)} — {STEP_TITLES[STEPS[k]]}</h4>")
     if not event.draft_len:
@@ -155,9 +167,32 @@ def round_step_html(event: RoundEvent, step: int | str, temperature: float = 0.0
     return "".join(parts)
 
 
+def round_steps_html(event: RoundEvent, step: int | str, temperature: float = 0.0) -> str:
+    """Every step's card of one round; ``step`` is the one shown where the browser cannot follow the radio
+    itself (no ``:has()``): :func:`step_css` shows the radio's step, whatever the server last sent."""
+    shown = STEPS[step_index(step)]
+    cards = "".join(round_step_html(event, k, temperature) for k in range(len(STEPS)))
+    return f'<div class="spec-steps" data-shown="{shown}">{cards}</div>'
+
+
+def step_css(radio_id: str = STEP_RADIO_ID) -> str:
+    """The style sheet that shows one step's card: the radio's checked step (``:has()``, at the click), else the
+    card's own ``data-shown``. The radio's rules name its id, so they outrank the ``data-shown`` ones."""
+    picked = f":root:has(#{radio_id} input:checked)"
+    rules = [".spec-steps > .spec-step { display: none; }", f"{picked} .spec-steps > .spec-step {{ display: none; }}"]
+    for s in STEPS:
+        rules.append(f'.spec-steps[data-shown="{s}"] > .spec-step[data-step="{s}"] {{ display: block; }}')
+        rules.append(
+            f':root:has(#{radio_id} input[value="{s}"]:checked) .spec-steps > .spec-step[data-step="{s}"] '
+            "{ display: block; }"
+        )
+    return "\n".join(rules) + "\n"
+
+
 def frame_card(frame, lane: str | None, round_index: int | float, step: int | str) -> str:
-    """The step-through card for round ``round_index`` of ``lane`` in a live frame (or what to do first)."""
+    """The step-through card for round ``round_index`` of ``lane`` in a live frame, every step of it, ``step``
+    shown (or what to do first)."""
     if frame is None or not lane or not frame.lanes.get(lane):
         return "<p>Generate something first, then pick a method and a round.</p>"
     events = frame.lanes[lane]
-    return round_step_html(events[min(int(round_index), len(events) - 1)], step, frame.temperature)
+    return round_steps_html(events[min(int(round_index), len(events) - 1)], step, frame.temperature)

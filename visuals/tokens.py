@@ -231,8 +231,8 @@ def tokens_html(
         if s.emitted:
             parts.append(_marked(s, marks[emitted]) if emitted in marks else span_html(s))
             emitted += 1
-        elif show_rejected:
-            parts.append(span_html(s))
+        elif show_rejected:  # a break opportunity on each side: a struck run ("a·b·c", no spaces) wraps in its lane
+            parts.append(f"<wbr>{span_html(s)}<wbr>")
     if not parts:
         return f'<div class="spec-tokens spec-empty">{html.escape(placeholder)}</div>'
     return f'<div class="spec-tokens">{"".join(parts)}</div>'

@@ -1,6 +1,7 @@
 """A real browser: Debian's headless Chromium, driven by Playwright (no browser download; `make browser`).
 
-``test_live_tab_in_a_browser`` runs on the tiny pair: coloured tokens, a plot, Stop, the step-through.
+``test_live_tab_in_a_browser`` runs on the tiny pair: coloured tokens, a plot, Stop, the step-through, rejected
+drafts that stay in their lane and a step card that follows its radio without the server (issue #36).
 ``test_default_generate_is_honest`` runs the default Generate on the real embedded pair, as a new user would, and
 checks it against the same methods run alone through ``/generate``: each lane's speedup vs ``ar`` within
 :data:`SPEEDUP_TOLERANCE`, the whole Generate within :data:`TIME_BUDGET` × the solo runs, and a divergence from
@@ -137,10 +138,11 @@ def test_live_tab_in_a_browser(tmp_path):
                 shot = tmp_path / "live_tiny.png"
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 10_000
+                check_rejected_drafts_stay_in_lanes(page)
                 # the step-through shows the first drafting lane's first round with a block of 2 or more (the
                 # training lens's round) at once; the slider ends at its last round
                 page.get_by_text("Step through one round").first.click()
-                page.locator("#stepthrough .spec-step").wait_for(timeout=30_000)
+                page.locator("#stepthrough .spec-step:visible").wait_for(timeout=30_000)
                 card = page.locator("#stepthrough").inner_text()
                 first = page.locator("#st-round input[type=range]").input_value()
                 assert (
@@ -162,6 +164,7 @@ def test_live_tab_in_a_browser(tmp_path):
                 page.wait_for_function(
                     "document.querySelector('#status')?.innerText.includes('Generating')", timeout=90_000
                 )
+                check_card_follows_its_radio(page, "accept")  # while a run draws, when the server is busiest
                 page.locator("#stop").click()
                 page.wait_for_function(
                     "document.querySelector('#status')?.innerText.includes('Stopped')", timeout=30_000
@@ -170,6 +173,50 @@ def test_live_tab_in_a_browser(tmp_path):
                 browser.close()
     finally:
         demo.close()
+
+
+SPILL_PX = """() => [0, 1, 2].map(i => {
+  const lane = document.querySelector('#lane-' + i), edge = lane.getBoundingClientRect().right;
+  const rects = [...lane.querySelectorAll('.spec-tokens .tok-text')].flatMap(e => [...e.getClientRects()]);
+  return Math.max(0, ...rects.map(r => Math.ceil(r.right - edge)));
+})"""
+SHOWN_STEP = (
+    "[...document.querySelectorAll('#stepthrough .spec-step')].find(e => e.offsetParent !== null)?.dataset.step"
+)
+
+
+def check_rejected_drafts_stay_in_lanes(page) -> None:
+    """Issue #36: with "show rejected drafts" on, no token reaches past its lane's column (a run of struck drafts
+    shows its spaces as "·", one long word, and spilled 41 px into the next lane at 1400×900): this run's lanes,
+    then a worst case, 40 struck drafts in a row, written into lane B."""
+    from test_visuals import ev
+
+    from visuals.tokens import tokens_html
+
+    page.locator("#show-rej input").check()
+    page.locator(".spec-tokens .tok-rejected").first.wait_for(timeout=30_000)
+    assert page.evaluate(SPILL_PX) == [0, 0, 0]
+    worst = tokens_html([ev(0, [" struck", " draft"] * 20, 0, " kept")], show_rejected=True)
+    page.locator("#lane-1 .spec-tokens").evaluate("(e, html) => { e.outerHTML = html; }", worst)
+    assert page.locator("#lane-1 .tok-rejected").count() == 40
+    assert page.evaluate(SPILL_PX) == [0, 0, 0]
+    page.locator("#show-rej input").uncheck()  # the lanes are drawn again from the run's frame
+    page.wait_for_function("document.querySelectorAll('#lane-1 .tok-rejected').length === 0", timeout=30_000)
+
+
+def check_card_follows_its_radio(page, step: str) -> None:
+    """Issue #36: the step-through's card shows the radio's step at once, in the browser, with no request to the
+    server (a handler drew it, and lagged the radio by seconds while the server was busy with a run)."""
+    joins: list[str] = []
+    listen = lambda request: joins.append(request.url) if "/queue/join" in request.url else None  # noqa: E731
+    page.on("request", listen)
+    try:
+        page.locator("#st-step").get_by_text(step, exact=True).click()
+        page.wait_for_function(f"{SHOWN_STEP} === '{step}'", timeout=2_000)
+        page.wait_for_timeout(300)  # a request the click sent would be on its way by now
+    finally:
+        page.remove_listener("request", listen)
+    assert joins == [], joins
 
 
 def check_tooltip(page, selector: str, why: str) -> str:
@@ -239,8 +286,8 @@ def save_readme_screenshots(page) -> None:
         heads.first.screenshot(path=str(SHOTS / "pacer_heads.png"))
     page.get_by_text("Step through one round").first.click()
     page.locator("#st-lane").scroll_into_view_if_needed()
-    page.get_by_text("accept", exact=True).first.click()
-    page.locator("#stepthrough .spec-step").wait_for(timeout=30_000)
+    page.locator("#st-step").get_by_text("accept", exact=True).click()
+    page.locator("#stepthrough .spec-step:visible").wait_for(timeout=30_000)
     page.locator("#stepthrough").screenshot(path=str(SHOTS / "stepthrough.png"))
     for png in SHOTS.glob("*.png"):
         assert png.stat().st_size < 400_000, png

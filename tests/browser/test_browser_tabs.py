@@ -6,6 +6,7 @@ run; every malformed file of tests/malformed_uploads.py gives one visible messag
 and a Generate afterwards completes; two visitors pressing Generate together both finish within 3× the time of
 one alone, each lane's text equal to the same method run alone through ``/generate``.
 On the embedded pair (``slow``): the same two-visitor check on the default Generate.
+Issue #36: the Pareto figure's labels, drawn by Chromium, never cover each other.
 """
 
 from __future__ import annotations
@@ -199,3 +200,57 @@ def test_two_visitors_generate_at_once_on_the_embedded_pair():
     except SpecScopeError as err:
         pytest.skip(f"the embedded pair is not installed: {err}")
     check_two_visitors(app.get_pair, 96, 600_000)
+
+
+PILED_LABELS = """root => {
+  const boxes = [...root.querySelectorAll('.textpoint text')].filter(t => t.textContent.trim())
+    .map(t => [t.textContent, t.getBoundingClientRect()]);
+  const piled = [];
+  boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+    if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom) piled.push(a + ' / ' + b);
+  }));
+  return {labels: boxes.map(([t]) => t), piled};
+}"""
+
+
+def pareto_labels(page, selector: str) -> dict:
+    """The drawn labels of the Pareto figure under ``selector``, and the pairs whose boxes overlap."""
+    page.wait_for_function(
+        "s => [...document.querySelectorAll(s + ' .textpoint text')].some(t => t.textContent.trim())",
+        arg=selector,
+        timeout=60_000,
+    )
+    return page.locator(selector).first.evaluate(PILED_LABELS)
+
+
+def test_pareto_labels_do_not_overlap(tmp_path):
+    """Issue #36: the shipped sweeps drawn by Chromium, alone (``python -m visuals pareto``) in a narrow window and
+    in the Analyzer at 1400×900: no label covers another, and lossless and DIVERSED keep theirs."""
+    from playwright.sync_api import sync_playwright
+
+    from spec_core.analysis import pareto
+    from visuals.diversed import pareto_figure
+
+    sweeps = pareto.shipped_sweeps()
+    assert sweeps
+    demo, url = serve(tiny_loader)
+    try:
+        with sync_playwright() as pw:
+            browser, page = open_page(pw, url, 1400, 900)
+            try:
+                page.get_by_role("tab", name="Analyzer").click()
+                page.get_by_text("DIVERSED: acceptance vs quality (Pareto sweep)").click()
+                seen = {"Analyzer": pareto_labels(page, "#an-pareto")}
+                page.set_viewport_size({"width": 760, "height": 600})
+                for name, path in sweeps.items():
+                    html = tmp_path / f"{path.stem}.html"
+                    pareto_figure(pareto.read_sweep(path)).write_html(html)
+                    page.goto(html.as_uri())
+                    seen[name] = pareto_labels(page, "body")
+            finally:
+                browser.close()
+    finally:
+        demo.close()
+    for name, drawn in seen.items():
+        assert not drawn["piled"], (name, drawn)
+        assert "lossless" in drawn["labels"] and any("diversed" in t for t in drawn["labels"]), (name, drawn)
