@@ -18,7 +18,7 @@ def _passes(model, ctx, new, mask_of=None):
     return lm.forward(new, mask=mask).logits
 
 
-def test_folded_groups_equal_transformers_sdpa_bit_for_bit(monkeypatch):
+def test_folded_groups_equal_transformers_sdpa(monkeypatch):
     model = tiny_llama(32, seed=3, layers=2, hidden=32)  # 4 query heads over 2 key/value heads
     ctx, new = torch.randint(0, 32, (40,)), torch.randint(0, 32, (5,))
     tree = torch.tensor(  # a branching draft: each node sees the pending token and its own ancestors
@@ -34,7 +34,10 @@ def test_folded_groups_equal_transformers_sdpa_bit_for_bit(monkeypatch):
     )
     assert attention.use_grouped_sdpa(model) is model and model.config._attn_implementation == attention.NAME
     chain, tree_out = _passes(model, ctx, new), _passes(model, ctx, new, tree)
-    assert torch.equal(chain, chain_ref) and torch.equal(tree_out, tree_ref)
+    # the same sums (bit for bit on an Intel Xeon with AMX; an AVX2 CPU's GEMM rounds a row by its place in a block
+    # of rows, 5 queries against 10 folded: float32's last bits there); a wrong mask or fold would be off by O(1)
+    torch.testing.assert_close(chain, chain_ref, rtol=0, atol=1e-5)
+    torch.testing.assert_close(tree_out, tree_ref, rtol=0, atol=1e-5)
     # the folded path ran for both passes, every layer: 2 key/value heads, each with its 2 heads' 5 queries
     assert calls.count(torch.Size([1, 2, 10, 8])) == 2 * 2
 
