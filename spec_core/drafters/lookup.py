@@ -237,11 +237,14 @@ class HybridDrafter:
     per round. Both are priced by the one cost model: the copy at its
     tokens' estimates (:meth:`LookupDrafter.run_estimates`) and its best length, the network at its record in this
     generation (tokens a round over the round's price), from a prior of :data:`PRIOR_FIRST` kept first tokens.
-    The network follows every round's tokens (``follow``), so its cache and features stay the verified text's.
 
-    The network starts late: until its first round it only keeps the target's states of the verified text, and
-    then catches up in one call (its ``reset`` over the text so far). A text the copy serves alone never pays for
-    the network's pass over a long prompt (a tenth of a second for a 776-token passage here)."""
+    The network catches up only when it drafts: while other rounds go by (copied ones, plain steps, and every round
+    before its first) it is left alone, and the hybrid keeps the verified tokens and the target's states of their
+    positions (:meth:`_keep`). Its next round first takes them all in one call (:meth:`_catch_up`): its ``reset``
+    over the text so far the first time, else one ``follow`` + ``commit`` over the whole stretch, which leaves its
+    cache and features as following every round would have (``tests/engine/test_lookup.py`` checks its drafts
+    against that). A stretch of copied rounds so costs what ``lookup`` alone costs, and a text the copy serves alone
+    never pays for the network's pass over a long prompt (a tenth of a second for a 776-token passage here)."""
 
     def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile):
         self.lookup, self.model, self.profile = lookup, model, profile
@@ -252,8 +255,8 @@ class HybridDrafter:
         self.forwards = 0  # this round's draft forwards
         self.idle = 0  # rounds since the network last drafted
         self.model_record = self._prior()  # the network's rounds: [tokens, ms]
-        self.ids: list[int] = []  # the verified text and the pending token (while the network has not started)
-        self.rows: list[LMOutput] = []  # the target's states of the verified text so far, until the network starts
+        self.behind: list[int] = []  # verified tokens the network has not taken in (from the prompt, until it starts)
+        self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
 
     def _prior(self) -> list[float]:
@@ -262,27 +265,34 @@ class HybridDrafter:
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
         self.lookup.reset(prompt_ids, prefill)
-        self.ids, self.rows, self.started = list(prompt_ids), [], False
+        self.behind, self.rows, self.started = list(prompt_ids), [], False
         if prefill is not None:
             self._keep(prefill)
         self.source, self.drafted, self.forwards, self.idle = None, [], 0, 0
         self.model_record = self._prior()
 
     def _keep(self, out: LMOutput) -> None:
-        """The target's states of verified positions, for the network's start (its logits are not needed)."""
+        """The target's states of verified positions, for the network's catch-up (its logits are not needed)."""
         layer = out.layer_hidden.clone() if out.layer_hidden is not None else None
         hidden = out.hidden.clone() if out.hidden is not None else None
-        self.rows.append(LMOutput(out.logits[:0], hidden, layer))
+        self.rows.append(LMOutput(out.logits.new_empty(0, out.logits.shape[-1]), hidden, layer))
 
-    def _start(self) -> None:
-        """The network's first round: its reset over the text so far, from the states kept since the prompt."""
+    def _catch_up(self) -> None:
+        """The network takes in the text it has not seen, in one call: its first round, a ``reset`` over the text so
+        far; later, one ``follow`` + ``commit`` of the stretch as one round (its verified tokens as kept drafts, the
+        last as the target's token: ``commit`` reads the states of the stretch's positions, the pending one first)."""
         cat = lambda xs: torch.cat(xs) if xs and all(x is not None for x in xs) else None  # noqa: E731
-        rows = self.rows
+        rows, behind = self.rows, self.behind
         states = None
         if rows:
             states = LMOutput(rows[0].logits, cat([r.hidden for r in rows]), cat([r.layer_hidden for r in rows]))
-        self.model.reset(self.ids, states if len(self.ids) > 1 else None)
-        self.rows, self.started = [], True
+        if not self.started:
+            self.model.reset(behind, states if len(behind) > 1 else None)
+        elif behind:
+            assert states is not None  # a round behind kept its states
+            self.model.follow(behind[:-1])
+            self.model.commit(len(behind) - 1, behind[-1], states)
+        self.behind, self.rows, self.started = [], [], True
 
     def copy_value(self) -> float:
         """Tokens per millisecond of this round's copy at its best length (0 without a match)."""
@@ -313,29 +323,28 @@ class HybridDrafter:
             return self.lookup.chunk([], sampling, [])
         if self.source == "lookup":
             chunk = self.lookup.propose(n, sampling, generator)
-            if self.started:
-                self.model.follow(chunk.tokens)
         else:
-            if not self.started:
-                self._start()
+            if self.behind or not self.started:
+                self._catch_up()
             chunk = self.model.propose(n, sampling, generator)
         self.drafted += chunk.tokens
         self.forwards += chunk.forwards
         return chunk
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
+        kept = [*self.drafted[:accepted], next_token]
         if self.source == "lookup":
             self.lookup.commit(accepted, next_token, verified, path)
         else:
             if self.drafted:
                 self.model_record[0] += accepted + 1
                 self.model_record[1] += float(self.profile.round_ms(len(self.drafted) + 1, self.forwards))
-            self.lookup.learn([*self.drafted[:accepted], next_token])
-            self.lookup.end_round([*self.drafted[:accepted], next_token])  # the index learns the network's text too
-        if self.started:
+            self.lookup.learn(kept)
+            self.lookup.end_round(kept)  # the index learns the network's text too
+        if self.source == "model" and self.drafted:  # the network drafted this round: it commits now
             self.model.commit(accepted, next_token, verified, path)
-        else:
-            self.ids += [*self.drafted[:accepted], next_token]
+        else:  # it takes this round in when it next drafts
+            self.behind += kept
             self._keep(verified)
         self.source, self.drafted, self.forwards = None, [], 0
 
