@@ -243,11 +243,20 @@ class HybridDrafter:
     positions (:meth:`_keep`). Its next round first takes them all in one call (:meth:`_catch_up`): its ``reset``
     over the text so far the first time, else one ``follow`` + ``commit`` over the whole stretch, which leaves its
     cache and features as following every round would have (``tests/engine/test_lookup.py`` checks its drafts
-    against that). A stretch of copied rounds so costs what ``lookup`` alone costs, and a text the copy serves alone
-    never pays for the network's pass over a long prompt (a tenth of a second for a 776-token passage here)."""
+    against that). A stretch of copied rounds so costs what ``lookup`` alone costs.
 
-    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile):
+    The network's start is priced too: its pass over the text so far (a tenth of a second, four plain steps, for a
+    770-token passage here) is paid once, when it first drafts, and is worth it only if enough of its rounds follow.
+    So it starts as a ski rental does (rent until the rent paid equals the price, then buy): each round the
+    network's record (its prior, before the start) would have won, the milliseconds it would have saved add up, and
+    it starts once they reach the start's price (:meth:`start_ms`); until then the round goes to the better of the
+    copy and a plain step. Waiting so costs at most the start's price, and a text the copy serves well never pays
+    for the network's pass over a long prompt."""
+
+    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile, share: float = 0.0):
         self.lookup, self.model, self.profile = lookup, model, profile
+        self.share = share  # the network's multiply-adds per position over the target's (position_work): its pass
+        #   over n tokens is priced as this share of the target's pass over n tokens beyond a plain step
         self.target_layers = model.target_layers
         self.needs_target_hidden = model.needs_target_hidden
         self.source: str | None = None  # this round's
@@ -258,6 +267,7 @@ class HybridDrafter:
         self.behind: list[int] = []  # verified tokens the network has not taken in (from the prompt, until it starts)
         self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
+        self.forgone = 0.0  # ms the network would have saved (by its prior) in the rounds it waited to start
 
     def _prior(self) -> list[float]:
         """The network's record before any round: PRIOR_WEIGHT rounds of one draft kept with PRIOR_FIRST."""
@@ -268,7 +278,7 @@ class HybridDrafter:
         self.behind, self.rows, self.started = list(prompt_ids), [], False
         if prefill is not None:
             self._keep(prefill)
-        self.source, self.drafted, self.forwards, self.idle = None, [], 0, 0
+        self.source, self.drafted, self.forwards, self.idle, self.forgone = None, [], 0, 0, 0.0
         self.model_record = self._prior()
 
     def _keep(self, out: LMOutput) -> None:
@@ -294,6 +304,13 @@ class HybridDrafter:
             self.model.commit(len(behind) - 1, behind[-1], states)
         self.behind, self.rows, self.started = [], [], True
 
+    def start_ms(self) -> float:
+        """The network's start: its pass over the text so far (``len(behind)`` tokens), priced as :attr:`share` of
+        the target's pass over as many tokens beyond a plain step (one cost model; on the accelerator model, where
+        a wide pass costs about a step, the start is nearly free)."""
+        price = self.profile.round_ms(len(self.behind), 0) - self.profile.round_ms(1, 0)
+        return self.share * max(float(price), 0.0)
+
     def copy_value(self) -> float:
         """Tokens per millisecond of this round's copy at its best length (0 without a match)."""
         kept = np.cumprod(self.lookup.run_estimates())
@@ -304,12 +321,20 @@ class HybridDrafter:
 
     def _choose(self) -> str:
         """This round's source: the copy, the network, or none (a plain step), whichever promises the most tokens
-        per millisecond. A network whose record is below a plain step's still drafts one round in
-        :data:`EXPLORE`, so that its record can recover when the text changes."""
+        per millisecond. Before its start the network waits until the rounds it would have won have forgone its
+        start's price (the class's docstring). Once started, a network whose record is below a plain step's still
+        drafts one round in :data:`EXPLORE`, so that its record can recover when the text changes."""
         network = self.model_record[0] / self.model_record[1]
         plain = 1.0 / float(self.profile.round_ms(1, 0))
-        if self.copy_value() >= max(network, plain):
+        copy = self.copy_value()
+        if copy >= max(network, plain):
             return "lookup"
+        if not self.started:
+            tokens, ms = (x / PRIOR_WEIGHT for x in self.model_record)  # the prior's round
+            self.forgone += max(tokens / max(copy, plain) - ms, 0.0)  # what this round forgoes without the network
+            if self.forgone < self.start_ms():
+                return "lookup" if copy >= plain else "none"
+            return "model"
         self.idle += 1
         if network >= plain or self.idle >= EXPLORE:
             self.idle = 0
@@ -347,6 +372,16 @@ class HybridDrafter:
             self.behind += kept
             self._keep(verified)
         self.source, self.drafted, self.forwards = None, [], 0
+
+
+def position_work(model: torch.nn.Module) -> int:
+    """Multiply-adds per position of a pass over many positions: every linear layer's inputs × outputs but an
+    output head's (such a pass needs logits at its last position only)."""
+    return sum(
+        int(m.in_features) * int(m.out_features)
+        for name, m in model.named_modules()
+        if hasattr(m, "in_features") and hasattr(m, "out_features") and "head" not in name.rsplit(".", 1)[-1]
+    )
 
 
 def _vocab(pair: ModelPair) -> int:
@@ -391,4 +426,6 @@ class HybridDraft(LookupDraft):
         from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike
 
         following = cast(FollowingDrafter, model)  # it has follow (checked above)
-        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair))
+        assert pair.draft is not None  # PairDraft.build checked it
+        share = position_work(pair.draft) / max(position_work(pair.target), 1)
+        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair), share)
