@@ -268,6 +268,9 @@ class HybridDrafter:
         self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
         self.forgone = 0.0  # ms the network would have saved (by its prior) in the rounds it waited to start
+        # prices asked every round, fixed for the generation: a plain step; a copied round of 1..k tokens
+        self.plain_ms = float(profile.round_ms(1, 0))
+        self.copy_ms = [float(ms) for ms in profile.round_ms(np.arange(2, lookup.params.k + 2), 0)]
 
     def _prior(self) -> list[float]:
         """The network's record before any round: PRIOR_WEIGHT rounds of one draft kept with PRIOR_FIRST."""
@@ -308,16 +311,16 @@ class HybridDrafter:
         """The network's start: its pass over the text so far (``len(behind)`` tokens), priced as :attr:`share` of
         the target's pass over as many tokens beyond a plain step (one cost model; on the accelerator model, where
         a wide pass costs about a step, the start is nearly free)."""
-        price = self.profile.round_ms(len(self.behind), 0) - self.profile.round_ms(1, 0)
-        return self.share * max(float(price), 0.0)
+        return self.share * max(float(self.profile.round_ms(len(self.behind), 0)) - self.plain_ms, 0.0)
 
     def copy_value(self) -> float:
         """Tokens per millisecond of this round's copy at its best length (0 without a match)."""
-        kept = np.cumprod(self.lookup.run_estimates())
-        if not len(kept):
-            return 0.0
-        lengths = np.arange(1, len(kept) + 1)
-        return float(((1 + np.cumsum(kept)) / self.profile.round_ms(lengths + 1, 0)).max())
+        best, tokens, kept = 0.0, 1.0, 1.0  # a round of i copies adds 1 + Σ_{j≤i} Π_{l≤j} a_l tokens on average
+        for estimate, ms in zip(self.lookup.run_estimates(), self.copy_ms):  # a few tokens: no array work
+            kept *= estimate
+            tokens += kept
+            best = max(best, tokens / ms)
+        return best
 
     def _choose(self) -> str:
         """This round's source: the copy, the network, or none (a plain step), whichever promises the most tokens
@@ -325,7 +328,7 @@ class HybridDrafter:
         start's price (the class's docstring). Once started, a network whose record is below a plain step's still
         drafts one round in :data:`EXPLORE`, so that its record can recover when the text changes."""
         network = self.model_record[0] / self.model_record[1]
-        plain = 1.0 / float(self.profile.round_ms(1, 0))
+        plain = 1.0 / self.plain_ms
         copy = self.copy_value()
         if copy >= max(network, plain):
             return "lookup"
