@@ -237,14 +237,26 @@ class HybridDrafter:
     per round. Both are priced by the one cost model: the copy at its
     tokens' estimates (:meth:`LookupDrafter.run_estimates`) and its best length, the network at its record in this
     generation (tokens a round over the round's price), from a prior of :data:`PRIOR_FIRST` kept first tokens.
-    The network follows every round's tokens (``follow``), so its cache and features stay the verified text's.
 
-    The network starts late: until its first round it only keeps the target's states of the verified text, and
-    then catches up in one call (its ``reset`` over the text so far). A text the copy serves alone never pays for
-    the network's pass over a long prompt (a tenth of a second for a 776-token passage here)."""
+    The network catches up only when it drafts: while other rounds go by (copied ones, plain steps, and every round
+    before its first) it is left alone, and the hybrid keeps the verified tokens and the target's states of their
+    positions (:meth:`_keep`). Its next round first takes them all in one call (:meth:`_catch_up`): its ``reset``
+    over the text so far the first time, else one ``follow`` + ``commit`` over the whole stretch, which leaves its
+    cache and features as following every round would have (``tests/engine/test_lookup.py`` checks its drafts
+    against that). A stretch of copied rounds so costs what ``lookup`` alone costs.
 
-    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile):
+    The network's start is priced too: its pass over the text so far (a tenth of a second, four plain steps, for a
+    770-token passage here) is paid once, when it first drafts, and is worth it only if enough of its rounds follow.
+    So it starts as a ski rental does (rent until the rent paid equals the price, then buy): each round the
+    network's record (its prior, before the start) would have won, the milliseconds it would have saved add up, and
+    it starts once they reach the start's price (:meth:`start_ms`); until then the round goes to the better of the
+    copy and a plain step. Waiting so costs at most the start's price, and a text the copy serves well never pays
+    for the network's pass over a long prompt."""
+
+    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile, share: float = 0.0):
         self.lookup, self.model, self.profile = lookup, model, profile
+        self.share = share  # the network's multiply-adds per position over the target's (position_work): its pass
+        #   over n tokens is priced as this share of the target's pass over n tokens beyond a plain step
         self.target_layers = model.target_layers
         self.needs_target_hidden = model.needs_target_hidden
         self.source: str | None = None  # this round's
@@ -252,9 +264,13 @@ class HybridDrafter:
         self.forwards = 0  # this round's draft forwards
         self.idle = 0  # rounds since the network last drafted
         self.model_record = self._prior()  # the network's rounds: [tokens, ms]
-        self.ids: list[int] = []  # the verified text and the pending token (while the network has not started)
-        self.rows: list[LMOutput] = []  # the target's states of the verified text so far, until the network starts
+        self.behind: list[int] = []  # verified tokens the network has not taken in (from the prompt, until it starts)
+        self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
+        self.forgone = 0.0  # ms the network would have saved (by its prior) in the rounds it waited to start
+        # prices asked every round, fixed for the generation: a plain step; a copied round of 1..k tokens
+        self.plain_ms = float(profile.round_ms(1, 0))
+        self.copy_ms = [float(ms) for ms in profile.round_ms(np.arange(2, lookup.params.k + 2), 0)]
 
     def _prior(self) -> list[float]:
         """The network's record before any round: PRIOR_WEIGHT rounds of one draft kept with PRIOR_FIRST."""
@@ -262,44 +278,66 @@ class HybridDrafter:
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
         self.lookup.reset(prompt_ids, prefill)
-        self.ids, self.rows, self.started = list(prompt_ids), [], False
+        self.behind, self.rows, self.started = list(prompt_ids), [], False
         if prefill is not None:
             self._keep(prefill)
-        self.source, self.drafted, self.forwards, self.idle = None, [], 0, 0
+        self.source, self.drafted, self.forwards, self.idle, self.forgone = None, [], 0, 0, 0.0
         self.model_record = self._prior()
 
     def _keep(self, out: LMOutput) -> None:
-        """The target's states of verified positions, for the network's start (its logits are not needed)."""
+        """The target's states of verified positions, for the network's catch-up (its logits are not needed)."""
         layer = out.layer_hidden.clone() if out.layer_hidden is not None else None
         hidden = out.hidden.clone() if out.hidden is not None else None
-        self.rows.append(LMOutput(out.logits[:0], hidden, layer))
+        self.rows.append(LMOutput(out.logits.new_empty(0, out.logits.shape[-1]), hidden, layer))
 
-    def _start(self) -> None:
-        """The network's first round: its reset over the text so far, from the states kept since the prompt."""
+    def _catch_up(self) -> None:
+        """The network takes in the text it has not seen, in one call: its first round, a ``reset`` over the text so
+        far; later, one ``follow`` + ``commit`` of the stretch as one round (its verified tokens as kept drafts, the
+        last as the target's token: ``commit`` reads the states of the stretch's positions, the pending one first)."""
         cat = lambda xs: torch.cat(xs) if xs and all(x is not None for x in xs) else None  # noqa: E731
-        rows = self.rows
+        rows, behind = self.rows, self.behind
         states = None
         if rows:
             states = LMOutput(rows[0].logits, cat([r.hidden for r in rows]), cat([r.layer_hidden for r in rows]))
-        self.model.reset(self.ids, states if len(self.ids) > 1 else None)
-        self.rows, self.started = [], True
+        if not self.started:
+            self.model.reset(behind, states if len(behind) > 1 else None)
+        elif behind:
+            assert states is not None  # a round behind kept its states
+            self.model.follow(behind[:-1])
+            self.model.commit(len(behind) - 1, behind[-1], states)
+        self.behind, self.rows, self.started = [], [], True
+
+    def start_ms(self) -> float:
+        """The network's start: its pass over the text so far (``len(behind)`` tokens), priced as :attr:`share` of
+        the target's pass over as many tokens beyond a plain step (one cost model; on the accelerator model, where
+        a wide pass costs about a step, the start is nearly free)."""
+        return self.share * max(float(self.profile.round_ms(len(self.behind), 0)) - self.plain_ms, 0.0)
 
     def copy_value(self) -> float:
         """Tokens per millisecond of this round's copy at its best length (0 without a match)."""
-        kept = np.cumprod(self.lookup.run_estimates())
-        if not len(kept):
-            return 0.0
-        lengths = np.arange(1, len(kept) + 1)
-        return float(((1 + np.cumsum(kept)) / self.profile.round_ms(lengths + 1, 0)).max())
+        best, tokens, kept = 0.0, 1.0, 1.0  # a round of i copies adds 1 + Σ_{j≤i} Π_{l≤j} a_l tokens on average
+        for estimate, ms in zip(self.lookup.run_estimates(), self.copy_ms):  # a few tokens: no array work
+            kept *= estimate
+            tokens += kept
+            best = max(best, tokens / ms)
+        return best
 
     def _choose(self) -> str:
         """This round's source: the copy, the network, or none (a plain step), whichever promises the most tokens
-        per millisecond. A network whose record is below a plain step's still drafts one round in
-        :data:`EXPLORE`, so that its record can recover when the text changes."""
+        per millisecond. Before its start the network waits until the rounds it would have won have forgone its
+        start's price (the class's docstring). Once started, a network whose record is below a plain step's still
+        drafts one round in :data:`EXPLORE`, so that its record can recover when the text changes."""
         network = self.model_record[0] / self.model_record[1]
-        plain = 1.0 / float(self.profile.round_ms(1, 0))
-        if self.copy_value() >= max(network, plain):
+        plain = 1.0 / self.plain_ms
+        copy = self.copy_value()
+        if copy >= max(network, plain):
             return "lookup"
+        if not self.started:
+            tokens, ms = (x / PRIOR_WEIGHT for x in self.model_record)  # the prior's round
+            self.forgone += max(tokens / max(copy, plain) - ms, 0.0)  # what this round forgoes without the network
+            if self.forgone < self.start_ms():
+                return "lookup" if copy >= plain else "none"
+            return "model"
         self.idle += 1
         if network >= plain or self.idle >= EXPLORE:
             self.idle = 0
@@ -313,31 +351,40 @@ class HybridDrafter:
             return self.lookup.chunk([], sampling, [])
         if self.source == "lookup":
             chunk = self.lookup.propose(n, sampling, generator)
-            if self.started:
-                self.model.follow(chunk.tokens)
         else:
-            if not self.started:
-                self._start()
+            if self.behind or not self.started:
+                self._catch_up()
             chunk = self.model.propose(n, sampling, generator)
         self.drafted += chunk.tokens
         self.forwards += chunk.forwards
         return chunk
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
+        kept = [*self.drafted[:accepted], next_token]
         if self.source == "lookup":
             self.lookup.commit(accepted, next_token, verified, path)
         else:
             if self.drafted:
                 self.model_record[0] += accepted + 1
                 self.model_record[1] += float(self.profile.round_ms(len(self.drafted) + 1, self.forwards))
-            self.lookup.learn([*self.drafted[:accepted], next_token])
-            self.lookup.end_round([*self.drafted[:accepted], next_token])  # the index learns the network's text too
-        if self.started:
+            self.lookup.learn(kept)
+            self.lookup.end_round(kept)  # the index learns the network's text too
+        if self.source == "model" and self.drafted:  # the network drafted this round: it commits now
             self.model.commit(accepted, next_token, verified, path)
-        else:
-            self.ids += [*self.drafted[:accepted], next_token]
+        else:  # it takes this round in when it next drafts
+            self.behind += kept
             self._keep(verified)
         self.source, self.drafted, self.forwards = None, [], 0
+
+
+def position_work(model: torch.nn.Module) -> int:
+    """Multiply-adds per position of a pass over many positions: every linear layer's inputs × outputs but an
+    output head's (such a pass needs logits at its last position only)."""
+    return sum(
+        int(m.in_features) * int(m.out_features)
+        for name, m in model.named_modules()
+        if hasattr(m, "in_features") and hasattr(m, "out_features") and "head" not in name.rsplit(".", 1)[-1]
+    )
 
 
 def _vocab(pair: ModelPair) -> int:
@@ -382,4 +429,6 @@ class HybridDraft(LookupDraft):
         from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike
 
         following = cast(FollowingDrafter, model)  # it has follow (checked above)
-        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair))
+        assert pair.draft is not None  # PairDraft.build checked it
+        share = position_work(pair.draft) / max(position_work(pair.target), 1)
+        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair), share)

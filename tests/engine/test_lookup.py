@@ -139,16 +139,25 @@ def test_lookup_drafts_are_lossless_greedy_on_a_tiny_pair(method, one_thread):
     assert run.stats.copied_tokens == sum(e.draft_sources[: e.accepted].count("lookup") for e in run.events)
 
 
-def test_hybrid_uses_both_sources(one_thread, monkeypatch):
-    """Priced with one fixed table (the shipped Xeon int8 one), not with whatever this machine has cached or times
-    on a tiny pair: which source wins a round is the cost model's choice, so the test fixes the costs."""
+def _fixed_costs(pair, monkeypatch, share: float | None = 0.0):
+    """Price ``pair``'s rounds with one fixed table (the shipped Xeon int8 one), not with whatever this machine has
+    cached or times on a tiny pair: which source wins a round is the cost model's choice, so the tests fix the costs.
+    ``share``: the network's work per position over the target's, which prices its start (0: free; None: the tiny
+    pair's own, 0.61, a draft half the size of its target)."""
     from spec_core import precision
     from spec_core.analysis.heads import read_table
     from spec_core.assets import ASSETS_DIR
+    from spec_core.drafters import lookup
 
     monkeypatch.setattr(precision, "cached_profile", lambda name: None)
-    pair = make_tiny_pair(vocab=16, draft="feature")
     pair.extras["costs:quick"] = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
+    if share is not None:
+        monkeypatch.setattr(lookup, "position_work", lambda m: 1000 if m is pair.target else round(1000 * share))
+
+
+def test_hybrid_uses_both_sources(one_thread, monkeypatch):
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    _fixed_costs(pair, monkeypatch)
     run = generate(pair, "abcdefgabcdefg", "hybrid", 60)
     sources = {s for e in run.events for s in e.draft_sources}
     assert sources == {"lookup", "model"}, sources
@@ -220,3 +229,121 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
         text += list(e.emitted)
     first_model = next(e.index for e in run.events if e.draft_sources[:1] == ("model",))
     assert checked >= 1 and any(e.draft_sources[:1] == ("lookup",) for e in run.events[:first_model])
+
+
+# -- the network's deferred catch-up ------------------------------------------------------------------------------
+
+
+def _hybrid_runs(pair, prompt: str, new_tokens: int, monkeypatch) -> tuple:
+    """The same hybrid generation twice: as shipped (the network takes in each stretch of rounds it did not draft
+    when it next drafts) and with the network taking in every round as it ends. Also: how many rounds each of the
+    shipped run's catch-ups took in, and each run's network state (its text, its cached pairs, its features) every
+    time it drafted."""
+    from spec_core.drafters import lookup
+
+    stretches: list[int] = []
+    states: dict[str, list] = {"deferred": [], "eager": []}
+
+    def watched(drafter, name: str):
+        model, propose = drafter.model, drafter.model.propose
+
+        def propose_and_record(*args):
+            states[name].append((list(model.ids), model.cached, model.feats[: model.n_feats].clone()))
+            return propose(*args)
+
+        model.propose = propose_and_record
+
+    class Deferred(lookup.HybridDrafter):
+        def __init__(self, *args):
+            super().__init__(*args)
+            watched(self, "deferred")
+
+        def _catch_up(self) -> None:
+            stretches.append(len(self.rows) if self.started else 0)  # 0: the start, a reset
+            super()._catch_up()
+
+    class EveryRound(lookup.HybridDrafter):
+        def __init__(self, *args):
+            super().__init__(*args)
+            watched(self, "eager")
+
+        def commit(self, accepted, next_token, verified, path=None):
+            super().commit(accepted, next_token, verified, path)
+            if self.started and self.behind:
+                self._catch_up()  # each round taken in as it ends, as the hybrid's network once followed them
+
+    monkeypatch.setattr(lookup, "HybridDrafter", Deferred)
+    deferred = generate(pair, prompt, "hybrid", new_tokens)
+    monkeypatch.setattr(lookup, "HybridDrafter", EveryRound)
+    eager = generate(pair, prompt, "hybrid", new_tokens)
+    return deferred, eager, stretches, states
+
+
+def _same_network(deferred, eager, states) -> int:
+    """Every round of the two runs drafts the same tokens from the same source with the same q, and the network
+    holds the same text, cache and features (to float32 rounding) whenever it drafts; returns how many rounds it
+    drafted."""
+    assert len(deferred.events) == len(eager.events)
+    for d, e in zip(deferred.events, eager.events):
+        assert d.draft_sources == e.draft_sources and d.draft_tokens == e.draft_tokens, d.index
+        assert d.draft_probs == pytest.approx(e.draft_probs, abs=1e-5), d.index
+    assert deferred.token_ids == eager.token_ids
+    assert len(states["deferred"]) == len(states["eager"]) >= 2
+    for (ids_d, cached_d, feats_d), (ids_e, cached_e, feats_e) in zip(states["deferred"], states["eager"]):
+        assert ids_d == ids_e and cached_d == cached_e
+        torch.testing.assert_close(feats_d, feats_e, rtol=1e-5, atol=1e-5)
+    return sum(1 for e in deferred.events if e.draft_sources[:1] == ("model",))
+
+
+def test_the_network_catching_up_on_a_stretch_drafts_as_if_it_had_followed_every_round(one_thread, monkeypatch):
+    """A stretch of rounds the network did not draft, taken in at once when it next drafts, leaves its cache and
+    features as taking in each round as it ends: the same drafts, the same q (tiny feature pair, the Xeon's costs,
+    which use both sources here)."""
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    _fixed_costs(pair, monkeypatch)
+    deferred, eager, stretches, states = _hybrid_runs(pair, "abcdefgabcdefg", 60, monkeypatch)
+    assert _same_network(deferred, eager, states) >= 2
+    assert stretches[0] == 0 and max(stretches) >= 2, stretches  # a start, then a stretch of several rounds
+
+
+@pytest.mark.embedded
+def test_the_embedded_network_catching_up_drafts_as_if_it_had_followed_every_round(embedded_f32, monkeypatch):
+    """The same on the real pair in float32, where a stretch's states go through the feature fusion in one pass."""
+    prompt = (
+        "Copy this list, then say which item is the odd one out and why: apples, pears, plums, bricks, cherries. "
+        "Copy it once more in reverse order: cherries, bricks, plums, pears, apples."
+    )
+    deferred, eager, stretches, states = _hybrid_runs(embedded_f32, prompt, 64, monkeypatch)
+    assert _same_network(deferred, eager, states) >= 2
+    assert stretches[0] == 0 and max(stretches) >= 2, stretches
+
+
+def test_the_network_starts_once_the_rounds_it_would_have_won_have_forgone_its_start(one_thread, monkeypatch):
+    """A ski rental: the dearer the network's pass over the text so far, the later it starts, and it starts only once
+    the milliseconds its prior says it would have saved in the rounds it waited reach that pass's price. Free, it
+    starts at the first round the copy does not win; at the tiny pair's own share (its draft is half its target) the
+    start never pays within 60 tokens."""
+    from spec_core.drafters import lookup
+
+    starts: list[tuple[float, float]] = []
+
+    class Recorded(lookup.HybridDrafter):
+        def _catch_up(self) -> None:
+            if not self.started:
+                starts.append((self.forgone, self.start_ms()))
+            super()._catch_up()
+
+    monkeypatch.setattr(lookup, "HybridDrafter", Recorded)
+    first_model = {}
+    for share in (0.0, 0.2, 0.4, None):
+        pair = make_tiny_pair(vocab=16, draft="feature")
+        _fixed_costs(pair, monkeypatch, share)
+        starts.clear()
+        run = generate(pair, "abcdefgabcdefg", "hybrid", 60)
+        rounds = [e.index for e in run.events if e.draft_sources[:1] == ("model",)]
+        first_model[share] = rounds[0] if rounds else len(run.events)
+        assert len(starts) == (1 if rounds else 0)
+        assert all(forgone >= price for forgone, price in starts), starts
+        if share == 0.0:
+            assert first_model[share] == next(e.index for e in run.events if e.draft_sources[:1] != ("lookup",))
+    assert first_model[0.0] < first_model[0.2] < first_model[0.4] < first_model[None] == len(run.events)
