@@ -63,9 +63,11 @@ def card_head(name: str, card: dict) -> ShippedHead:
     return ShippedHead(name, head_drafter(card), str(rule), min(grid), max(grid))
 
 
-def diversed_heads(directory: Path = HEADS_DIR) -> tuple[ShippedHead, ...]:
-    """Every DIVERSED head in ``directory``, read from the cards (the one list the verifier, ``pareto`` and the
-    app's text choose from; no head name is typed anywhere else but :data:`DEFAULT_HEAD`)."""
+def diversed_heads(directory: Path | None = None) -> tuple[ShippedHead, ...]:
+    """Every DIVERSED head in ``directory`` (default :data:`HEADS_DIR`, looked up when called), read from the
+    cards: the one list the verifier, ``pareto`` and the app's text choose from (no head name is typed anywhere
+    else but :data:`DEFAULT_HEAD`)."""
+    directory = HEADS_DIR if directory is None else directory
     heads = []
     for name in available(directory):
         card = read_card(name, directory, "ensemble head", TRAIN_HINT)
