@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from spec_core.heads.ensemble import head_for
 from spec_core.types import RoundEvent
 from visuals.labels import POSITIONS, Canvas, Point, place_labels
 from visuals.plots import Lanes, base_layout, drafting_lanes
@@ -91,6 +92,16 @@ def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
     return fig
 
 
+def head_note(events: Sequence[RoundEvent]) -> str:
+    """`` (head diversed-sampled-low, trained for temperatures 0.1–0.4)``: the ensemble head a DIVERSED lane
+    verified with and the band it serves, as its rounds' traces say; "" for a lane without a head."""
+    trace = next((e.verifier_trace for e in events if "head" in e.verifier_trace), None)
+    if trace is None:
+        return ""
+    serves = trace.get("head_serves")
+    return f" (head {trace['head']}" + (f", trained for {serves})" if serves else ")")
+
+
 def weights_caption(lanes: Lanes) -> str:
     """Per lane: the mean w_t of its drafted tokens, and the rejections among them."""
     parts = []
@@ -99,8 +110,8 @@ def weights_caption(lanes: Lanes) -> str:
         if pts["w"]:
             rejected = sum(not k for k in pts["kept"])
             parts.append(
-                f"{method}: mean w_t {sum(pts['w']) / len(pts['w']):.2f} over {len(pts['w'])} drafted "
-                f"tokens, {rejected} of them not kept"
+                f"{method}{head_note(events)}: mean w_t {sum(pts['w']) / len(pts['w']):.2f} over {len(pts['w'])} "
+                f"drafted tokens, {rejected} of them not kept"
             )
     return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
 
@@ -333,10 +344,13 @@ def _lenient(t: float) -> str:
 
 def _diversed(t: float) -> str:
     rule = "greedy decoding of ν (keep a draft while it is argmax ν)" if t == 0 else "speculative sampling against ν"
+    shipped = head_for(t)  # the head `diversed` picks at this temperature, from the cards' bands
     return (
         "DIVERSED (arXiv 2604.07622): a trained ensemble head reads the draft's and the target's hidden states at "
         f"each drafted token and sets its own weight w_t, so ν_t = w_t·p_t + (1 − w_t)·q_t; then {rule}. "
-        "w_t near 1 follows the target where a token matters, near 0 lets the draft through."
+        "w_t near 1 follows the target where a token matters, near 0 lets the draft through. "
+        f"At temperature {t:g} `diversed` uses the shipped head {shipped.name}, trained and chosen at "
+        f"{shipped.serves} (one head per band of temperatures; `diversed:head=NAME` picks another)."
     )
 
 

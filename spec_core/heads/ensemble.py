@@ -14,6 +14,9 @@ carries ``draft_sha256``, the sha256 of the draft the head was trained with; loa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -26,15 +29,69 @@ if TYPE_CHECKING:
     from spec_core.models import ModelPair
 
 DEFAULT_HEAD = "diversed"  # trained at temperature 0 under the argmax rule: what `diversed` uses greedily
-SAMPLED_HEAD = "diversed-sampled"  # trained on sampled rollouts: what `diversed` uses at temperature > 0
+HEAD_KIND = "diversed-ensemble-head"  # the card ``kind`` of a DIVERSED head (assets/heads also holds PACER's)
 
 
-def shipped_head(temperature: float) -> str:
-    """The head ``diversed`` (no ``head=``) verifies with at ``temperature``: each ships under the rule and
-    temperature it was trained with (docs/DIVERSED.md); :data:`DEFAULT_HEAD` alone when no sampled head ships."""
-    if temperature > 0 and SAMPLED_HEAD in available(HEADS_DIR):
-        return SAMPLED_HEAD
-    return DEFAULT_HEAD
+@dataclass(frozen=True)
+class ShippedHead:
+    """One DIVERSED head in ``assets/heads``, as its card describes it: what ``diversed`` (no ``head=``) picks
+    from by the run's temperature (:func:`head_for`)."""
+
+    name: str
+    drafter: str  # whose hidden states it reads (:func:`head_drafter`)
+    rule: str  # "argmax" (temperature 0) | "sampled" (temperature > 0): the rule it was trained under
+    low: float  # the band of temperatures it was rolled out and chosen at: the card's training.temperature_grid
+    high: float
+
+    @property
+    def serves(self) -> str:
+        """``temperature 0`` / ``temperature 0.7`` / ``temperatures 0.1–0.4`` (the trainer's words)."""
+        return f"temperature {self.low:g}" if self.low == self.high else f"temperatures {self.low:g}–{self.high:g}"
+
+    def distance(self, temperature: float) -> float:
+        """0 inside the band, else how far ``temperature`` lies outside it."""
+        return max(self.low - temperature, temperature - self.high, 0.0)
+
+
+def card_head(name: str, card: dict) -> ShippedHead:
+    """A head's band from its card: ``training.temperature_grid`` (the sampled heads), else
+    ``training.temperature`` (the greedy head's card predates the grid); the rule from the card, else from
+    the band (0 → argmax)."""
+    training = card.get("training") or {}
+    grid = [float(t) for t in training.get("temperature_grid") or [training.get("temperature", 0.0)]]
+    rule = card.get("rule") or training.get("rule") or ("argmax" if max(grid) <= 0 else "sampled")
+    return ShippedHead(name, head_drafter(card), str(rule), min(grid), max(grid))
+
+
+def diversed_heads(directory: Path | None = None) -> tuple[ShippedHead, ...]:
+    """Every DIVERSED head in ``directory`` (default :data:`HEADS_DIR`, looked up when called), read from the
+    cards: the one list the verifier, ``pareto`` and the app's text choose from (no head name is typed anywhere
+    else but :data:`DEFAULT_HEAD`)."""
+    directory = HEADS_DIR if directory is None else directory
+    heads = []
+    for name in available(directory):
+        card = read_card(name, directory, "ensemble head", TRAIN_HINT)
+        if card.get("kind") == HEAD_KIND:
+            heads.append(card_head(name, card))
+    return tuple(heads)
+
+
+def head_for(temperature: float, drafter: str = "default", heads: Sequence[ShippedHead] | None = None) -> ShippedHead:
+    """The shipped head ``diversed`` verifies with at ``temperature`` on ``drafter``'s states: at T > 0 the sampled
+    head whose band covers T, the narrowest when several do (a band's own head before a wider one), else the
+    nearest band; at T = 0, or when no sampled head ships, the greedy head (:data:`DEFAULT_HEAD` first). Each
+    head ships under the rule and temperatures it was trained and chosen at (docs/DIVERSED.md)."""
+    mine = [h for h in (diversed_heads() if heads is None else heads) if h.drafter == drafter]
+    sampled = [h for h in mine if h.rule == "sampled"]
+    if temperature > 0 and sampled:
+        return min(sampled, key=lambda h: (h.distance(temperature), h.high - h.low, h.name))
+    greedy = sorted((h for h in mine if h.rule != "sampled"), key=lambda h: (h.name != DEFAULT_HEAD, h.name))
+    return greedy[0] if greedy else ShippedHead(DEFAULT_HEAD, drafter, "argmax", 0.0, 0.0)
+
+
+def shipped_head(temperature: float, drafter: str = "default") -> str:
+    """The name of :func:`head_for`'s head."""
+    return head_for(temperature, drafter).name
 
 
 TRAIN_HINT = "train one with `python -m spec_core train diversed`"

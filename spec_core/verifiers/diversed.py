@@ -6,10 +6,11 @@ each drafted position, so the rule can follow the target where a token matters (
 through where it does not (w ≈ 0). The verification itself is the static ensemble's (:mod:`.static`), at every
 temperature and with the same temperature-0 definitions (``t0=argmax`` default, ``t0=onehot``).
 
-``diversed`` uses the shipped head for the run's temperature (:func:`spec_core.heads.ensemble.shipped_head`):
-``assets/heads/diversed`` greedily, trained at temperature 0 under the ``argmax`` rule, and
-``assets/heads/diversed-sampled`` when sampling, trained on sampled rollouts; ``diversed:head=NAME`` one head at
-every temperature. The head reads
+``diversed`` uses the shipped head for the run's temperature (:func:`spec_core.heads.ensemble.head_for`, which
+reads every head's band from its card): the greedy head ``assets/heads/diversed`` at temperature 0, trained
+there under the ``argmax`` rule, and when sampling the sampled head whose band of training temperatures covers
+T (the narrowest such, else the nearest band); ``diversed:head=NAME`` one head at every temperature. Each
+round's trace names the head and the temperatures it serves. The head reads
 the drafter's hidden states, so it only serves the drafter it was trained on (its card's ``drafter``): the
 shipped head was trained on the pair's default (feature) draft, and ``block:LOSS+diversed`` is refused when the
 method is built unless the head named was trained on that block drafter.
@@ -17,13 +18,15 @@ method is built unless the head named was trained on that block drafter.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
 from spec_core.errors import SpecScopeError
-from spec_core.heads.ensemble import EnsembleHead, head_drafter, load_head, shipped_head
+from spec_core.heads.ensemble import DEFAULT_HEAD, EnsembleHead, ShippedHead, head_drafter, head_for, load_head
 from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, EnsembleVerifier, parse_options
@@ -38,7 +41,7 @@ def _drafter_words(drafter: str) -> str:
 
 @dataclass(frozen=True)
 class DiversedParams:
-    head: str = ""  # asset name in assets/heads ("" = the shipped head for the temperature: shipped_head)
+    head: str = ""  # asset name in assets/heads ("" = the shipped head for the temperature: head_for)
     t0: str = DEFAULT_T0
     drafter: str = "default"  # whose hidden states the head reads: the method's drafter, set by parse_method
 
@@ -53,11 +56,24 @@ class DiversedVerifier(EnsembleVerifier):
     needs_target_hidden = True
 
     def __init__(
-        self, head: EnsembleHead, params: DiversedParams = DiversedParams(), sampled: EnsembleHead | None = None
+        self,
+        head: EnsembleHead,
+        params: DiversedParams = DiversedParams(),
+        load: Callable[[str], EnsembleHead] | None = None,
     ):
-        self.head, self.t0 = head, params.t0
-        self.heads = {True: head, False: sampled or head}  # greedy? → the head that verifies
-        self.head_names = {True: params.head or shipped_head(0.0), False: params.head or shipped_head(1.0)}
+        self.head, self.t0, self.params = head, params.t0, params
+        self.load = load  # name → head, for the shipped head of a temperature first met in verify (None: ``head``)
+        self.chosen: dict[float, tuple[ShippedHead, EnsembleHead]] = {}  # temperature → its shipped head, loaded
+
+    def pick(self, temperature: float) -> tuple[str, str]:
+        """(head name, the temperatures it serves) for this run's ``temperature``; verifies with that head."""
+        if self.params.head or self.load is None:
+            return self.params.head or DEFAULT_HEAD, "every temperature (named by head=)"
+        if temperature not in self.chosen:  # the cards are read once per temperature
+            shipped = head_for(temperature, self.params.drafter)
+            self.chosen[temperature] = shipped, self.load(shipped.name)
+        shipped, self.head = self.chosen[temperature]
+        return shipped.name, shipped.serves
 
     @classmethod
     def parse(cls, arg: str | None) -> DiversedParams:
@@ -67,12 +83,14 @@ class DiversedVerifier(EnsembleVerifier):
     def build(cls, params: DiversedParams, pair: ModelPair | None = None) -> DiversedVerifier:
         if pair is None:
             raise SpecScopeError("diversed needs the loaded model pair: its ensemble head is matched to the draft")
-        names = [params.head] if params.head else list(dict.fromkeys([shipped_head(0.0), shipped_head(1.0)]))
-        heads = [cls._checked_head(pair, name, params.drafter) for name in names]
-        return cls(heads[0], params, sampled=heads[-1])
+        load = functools.partial(cls._checked_head, pair, drafter=params.drafter)
+        # the greedy head (or the named one) now, so a head trained on another drafter is refused at build time;
+        # a sampled head when a round first runs at its temperature
+        first = load(params.head or head_for(0.0, params.drafter).name)
+        return cls(first, params, None if params.head else load)
 
     @staticmethod
-    def _checked_head(pair: ModelPair, name: str, drafter: str) -> EnsembleHead:
+    def _checked_head(pair: ModelPair, name: str, drafter: str = "default") -> EnsembleHead:
         """The head ``name``, refused unless it was trained on ``drafter``'s hidden states."""
         head, card = load_head(pair, name)
         trained_on = head_drafter(card)
@@ -88,9 +106,9 @@ class DiversedVerifier(EnsembleVerifier):
         return head
 
     def verify(self, inputs: RoundInputs, sampling: SamplingConfig, generator: torch.Generator | None) -> Verdict:
-        self.head = self.heads[sampling.greedy]  # the head trained under this temperature's rule
+        name, serves = self.pick(sampling.temperature)  # the head trained under this temperature's rule and band
         verdict = super().verify(inputs, sampling, generator)
-        verdict.trace["head"] = self.head_names[sampling.greedy]
+        verdict.trace["head"], verdict.trace["head_serves"] = name, serves
         return verdict
 
     def weights(self, inputs: RoundInputs) -> torch.Tensor:

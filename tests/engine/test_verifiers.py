@@ -373,21 +373,34 @@ def test_round_inputs_one_pass_gives_argmax_ties_and_softmax():
     assert stacked.shape == (4, 300) and torch.equal(stacked[2], rows[2])
 
 
-def test_diversed_verifies_with_the_head_trained_under_the_runs_rule(monkeypatch):
-    """``diversed`` (no head=) uses the greedy head at temperature 0 and the sampled head when sampling; each
-    round's trace names the head; ``diversed:head=NAME`` uses NAME at every temperature."""
+def test_diversed_verifies_with_the_head_trained_under_the_runs_rule_and_band(monkeypatch):
+    """``diversed`` (no head=) uses the greedy head at temperature 0 and, when sampling, the sampled head whose
+    band covers the temperature; each round's trace names the head and its band; ``diversed:head=NAME`` uses
+    NAME at every temperature."""
     from spec_core.heads import ensemble
+    from spec_core.heads.ensemble import ShippedHead
 
-    monkeypatch.setattr(ensemble, "available", lambda directory: [ensemble.DEFAULT_HEAD, ensemble.SAMPLED_HEAD])
-    assert ensemble.shipped_head(0.0) == "diversed" and ensemble.shipped_head(0.7) == "diversed-sampled"
+    bands = (
+        ShippedHead("diversed", "default", "argmax", 0.0, 0.0),
+        ShippedHead("diversed-sampled", "default", "sampled", 0.1, 1.0),
+        ShippedHead("diversed-sampled-low", "default", "sampled", 0.1, 0.4),
+    )
+    monkeypatch.setattr(ensemble, "diversed_heads", lambda directory=None: bands)
     pair = make_tiny_pair()
-    greedy, sampled = EnsembleHead(32, 32, init_w=0.9), EnsembleHead(32, 32, init_w=0.1)
+    greedy, sampled, low = (EnsembleHead(32, 32, init_w=w) for w in (0.9, 0.1, 0.3))
     pair.extras["diversed-head:diversed"] = (greedy, {})
     pair.extras["diversed-head:diversed-sampled"] = (sampled, {})
-    for temperature, name, w in ((0.0, "diversed", 0.9), (0.8, "diversed-sampled", 0.1)):
+    pair.extras["diversed-head:diversed-sampled-low"] = (low, {})
+    cases = (
+        (0.0, "diversed", "temperature 0", 0.9),
+        (0.1, "diversed-sampled-low", "temperatures 0.1–0.4", 0.3),
+        (1.0, "diversed-sampled", "temperatures 0.1–1", 0.1),
+    )
+    for temperature, name, serves, w in cases:
         out = generate(pair, "rule", "fixed:2+diversed", 12, temperature=temperature, seed=1, chat=False)
         traces = [e.verifier_trace for e in out.events if e.draft_len]
-        assert traces and all(t["head"] == name and t["w"][0] == pytest.approx(w) for t in traces)
+        assert traces and all(t["head"] == name and t["w"][0] == pytest.approx(w) for t in traces), temperature
+        assert all(t["head_serves"] == serves for t in traces)
     pair.extras["diversed-head:mine"] = (greedy, {})
     out = generate(pair, "rule", "fixed:2+diversed:head=mine", 12, temperature=0.8, seed=1, chat=False)
     assert all(e.verifier_trace["head"] == "mine" for e in out.events if e.draft_len)
