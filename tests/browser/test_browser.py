@@ -130,7 +130,8 @@ def test_live_tab_in_a_browser(tmp_path):
                 assert set(ar_kinds) == {"target"} and len(ar_kinds) == 32
                 # a verdict under every lane: faster or slower than ar, and why, from this run's own numbers
                 verdicts = [page.locator(f"#lane-{i} .spec-verdict").inner_text() for i in range(3)]
-                assert all(("than ar" in v or "as fast as ar" in v) and "accepted" in v for v in verdicts[:2]), verdicts
+                assert all("than ar" in v or "as fast as ar" in v for v in verdicts[:2]), verdicts
+                assert "accepted" in verdicts[fixed], verdicts  # the hybrid may have drafted nothing here
                 assert "baseline" in verdicts[2], verdicts
                 colour = page.locator(f"#lane-{fixed} .tok-accepted").first.evaluate(
                     "e => getComputedStyle(e).backgroundColor"
