@@ -84,9 +84,9 @@ def parse_drafts(text: str) -> list[str]:
     """``feature,standalone,block,block:dpace`` → draft names (``block`` = every block drafter), in order, once."""
     known = all_drafts()
     out: list[str] = []
-    for name in (n.strip() for n in text.split(",")):
-        if not name:
-            continue
+    from spec_core.methods import split_methods
+
+    for name in split_methods(text):
         names = list(block_drafts()) if name == "block" else [name]
         for n in names:
             if n not in known:
