@@ -45,12 +45,16 @@ class Preset:
         return f"{self.task}: {self.why}"
 
 
-# the first preset is what a new visitor sees: a task where copying pays, the hybrid beside a fixed window
+# The first preset is what a new visitor sees: a task where copying pays, the hybrid beside a fixed window. Asked
+# only to quote key phrases, the embedded target's first token is an exact tie at bfloat16 between "The" (a
+# paraphrase that copies almost nothing) and "Four" (a quote): a change in summation order flipped it between
+# commits. Asked to begin with the opening words, it quotes at every precision (docs/RESULTS.md, 2026-12-02).
 PRESETS = (
     Preset(
         "Summarize a passage",
-        "a summary reuses the passage's phrases, so copied drafts are often kept",
-        f"Summarize this passage in two sentences, quoting its key phrases.\n\n{GETTYSBURG}",
+        "a summary that quotes the passage copies its phrases, so copied drafts are kept",
+        "Summarize this passage in two sentences, quoting its key phrases. Begin with its opening words."
+        f"\n\n{GETTYSBURG}",
         ("hybrid", "fixed:2", "ar"),
     ),
     Preset(
