@@ -213,6 +213,9 @@ class Generation:
         """Step 1: chunks from the drafter while the policy asks for more (and the drafter has more to give)."""
         draft = RoundDraft()
         budget = self.max_new_tokens - len(self.new_tokens) - 1  # one token is the target's
+        before_round = getattr(drafter, "before_round", None)  # optional (drafters/base.py)
+        if before_round is not None:
+            before_round(budget + 1)
         while (n := policy.next_chunk(_so_far(draft, budget))) > 0:
             with clock.drafter():
                 chunk = drafter.propose(n, self.sampling, self.generator)

@@ -12,6 +12,10 @@ The engine drives a drafter in three calls:
    ``verified`` is the target's output at the positions on the accepted path ([pending, the accepted drafts]);
    drafters that read target features (EAGLE-style, block) take them here.
 
+A drafter may also define ``before_round(remaining)``: the engine then tells it, before each round, how many new
+tokens the generation may still add (``max_new_tokens`` less what it has written), so that a cost paid once (the
+hybrid's network start) is weighed against the rounds left to repay it.
+
 A drafter that sets its own length (a block drafter, a tree drafter, :class:`NoDrafter`) says how many tokens deep
 a round goes in ``block_len``; the others are driven by a draft-length policy.
 

@@ -251,7 +251,8 @@ class HybridDrafter:
     network's record (its prior, before the start) would have won, the milliseconds it would have saved add up, and
     it starts once they reach the start's price (:meth:`start_ms`); until then the round goes to the better of the
     copy and a plain step. Waiting so costs at most the start's price, and a text the copy serves well never pays
-    for the network's pass over a long prompt."""
+    for the network's pass over a long prompt. Nor does a text about to end: when the engine says how many tokens
+    are left (:meth:`before_round`), the network starts only if its rounds over them would repay the start."""
 
     def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile, share: float = 0.0):
         self.lookup, self.model, self.profile = lookup, model, profile
@@ -268,6 +269,7 @@ class HybridDrafter:
         self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
         self.forgone = 0.0  # ms the network would have saved (by its prior) in the rounds it waited to start
+        self.remaining: int | None = None  # new tokens the generation may still add (None: not told)
         # prices asked every round, fixed for the generation: a plain step; a copied round of 1..k tokens
         self.plain_ms = float(profile.round_ms(1, 0))
         self.copy_ms = [float(ms) for ms in profile.round_ms(np.arange(2, lookup.params.k + 2), 0)]
@@ -282,7 +284,11 @@ class HybridDrafter:
         if prefill is not None:
             self._keep(prefill)
         self.source, self.drafted, self.forwards, self.idle, self.forgone = None, [], 0, 0, 0.0
-        self.model_record = self._prior()
+        self.model_record, self.remaining = self._prior(), None
+
+    def before_round(self, remaining: int) -> None:
+        """The engine's word on how many new tokens the generation may still add (drafters/base.py)."""
+        self.remaining = remaining
 
     def _keep(self, out: LMOutput) -> None:
         """The target's states of verified positions, for the network's catch-up (its logits are not needed)."""
@@ -334,8 +340,10 @@ class HybridDrafter:
             return "lookup"
         if not self.started:
             tokens, ms = (x / PRIOR_WEIGHT for x in self.model_record)  # the prior's round
-            self.forgone += max(tokens / max(copy, plain) - ms, 0.0)  # what this round forgoes without the network
-            if self.forgone < self.start_ms():
+            saving = max(tokens / max(copy, plain) - ms, 0.0)  # what this round forgoes without the network
+            self.forgone += saving
+            price = self.start_ms()
+            if self.forgone < price or not self._repays(saving, tokens, price):
                 return "lookup" if copy >= plain else "none"
             return "model"
         self.idle += 1
@@ -343,6 +351,13 @@ class HybridDrafter:
             self.idle = 0
             return "model"
         return "none"
+
+    def _repays(self, saving: float, tokens: float, price: float) -> bool:
+        """Whether the network's rounds over the tokens left (``remaining / tokens`` rounds, each saving ``saving``
+        ms by its prior) would repay its start's ``price``; True when the engine has not said what is left."""
+        if self.remaining is None:
+            return True
+        return self.remaining / tokens * saving >= price
 
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
         if self.source is None:
