@@ -32,7 +32,7 @@ from spec_core.precision import cached_profile
 from spec_core.quotes import Quote, compare_quotes
 from spec_core.replay import costs_from_events
 from visuals.pacer import is_pacer
-from visuals.plots import Lanes, base_layout
+from visuals.plots import Lanes, base_layout, measured_lane_trace
 from visuals.style import OKABE_ITO
 from visuals.views import View, register_view
 
@@ -158,22 +158,7 @@ def heads_figure(lanes: Lanes) -> go.Figure:
     checks = lane_checks(lanes, rows, costs)
     if checks:  # the Live lanes' measured speedups of the same windows, beside their bars
         fig.add_trace(
-            go.Scatter(
-                x=[q.value for _, q, _ in checks],
-                y=[label(row) for row, _, _ in checks],
-                mode="markers",
-                name="Live lane, measured",
-                marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO["vermillion"]},
-                error_x={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [q.high - q.value for _, q, _ in checks],
-                    "arrayminus": [q.value - q.low for _, q, _ in checks],
-                    "color": OKABE_ITO["vermillion"],
-                },
-                hovertext=[text for _, _, text in checks],
-                hoverinfo="text",
-            )
+            measured_lane_trace([q for _, q, _ in checks], [label(r) for r, _, _ in checks], [t for *_, t in checks])
         )
     best = max((r for r in rows if r.kind == "fixed"), key=lambda r: r.speedup)
     fig.add_vline(

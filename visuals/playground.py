@@ -27,7 +27,7 @@ from spec_core.replay import (
     pacer_grid,
     replay_all,
 )
-from visuals.plots import base_layout
+from visuals.plots import base_layout, measured_lane_trace
 from visuals.style import OKABE_ITO
 
 FAMILIES = ("fixed", "heuristic", "confidence", "pacer")
@@ -189,22 +189,7 @@ def speed_figure(
     )
     if checks and timed:
         fig.add_trace(
-            go.Scatter(
-                x=[q.value for _, q, _ in checks],
-                y=[r.policy for r, _, _ in checks],
-                mode="markers",
-                name="Live lane, measured",
-                marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO["vermillion"]},
-                error_x={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [q.high - q.value for _, q, _ in checks],
-                    "arrayminus": [q.value - q.low for _, q, _ in checks],
-                    "color": OKABE_ITO["vermillion"],
-                },
-                hovertext=[text for _, _, text in checks],
-                hoverinfo="text",
-            )
+            measured_lane_trace([q for _, q, _ in checks], [r.policy for r, _, _ in checks], [t for *_, t in checks])
         )
     base_layout(
         fig,

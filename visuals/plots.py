@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from spec_core.quotes import Quote
 from spec_core.types import RoundEvent
 from visuals.style import OKABE_ITO, series_style
 
@@ -54,6 +55,28 @@ def base_layout(
     if empty:
         fig.add_annotation(text=empty_text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     return fig
+
+
+def measured_lane_trace(values: Sequence[Quote], names: Sequence[str], hovers: Sequence[str]) -> go.Scatter:
+    """The Live lanes' measured speedups (◆ with their 10–90% whiskers) beside a view's predicted bars: the same
+    methods' figures from another view, so that a reader sees whether they agree (:func:`spec_core.quotes.
+    compare_quotes` says it in ``hovers``)."""
+    return go.Scatter(
+        x=[q.value for q in values],
+        y=list(names),
+        mode="markers",
+        name="Live lane, measured",
+        marker={"symbol": "diamond", "size": 11, "color": OKABE_ITO["vermillion"]},
+        error_x={
+            "type": "data",
+            "symmetric": False,
+            "array": [q.high - q.value for q in values],
+            "arrayminus": [q.value - q.low for q in values],
+            "color": OKABE_ITO["vermillion"],
+        },
+        hovertext=list(hovers),
+        hoverinfo="text",
+    )
 
 
 def drafted_line(method: str, events: Sequence[RoundEvent], colour: str, dash: str) -> go.Scatter:

@@ -11,13 +11,14 @@ import time
 
 import pytest
 from conftest_app import MIXED, tiny_loader, tiny_pair
+from scripted import scripted_round
 
 from spec_core import lane_speed as speed
 from spec_core import live, requests
 from spec_core.cost_model import profile_from_events
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
-from spec_core.types import RoundEvent, SamplingConfig, Stats
+from spec_core.types import SamplingConfig, Stats
 
 PROMPT = "Why is the sky blue?"
 PAIRS = ["embedded"]
@@ -144,22 +145,11 @@ def test_stats_stream_ends_with_the_api_fields():
 
 def rnd(index, drafted, accepted, target_s, engine_s=0.001, draft_step=0.002, method="fixed:2"):
     """A scripted round whose timings are known: draft_s + verify_s = drafting + target forward + engine work."""
-    n_emit = accepted + 1
-    return RoundEvent(
-        index=index,
-        method=method,
-        context_len=10,
-        draft_tokens=tuple(range(drafted)),
-        draft_pieces=("x",) * drafted,
-        draft_probs=(0.5,) * drafted,
-        target_probs=(0.5,) * drafted,
-        accept_probs=(0.5,) * drafted,
-        gold_draft_probs=(0.5,) * drafted,
-        accepted=accepted,
-        next_token=1,
-        next_piece="y",
-        next_kind="target" if not drafted else "recovered",
-        emitted=tuple(range(n_emit)),
+    return scripted_round(
+        index,
+        method,
+        drafted,
+        accepted,
         draft_s=drafted * draft_step + engine_s / 2,
         verify_s=target_s + engine_s / 2,
         target_s=target_s,

@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from scripted import scripted_round
 
 from spec_core.cost_model import SOURCES, CostProfile, rounds_spread
 from spec_core.lane_speed import lane_quote, lane_speed
@@ -160,25 +161,8 @@ def test_a_replays_spread_brackets_its_speedup_and_is_seeded():
 
 
 def event(i: int, method: str, drafted: int, accepted: int, seconds: float) -> RoundEvent:
-    n = accepted + 1
-    return RoundEvent(
-        index=i,
-        method=method,
-        context_len=10,
-        draft_tokens=tuple(range(drafted)),
-        draft_pieces=("x",) * drafted,
-        draft_probs=(0.5,) * drafted,
-        target_probs=(0.5,) * drafted,
-        accept_probs=(0.5,) * drafted,
-        gold_draft_probs=(0.5,) * drafted,
-        accepted=accepted,
-        next_token=1,
-        next_piece="y",
-        next_kind="target" if not drafted else "recovered",
-        emitted=tuple(range(n)),
-        draft_s=seconds / 4,
-        verify_s=3 * seconds / 4,
-        target_s=seconds / 2,
+    return scripted_round(
+        i, method, drafted, accepted, draft_s=seconds / 4, verify_s=3 * seconds / 4, target_s=seconds / 2
     )
 
 
