@@ -166,7 +166,9 @@ def cmd_costs(args) -> int:
             torch.set_num_threads(args.threads)
         table = machine_costs(args.pair, refresh=True)
         print(precision.explain(table))
-        print(f"auto picks {precision.choose(table)} on this machine; cached in {precision.table_path()}")
+        busy = any("busy" in p.extra for p in table.values())
+        where = "not cached (the machine was busy)" if busy else f"cached in {precision.table_path()}"
+        print(f"auto picks {precision.choose(table)} on this machine; {where}")
         return 0
     pair = _pair(args)
     drafts: dict[str, nn.Module] = {"truncated": build_truncated(pair.parts_target)}

@@ -10,6 +10,9 @@ what a tool or the app calls before loading a pair at ``auto``, so the choice is
 from __future__ import annotations
 
 import os
+import sys
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -67,18 +70,75 @@ def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     )
 
 
+BUSY_CORES = 0.25  # others' demand on our cores beyond what our threads leave free that marks a busy machine
+
+
+def cpu_times() -> dict[int, tuple[int, int]] | None:
+    """Per CPU: (busy, total) clock ticks since boot from ``/proc/stat``; busy leaves out idle, I/O wait and
+    *niced* work (a background job at low priority yields to a measurement). None off Linux."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    out = {}
+    for line in lines:
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 8:
+            user, _nice, system, idle, iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+            busy = user + system + irq + softirq + steal
+            out[int(name[3:])] = (busy, busy + _nice + idle + iowait)
+    return out or None
+
+
+def others_demand(before: dict, after: dict, own_cpu_s: float, cpus: set[int]) -> float:
+    """Cores' worth of other processes' (un-niced) work on ``cpus`` between two :func:`cpu_times` readings, our own
+    process's ``own_cpu_s`` taken out."""
+    busy = sum(after[c][0] - before[c][0] for c in cpus if c in before and c in after)
+    ticks = sum(after[c][1] - before[c][1] for c in cpus if c in before and c in after)
+    if ticks <= 0:
+        return 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    span_s = ticks / hz / max(len(cpus), 1)  # the wall time the readings span
+    return max(busy / hz - own_cpu_s, 0.0) / max(span_s, 1e-9)
+
+
+def busy_reason(demand: float, cpus: int, threads: int) -> str:
+    """Why a table measured with others' ``demand`` (cores) beside our ``threads`` on ``cpus`` cores is not kept,
+    or "" when it is: others took more than what our threads left free (plus :data:`BUSY_CORES`)."""
+    if demand <= max(cpus - threads, 0) + BUSY_CORES:
+        return ""
+    return (
+        f"the machine was busy while measuring (other processes used {demand:.1f} of the {cpus} core(s) this "
+        f"process may run on, beside its {threads} thread(s)), so this table is not cached: run "
+        "`python -m spec_core costs --machine` again when the machine is quiet"
+    )
+
+
 def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
-    """Precision → this machine's measured profile (cached; ``refresh`` measures again)."""
+    """Precision → this machine's measured profile (cached; ``refresh`` measures again). A table timed while other
+    processes competed for our cores (:func:`busy_reason`) is returned, marked (``extra["busy"]``) and said on
+    stderr, but not cached: ``auto`` and the views then keep to what they would do with no table, and the next
+    call measures again, rather than pricing every later run with a step twice as dear as it is."""
     cached = None if refresh else cached_machine_costs()
     if cached:
         return cached  # (a damaged table reads as None: measured again)
     from spec_core.models import load_pair
 
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    before, own = cpu_times(), time.process_time()
     profiles = {}
     for precision in CPU_PRECISIONS:
         pair = load_pair(pair_name, device="cpu", dtype=precision, operator=True)
         profiles[precision] = measure_profile(pair)
-    save_table(profiles)
+    after = cpu_times()
+    demand = others_demand(before, after, time.process_time() - own, cpus) if before and after else 0.0
+    reason = busy_reason(demand, len(cpus), torch.get_num_threads())
+    if reason:
+        for profile in profiles.values():
+            profile.extra["busy"] = reason
+        print(f"note: {reason}", file=sys.stderr, flush=True)
+    else:
+        save_table(profiles)
     return profiles
 
 

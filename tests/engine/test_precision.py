@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -86,6 +87,7 @@ def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
     assert precision.auto_precision(torch.device("cpu")) == precision.UNMEASURED_CPU_PRECISION  # nothing measured
     monkeypatch.setattr(machine, "measure_profile", fake_measure)
+    monkeypatch.setattr(machine, "cpu_times", lambda: None)  # a quiet machine (the busy guard is tested below)
     monkeypatch.setattr("spec_core.models.load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
     assert machine.ensure_measured("cpu", "bfloat16") is False  # a precision named: nothing to measure
     assert machine.ensure_measured("cpu", "auto") is True and len(calls) == 3
@@ -102,6 +104,38 @@ def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert precision.auto_precision(torch.device("cpu")) == precision.choose(first)
     monkeypatch.setenv(precision.PRECISION_ENV, "float32")
     assert precision.auto_precision(torch.device("cpu")) == "float32"
+
+
+def test_a_table_timed_on_a_busy_machine_is_not_cached(tmp_path, monkeypatch, capsys):
+    """Other processes' un-niced work on our cores, read from /proc/stat around the measurement, beyond what our
+    threads leave free: the table is returned marked busy and said so, but not cached (a step timed on a shared
+    core read 114 ms against 19 ms quiet, and every later run would have been priced with it)."""
+    monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path))
+    monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
+    hz = os.sysconf("SC_CLK_TCK")
+    readings = []
+
+    def fake_times():  # two cores, 10 s apart; the others' busy ticks set by the test
+        readings.append(None)
+        if len(readings) % 2:
+            return {0: (0, 0), 1: (0, 0)}
+        return {0: (others_s[0] * hz, 10 * hz), 1: (others_s[1] * hz, 10 * hz)}
+
+    monkeypatch.setattr(machine, "cpu_times", fake_times)
+    monkeypatch.setattr(machine.time, "process_time", lambda: 0.0)  # our own work: none, for the arithmetic
+    monkeypatch.setattr(machine, "measure_profile", lambda pair, repeats=6: _profile((40, 45, 55, 80, 130), 0.5))
+    monkeypatch.setattr("spec_core.models.load_pair", lambda name, device=None, dtype=None, **kw: object())
+    monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(machine.torch, "get_num_threads", lambda: 1)
+    others_s = (10, 8)  # 1.8 cores of others' work beside our one thread on two cores: busy
+    table = machine.machine_costs(refresh=True)
+    assert all("busy" in p.extra for p in table.values()) and "busy" in capsys.readouterr().err
+    assert precision.cached_machine_costs() is None and not precision.table_path().exists()
+    others_s = (10, 0)  # one core of others' work: our thread has the other one to itself
+    table = machine.machine_costs(refresh=True)
+    assert not any("busy" in p.extra for p in table.values()) and precision.cached_machine_costs() is not None
+    assert machine.busy_reason(0.2, 1, 1) == "" and "busy" in machine.busy_reason(0.5, 1, 1)
+    assert machine.cpu_times() is None or all(total >= busy for busy, total in machine.cpu_times().values())
 
 
 @pytest.mark.slow
