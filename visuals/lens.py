@@ -85,16 +85,19 @@ def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
     if round_index is None or not any(lanes.values()):
         return "no drafted rounds yet"
     method, events = next(iter(lanes.items()))
-    drafted = next((e.draft_len for e in events if e.index == round_index), 0)
+    event = next((e for e in events if e.index == round_index), None)
+    drafted = event.draft_len if event is not None else 0
+    copied = event is not None and tuple(event.draft_sources)[:1] == ("lookup",)
     others = block_rounds(events)
     where = (
         f"; rounds {', '.join(map(str, others[:6]))}{'…' if len(others) > 6 else ''} have one"
         if others
         else "; no round of this lane has one"
     )
+    what = f"{drafted} token{'' if drafted == 1 else 's'}" + (" copied from the text" if copied and drafted else "")
     return (
-        f"round {round_index} of {method} drafted {drafted} token{'' if drafted == 1 else 's'}: the lens needs a "
-        f"block of {MIN_BLOCK} or more{where}"
+        f"round {round_index} of {method} drafted {what}: the lens weighs a block of {MIN_BLOCK} or more that a "
+        f"draft model drafted (a copy has no q to train){where}"
     )
 
 

@@ -254,6 +254,9 @@ def test_training_lens_figure_uses_a_real_block():
     short = lens.training_lens_figure({"heuristic": [ev(0, ["a"], 1), *lane[1:]]}, round_index=0)
     said = short.layout.annotations[0].text
     assert "round 0 of heuristic drafted 1 token:" in said and "rounds 1, 2 have one" in said
+    copy = ev(0, ["a", "b", "c"], 3, method="hybrid", draft_sources=("lookup",) * 3)  # a copied run: no q to train
+    said = lens.training_lens_figure({"hybrid": [copy]}, round_index=0).layout.annotations[0].text
+    assert "drafted 3 tokens copied from the text" in said and "a copy has no q to train" in said
 
 
 def test_round_views_follow_the_chosen_round():
