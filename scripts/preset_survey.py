@@ -13,8 +13,10 @@ chosen: one whose text quotes the passage at every precision, so that a new visi
 from __future__ import annotations
 
 import argparse
+import sys
 
 from spec_core import live, requests
+from spec_core.errors import SpecScopeError
 from visuals.menus import PRESETS
 
 METHODS = ["hybrid", "lookup", "ar"]
@@ -30,6 +32,14 @@ def lane_line(events) -> tuple[str, float]:
 
 
 def main() -> None:
+    try:
+        survey()
+    except SpecScopeError as err:  # a bad precision, an empty prompt, an absurd length: one line, exit 2
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def survey() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--precisions", default="auto", help="comma-separated: auto, int8, bfloat16, float32")
     ap.add_argument("--prompt", action="append", default=[], help="a prompt to survey instead of the presets")
