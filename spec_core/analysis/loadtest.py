@@ -383,7 +383,9 @@ def main(argv: list[str] | None = None) -> int:
         from spec_core.jsonl import read_objects
 
         prompts = [str(obj.get("prompt", "")) for _, obj in read_objects(args.prompts, "prompt file")]
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    from spec_core.methods import split_methods
+
+    methods = split_methods(args.methods)  # a name's own settings may hold commas (pacer:b=2,t=0.5)
     plan = plan_requests(args.users, args.requests, methods, temperatures, prompts, args.max_new_tokens, args.seed)
     url_port(args.url)
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
