@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from spec_core import live, requests
+from spec_core.analysis.bench import accepted_by_source
 from spec_core.errors import SpecScopeError
 from visuals.menus import PRESETS
 
@@ -26,7 +27,7 @@ def lane_line(events) -> tuple[str, float]:
     """A lane's counts and its seconds by its own clock."""
     seconds = sum(e.draft_s + e.verify_s + e.engine_s for e in events)
     kept = sum(e.accepted for e in events)
-    copied = sum(sum(1 for s in e.draft_sources[: e.accepted] if s == "lookup") for e in events if e.draft_sources)
+    copied = accepted_by_source(events)["lookup_tokens"]
     tokens = sum(len(e.emitted) for e in events)
     return f"{len(events)} rounds, {tokens} tokens, {kept} kept ({copied} copied)", seconds
 

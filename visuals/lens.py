@@ -24,7 +24,7 @@ import torch
 
 from spec_core import rules
 from spec_core.types import RoundEvent
-from visuals.plots import base_layout
+from visuals.plots import base_layout, round_source
 from visuals.style import OKABE_ITO, SCHEME_COLOURS
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
@@ -54,8 +54,7 @@ MIN_BLOCK = 2  # a "block" of one token has nothing to weigh against
 
 def weighable(event: RoundEvent) -> bool:
     """A round the lens can weigh: 2 drafted tokens or more, drafted by a model (a copied run has no q to train)."""
-    copied = tuple(getattr(event, "draft_sources", ()))[:1] == ("lookup",)
-    return len(event.gold_draft_probs) >= MIN_BLOCK and not copied
+    return len(event.gold_draft_probs) >= MIN_BLOCK and round_source(event) != "lookup"
 
 
 def block_rounds(events: Sequence[RoundEvent]) -> list[int]:
@@ -87,7 +86,7 @@ def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
     method, events = next(iter(lanes.items()))
     event = next((e for e in events if e.index == round_index), None)
     drafted = event.draft_len if event is not None else 0
-    copied = event is not None and tuple(event.draft_sources)[:1] == ("lookup",)
+    copied = event is not None and round_source(event) == "lookup"
     others = block_rounds(events)
     where = (
         f"; rounds {', '.join(map(str, others[:6]))}{'…' if len(others) > 6 else ''} have one"

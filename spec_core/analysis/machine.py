@@ -10,6 +10,7 @@ what a tool or the app calls before loading a pair at ``auto``, so the choice is
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -70,6 +71,7 @@ def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     )
 
 
+PROC_STAT_CPU = re.compile(r"cpu(\d+)((?:\s+\d+){8})")  # one CPU's line of /proc/stat: its number, 8 tick counts
 BUSY_CORES = 0.25  # others' demand on our cores beyond what our threads leave free that marks a busy machine
 
 
@@ -82,11 +84,11 @@ def cpu_times() -> dict[int, tuple[int, int]] | None:
         return None
     out = {}
     for line in lines:
-        name, *fields = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 8:
-            user, _nice, system, idle, iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+        row = PROC_STAT_CPU.match(line)  # "cpuN user nice system idle iowait irq softirq steal …"
+        if row is not None:
+            user, nice, system, idle, iowait, irq, softirq, steal = (int(f) for f in row.group(2).split())
             busy = user + system + irq + softirq + steal
-            out[int(name[3:])] = (busy, busy + _nice + idle + iowait)
+            out[int(row.group(1))] = (busy, busy + nice + idle + iowait)
     return out or None
 
 
