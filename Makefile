@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 STAMP   := .venv/.setup-done
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup run test test-all bench lint browser space-sim
+.PHONY: setup run test test-all test-timing costs bench lint browser space-sim
 
 setup: $(STAMP)
 
@@ -30,6 +30,14 @@ test: setup
 # Opt-in heavy checks (real-model statistics, long generations).
 test-all: setup
 	$(PY) -m pytest -q -m "slow or not slow"
+
+# Opt-in: the checks whose verdict reads the wall clock (they need a quiet machine).
+test-timing: setup
+	$(PY) -m pytest -q -m timing
+
+# This machine's cost table (each precision timed; about two minutes quiet): what `auto` and the priced policies read.
+costs: setup
+	$(PY) -m spec_core costs --machine
 
 bench: setup
 	$(PY) -m spec_core bench --prompts prompts/specscope.jsonl --methods ar,fixed:2,fixed:4,fixed:6,heuristic,confidence:0.4,hf-ar,hf-assisted:4 --max-new-tokens 96 --repeats 3 --out runs/bench.csv

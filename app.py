@@ -20,6 +20,7 @@ import gradio as gr
 
 from spec_core import gpu_slot, guards, live, requests
 from spec_core.analysis.bench import prompt_sets
+from spec_core.threads import apply_threads
 from ui.analyzer import analyzer_tab
 from ui.live import DEFAULT_METHODS, live_slot_s, live_tab
 from ui.playground import playground_tab
@@ -98,4 +99,6 @@ gpu_slot.place_on_gpu()  # ZeroGPU only: the embedded pair on cuda at import (el
 
 if __name__ == "__main__":
     limits = guards.serving_limits()  # 1 request at a time on a CPU, 4 on CUDA, 16 waiting; env overrides
+    apply_threads(at_once=limits.concurrency)  # the cores this process may use, shared by the requests at once
+    live.start_background()  # the default pair loaded and warmed; this machine's cost table measured if missing
     demo.queue(default_concurrency_limit=limits.concurrency, max_size=limits.queue_size).launch(**launch_kwargs())

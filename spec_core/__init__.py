@@ -8,6 +8,10 @@ Public entry points (imported lazily so that ``import spec_core`` stays cheap):
 
 from __future__ import annotations
 
+from spec_core.threads import quiet_waits
+
+quiet_waits()  # before torch loads OpenMP: idle threads sleep rather than spin (spec_core/threads.py)
+
 __all__ = ["load_pair", "stream", "generate"]
 
 

@@ -53,16 +53,16 @@ def _add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pair(args):
-    import torch
+    from spec_core.cost_tables import run_costs
+    from spec_core.models import load_pair
+    from spec_core.threads import apply_threads
 
-    from spec_core.analysis.machine import ensure_measured
-    from spec_core.models import load_pair, resolve_device
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if ensure_measured(resolve_device(args.device), args.dtype or "auto"):
-        print("auto: measured this machine's arithmetic once (cached for later runs)", flush=True)
-    return load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
+    apply_threads(args.threads)  # --threads, else the cores this process may use
+    pair = load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
+    _, table = run_costs(pair)  # read, never timed: the runs are priced with it (spec_core/cost_tables.py)
+    auto = (args.dtype or "auto") == "auto"
+    print(table.sentence(pair.precision, auto), file=sys.stderr, flush=True)
+    return pair
 
 
 def cmd_generate(args) -> int:
@@ -88,21 +88,6 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def _measure_costs_for_auto_t(pair: ModelPair, pair_name: str, specs) -> None:
-    """``pacer`` without a ``t`` tunes its threshold to this machine's cost table (spec_core/policies/pacer_tuning.py),
-    which a lane never measures itself (a build must not wait). A benchmark can: without a table for this CPU and
-    thread count it would run ``pacer`` at the fallback t, so the table is measured once first, and cached."""
-    from spec_core import precision
-    from spec_core.analysis.machine import machine_costs
-
-    auto_t = any(getattr(getattr(s.policy, "params", None), "auto_t", False) for s in specs if s.policy is not None)
-    if auto_t and str(pair.device) == "cpu" and precision.cached_machine_costs() is None:
-        print(
-            "pacer's t=auto reads this machine's cost table; measuring it once (cached for later runs) ...", flush=True
-        )
-        print(precision.explain(machine_costs(pair_name)), flush=True)
-
-
 def cmd_bench(args) -> int:
     from pathlib import Path
 
@@ -124,7 +109,6 @@ def cmd_bench(args) -> int:
     if args.temperature < 0:
         raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
     pair = _pair(args)
-    _measure_costs_for_auto_t(pair, args.pair, [parse_method(m) for m in methods])
     from spec_core.models import load_pair
 
     def pair_for(precision: str) -> ModelPair:
@@ -167,7 +151,8 @@ def cmd_costs(args) -> int:
         table = machine_costs(args.pair, refresh=True)
         print(precision.explain(table))
         busy = any("busy" in p.extra for p in table.values())
-        where = "not cached (the machine was busy)" if busy else f"cached in {precision.table_path()}"
+        kept = "kept as provisional (the machine was busy)" if busy else "cached"
+        where = f"{kept} in {precision.table_path()}"
         print(f"auto picks {precision.choose(table)} on this machine; {where}")
         return 0
     pair = _pair(args)

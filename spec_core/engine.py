@@ -20,6 +20,8 @@ target's KV cache holds every token but the last one (the *pending* token) at th
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
@@ -28,6 +30,8 @@ import torch
 
 from spec_core import rules
 from spec_core.cached_lm import CachedLM, LMOutput, attention_mask
+from spec_core.cost_model import CostProfile
+from spec_core.cost_tables import run_costs
 from spec_core.drafters import Drafter, RoundDraft, make_drafter
 from spec_core.errors import SpecScopeError
 from spec_core.events import RoundClock, RoundRecorder
@@ -64,6 +68,7 @@ class Generation:
         should_stop: Callable[[], bool] | None = None,
         display: bool = True,
         history: Sequence[tuple[str, str]] | None = None,  # earlier (user, assistant) turns before ``prompt``
+        costs: CostProfile | None = None,
     ):
         self.pair, self.sampling = pair, (sampling or SamplingConfig()).validate()
         self.spec: MethodSpec = method if isinstance(method, MethodSpec) else parse_method(method)
@@ -84,6 +89,10 @@ class Generation:
                 f"prompt ({len(self.prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) exceeds the "
                 f"target's context of {limit} tokens"
             )
+        # The prices a policy or drafter that weighs costs uses (``cost``, the hybrid, ``pacer`` t=auto): data handed
+        # to the run, or the table in force for the pair's device read once now (spec_core/cost_tables.py), never
+        # a timing. Round 0's event records it, so a replay prices alike and the rounds never follow the load.
+        self.costs: CostProfile = costs if costs is not None else run_costs(pair)[0]
         self.max_new_tokens, self.should_stop = max_new_tokens, should_stop
         # display=False (benchmarks): events skip the numbers only a viewer reads — p(x) where the rule did not
         # need it, q(the target's choice), p(next token) — so a round costs what the method itself costs
@@ -115,8 +124,10 @@ class Generation:
         """(drafter, policy, verifier) of the method, built with the loaded pair. A drafter that sets its own length
         (a block drafter, a branching one, the empty drafter of ``ar``) drafts its ``block_len`` a round."""
         spec, pair = self.spec, self.pair
-        drafter = make_drafter(pair, spec.drafter)
-        policy = make_policy(spec.policy, pair) if spec.policy is not None else own_length(drafter.block_len)
+        drafter = make_drafter(pair, spec.drafter, self.costs)
+        policy = (
+            make_policy(spec.policy, pair, self.costs) if spec.policy is not None else own_length(drafter.block_len)
+        )
         return drafter, policy, make_verifier(spec.verifier, pair)
 
     def rounds(self) -> Iterator[RoundEvent]:
@@ -205,6 +216,8 @@ class Generation:
                 policy_trace=policy_trace,
             )
             event = clock.stamp(event)
+            if not self.events:  # the prices this run's choices were made with, once (round 0)
+                event = dataclasses.replace(event, costs=json.loads(self.costs.to_json()))
             self.events.append(event)
             self.wall_s = time.perf_counter() - t_start
             yield event

@@ -22,6 +22,9 @@ from __future__ import annotations
 import functools
 import math
 import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from spec_core.assets import cache_dir
+from spec_core.cost_model import CostProfile
+from spec_core.cost_tables import machine_table, run_costs
 from spec_core.engine import Generation
 from spec_core.errors import SpecScopeError
 from spec_core.lane_speed import LaneSpeed, draft_ratio, lane_speeds, run_verdict, text_distance
@@ -168,27 +174,61 @@ class _Run:
         )
 
 
-def _machine_measured() -> bool:
-    """Whether ``auto`` can answer from a cached table (or is pinned) without measuring first."""
-    from spec_core.precision import PRECISION_ENV, cached_machine_costs
+_LOADING = threading.Lock()  # one load at a time: the app's start-up preload and a first click share it
 
-    return os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto") or cached_machine_costs() is not None
+
+def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
+    """Load a pair (CUDA when present, else CPU) and warm it up once, so the first timed rounds are honest. Nothing
+    is timed: ``auto`` reads the cost table in force (spec_core/cost_tables.py)."""
+    with _LOADING:
+        return _warm_pair(name, precision)
 
 
 @functools.lru_cache(maxsize=2)
-def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
-    """Load a pair (CUDA when present, else CPU) and warm it up once, so the first timed rounds are honest."""
-    from spec_core.analysis.machine import ensure_measured
-    from spec_core.models import load_pair, resolve_device
+def _warm_pair(name: str, precision: str):
+    from spec_core.models import load_pair  # models loads transformers' peers: kept off the app's import
 
     try:
-        ensure_measured(resolve_device(None), precision)  # auto's table: measured once on this machine, then cached
         pair = load_pair(name, dtype=precision)
     except SpecScopeError as err:
         raise SpecScopeError(f"cannot load the model pair {name!r}: {err}") from err
     Generation(pair, "Hello", "fixed:2", max_new_tokens=4, sampling=SamplingConfig()).run()
     warm_views()
     return pair
+
+
+MEASURE_ENV = "SPECSCOPE_MEASURE_COSTS"  # "0": the app never starts its background measurement (tests, a Space)
+_BACKGROUND: list[threading.Thread] = []  # the app's start-up task, started once per process
+
+
+def start_background(pair_name: str = "embedded", precision: str = "auto", threads: int | None = None) -> None:
+    """After the app has started: load and warm the default pair (so the first Generate finds it ready), then, on a
+    CPU with no cost table of its own, measure this machine's table once in a niced subprocess
+    (``python -m spec_core costs --machine``). Requests never wait for it; a run reads whichever table is in force
+    when it starts and records it. Started at most once per process."""
+    if _BACKGROUND:
+        return
+
+    def task() -> None:
+        try:
+            pair = warm_pair(pair_name, precision)
+        except SpecScopeError:
+            return  # the first Generate says why, with the same message
+        if pair.device.type == "cpu" and machine_table() is None and os.environ.get(MEASURE_ENV, "1") != "0":
+            measure_in_background(threads or torch.get_num_threads())
+
+    thread = threading.Thread(target=task, name="specscope-preload", daemon=True)
+    _BACKGROUND.append(thread)
+    thread.start()
+
+
+def measure_in_background(threads: int) -> subprocess.Popen:
+    """``costs --machine`` at the lowest priority, its output in the cache's ``machine-costs/measure.log``."""
+    log = cache_dir() / "machine-costs" / "measure.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "spec_core", "costs", "--machine", "--threads", str(threads)]
+    with open(log, "w", encoding="utf-8") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(19))
 
 
 def warm_views() -> None:
@@ -209,14 +249,18 @@ def _guarded(method: str, rounds: Iterator[RoundEvent], errors: dict[str, str]) 
         errors[method] = f"{method} cannot run here: {err}"
 
 
-def _generations(pair: ModelPair, request: LiveRequest, errors: dict[str, str]) -> dict[str, Generation]:
+def _generations(
+    pair: ModelPair, request: LiveRequest, errors: dict[str, str], costs: CostProfile
+) -> dict[str, Generation]:
     runs = {}
     for lane in request.lanes:
         if lane.spec is None:
             errors[lane.method] = lane.error
             continue
         try:
-            runs[lane.method] = Generation(pair, request.prompt, lane.spec, request.max_new_tokens, request.sampling)
+            runs[lane.method] = Generation(
+                pair, request.prompt, lane.spec, request.max_new_tokens, request.sampling, costs=costs
+            )
         except LANE_ERRORS as err:
             errors[lane.method] = f"{lane.method} cannot run here: {err}"
     return runs
@@ -248,16 +292,15 @@ def live_frames(
     t_start = time.perf_counter()
     run = _Run(request, {m: [] for m in request.methods}, {})
     run.status = f"Loading the model pair {request.pair_name!r} ({request.precision}; first use loads and warms it up)…"
-    if request.precision == "auto" and not _machine_measured():
-        run.status += " Measuring this machine's arithmetic once (about a minute): auto then runs the fastest."
     yield run.frame()
     pair = pair_loader(request.pair_name, request.precision)
     run.precision = getattr(pair, "precision", "") or request.precision
-    generations = _generations(pair, request, run.errors)
+    costs, table = run_costs(pair)  # read once for the whole request, never timed: every lane is priced alike
+    generations = _generations(pair, request, run.errors, costs)
     pinned = os.environ.get("SPECSCOPE_PRECISION", "auto").strip() not in ("", "auto")
     chosen = " chosen by auto" if request.precision == "auto" and not pinned else ""
     where = f"{pair.name} ({pair.device.type} · {run.precision}{chosen}), {sampling_text(request.sampling)}"
-    run.status = f"Generating on {where}…"
+    run.status = f"Generating on {where}; costs {table.label}…"
     yield run.frame()
     methods = list(generations)
     lanes = [_guarded(m, g.rounds(), run.errors) for m, g in generations.items()]
@@ -397,7 +440,9 @@ def stats_stream(
     run beside the next round and slow it, most for the methods with the most Python per round.
     Every dict has at least ``new_tokens, tau, tokens_per_s, text`` (the API's contract) and ``finished``.
     """
-    run = Generation(pair, request.prompt, request.spec, request.max_new_tokens, request.sampling)
+    run = Generation(
+        pair, request.prompt, request.spec, request.max_new_tokens, request.sampling, costs=run_costs(pair)[0]
+    )
     last = -math.inf
     try:
         for event in run.rounds():

@@ -320,9 +320,9 @@ def _cached_pair(name: str, device: str, precision: str, draft: str | None) -> M
 
 def resolve_precision(dtype: str | torch.dtype | None, device: torch.device | None = None) -> str:
     """A precision name: ``bfloat16``, ``float32``, ``float16`` or ``int8``; ``auto`` (and None, the default)
-    asks :func:`spec_core.precision.auto_precision` which one this machine's cost table predicts fastest."""
+    asks :func:`spec_core.cost_tables.auto_precision` which one this machine's cost table predicts fastest."""
     if dtype is None or dtype == AUTO:
-        from spec_core.precision import auto_precision
+        from spec_core.cost_tables import auto_precision
 
         chosen = auto_precision(device or resolve_device(None))
         if chosen == AUTO:

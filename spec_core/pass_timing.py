@@ -1,8 +1,7 @@
 """Timing a model's passes: a target forward over 1, 2, … new tokens after a cached context, timed round-robin.
 
 The measured pass costs are the facts every speed prediction rests on (:mod:`spec_core.cost_model`): the table
-``auto`` reads (:mod:`spec_core.analysis.machine`), the ``cost`` policy's quick profile on a fresh machine
-(:mod:`spec_core.policies.cost`), ``costs`` (:mod:`spec_core.analysis.costs`) and a lane's own step
+``auto`` reads (:mod:`spec_core.analysis.machine`), ``costs`` (:mod:`spec_core.analysis.costs`) and a lane's own step
 (:mod:`spec_core.lane_speed`). This module runs one model at a time through :class:`~spec_core.cached_lm.CachedLM`;
 it never runs the engine.
 """
@@ -22,9 +21,10 @@ WIDTHS = (1, 2, 3, 4, 6, 8)  # the pass widths a machine's table holds
 CONTEXT = 200  # tokens already cached before each timed pass
 
 
-def interleaved_median_ms(calls: dict, repeats: int) -> dict:
-    """Median milliseconds of each call, timed round-robin after one warm-up each, so that a slow spell of a
-    shared machine slows every call alike instead of one whole series."""
+def interleaved_median_ms(calls: dict, repeats: int, fastest: bool = False) -> dict:
+    """Median milliseconds of each call (its fastest repeat with ``fastest``: another process's work only ever adds
+    time), timed round-robin after one warm-up each, so that a slow spell of a shared machine slows every call
+    alike instead of one whole series."""
     for fn in calls.values():
         fn()
     times: dict = {k: [] for k in calls}
@@ -33,7 +33,7 @@ def interleaved_median_ms(calls: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             fn()
             times[key].append((time.perf_counter() - t0) * 1000)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: (min(v) if fastest else statistics.median(v)) for k, v in times.items()}
 
 
 def target_calls(pair: ModelPair, widths=WIDTHS, context: int = CONTEXT, hidden: bool = False) -> dict:
@@ -60,6 +60,8 @@ def target_calls(pair: ModelPair, widths=WIDTHS, context: int = CONTEXT, hidden:
     return {n: (lambda n=n: call(n)) for n in sorted({1, *widths})}
 
 
-def target_forward_ms(pair: ModelPair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT) -> dict[int, float]:
-    """Median ms of a target forward over each width, ``context`` tokens already cached."""
-    return interleaved_median_ms(target_calls(pair, widths, context), repeats)
+def target_forward_ms(
+    pair: ModelPair, widths=WIDTHS, repeats: int = 6, context: int = CONTEXT, fastest: bool = False
+) -> dict[int, float]:
+    """Median (or fastest) ms of a target forward over each width, ``context`` tokens already cached."""
+    return interleaved_median_ms(target_calls(pair, widths, context), repeats, fastest)

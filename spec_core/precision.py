@@ -8,10 +8,10 @@ steps, so every speculative lane loses; weight-only int8 (:mod:`spec_core.int8`)
 with AMX runs bf16 passes over 16 tokens at 1.3 steps.
 
 The table lives under ``$SPECSCOPE_CACHE`` keyed by the CPU, the thread count and the torch version.
-:func:`auto_precision` picks the precision under which the default speculative lane is predicted fastest (plain
+:func:`spec_core.cost_tables.auto_precision` picks the precision under which the default speculative lane is predicted fastest (plain
 decoding of every precision is the yardstick), so ``auto`` is the fastest lane this machine can run, and the
-choice is shown with the numbers that made it. Before the table is measured it falls back to
-:data:`UNMEASURED_CPU_PRECISION` and says so (:func:`auto_reason`).
+choice is shown with the numbers that made it. Before this machine's table is measured, the table shipped for its
+CPU kind answers (:mod:`spec_core.cost_tables`); nothing here measures or times.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import platform
+import time
 from pathlib import Path
 
 import torch
@@ -68,7 +69,7 @@ def table_path() -> Path:
     return cache_dir() / "machine-costs" / f"{machine_key()}.json"
 
 
-def save_table(profiles: dict[str, CostProfile]) -> Path:
+def save_table(profiles: dict[str, CostProfile], provisional: bool = False) -> Path:
     """Write this machine's table (precision → profile) where :func:`cached_machine_costs` reads it."""
     path = table_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,6 +79,8 @@ def save_table(profiles: dict[str, CostProfile]) -> Path:
             {
                 "cpu": cpu_name(),
                 "threads": torch.get_num_threads(),
+                "date": time.strftime("%Y-%m-%d"),
+                "provisional": provisional,
                 "profiles": {k: json.loads(v.to_json()) for k, v in profiles.items()},
             },
             indent=1,
@@ -108,12 +111,6 @@ def cached_machine_costs() -> dict[str, CostProfile] | None:
         return read_table(path)
     except SpecScopeError:
         return None
-
-
-def cached_profile(precision: str | None) -> CostProfile | None:
-    """This machine's cached profile for ``precision`` when one with draft costs was measured (never measures)."""
-    profile = (cached_machine_costs() or {}).get(precision or "")
-    return profile if profile is not None and profile.draft_ms else None
 
 
 def predicted_tokens_per_s(profile: CostProfile) -> tuple[float, int]:
@@ -163,17 +160,3 @@ def check_int8_device(device: torch.device | None) -> None:
             f"precision 'int8' is the CPU's weight-only int8 path (ATen's _weight_int8pack_mm), not offered on "
             f"{device.type!r}: use 'auto' (here {gpu_precision(device)}), 'bfloat16' or 'float32'"
         )
-
-
-def auto_precision(device: torch.device) -> str:
-    """``auto``: on a GPU :func:`gpu_precision` (bfloat16, or float16 without native bf16; never int8); on a CPU
-    the precision :func:`choose` picks from this machine's cached cost table, or :data:`UNMEASURED_CPU_PRECISION`
-    before one is measured (``spec_core.analysis.machine.ensure_measured``, which the app and the command line
-    call first); ``$SPECSCOPE_PRECISION`` when set (an int8 there is refused on a GPU by :func:`check_int8_device`)."""
-    forced = os.environ.get(PRECISION_ENV, "").strip()
-    if forced and forced != "auto":
-        return forced
-    if device.type != "cpu":
-        return gpu_precision(device)
-    table = cached_machine_costs()
-    return choose(table) if table else UNMEASURED_CPU_PRECISION

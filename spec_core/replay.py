@@ -420,14 +420,17 @@ def load_record(path: str | Path) -> TextRecord:
 
 
 def default_costs(precision: str | None = None) -> CostProfile:
-    """The costs a record without its own is replayed under: this machine's cached table for ``precision``
+    """The costs a record without its own is replayed under: this machine's own table for ``precision``
     (``costs --machine``; never measured here, a view must not wait), else :data:`DEFAULT_COSTS`."""
-    from spec_core.precision import cached_profile
+    from spec_core.cost_tables import machine_table  # cost_tables reads assets: kept off this module's import
 
-    profile = cached_profile(precision)
-    if profile is None:
+    table = machine_table()
+    if table is None or not table.profile(precision).draft_ms:
         return DEFAULT_COSTS
-    named = dataclasses.replace(profile, name="this machine", about=f"this machine's cached cost table ({precision})")
+    profile = table.profile(precision)
+    named = dataclasses.replace(
+        profile, name="this machine", about=f"this machine's cost table {table.label} ({precision})"
+    )
     return named if named.head_ms else dataclasses.replace(named, head_ms=DEFAULT_COSTS.head_ms)
 
 

@@ -74,9 +74,14 @@ class PartSpec:
         """What follows ``FAMILY:`` in the text as written (``"0.7"`` of ``static:0.7``; ``""`` when nothing does)."""
         return self.text[len(self.family) + 1 :]
 
-    def build(self, registry: Mapping[str, type[Any]], pair: ModelPair | None = None):
-        """The family's fresh part for one generation, built with the loaded pair (where trained weights live)."""
-        return registry[self.family].build(self.params, pair)
+    def build(self, registry: Mapping[str, type[Any]], pair: ModelPair | None = None, costs: Any = None):
+        """The family's fresh part for one generation, built with the loaded pair (where trained weights live).
+        A family that prices its choices (``reads_costs``) gets the run's cost profile as data: it never looks
+        one up, nor times anything (spec_core/cost_tables.py)."""
+        family = registry[self.family]
+        if getattr(family, "reads_costs", False):
+            return family.build(self.params, pair, costs=costs)
+        return family.build(self.params, pair)
 
 
 @dataclass(frozen=True)
@@ -282,6 +287,8 @@ class RoundEvent:
     draft_forwards: int = -1  # the draft's forward passes this round: one per token for a chain drafted token by
     #   token, one for a block drafter's block, D for a tree of depth D (one batched pass per level), 0 for plain
     #   decoding. −1 (an event built by hand or read from an older file): one per drafted token, or the tree's D
+    costs: dict[str, Any] | None = None  # round 0 only: the cost profile the run's choices were priced with
+    #   (CostProfile's fields; spec_core/cost_tables.py), so a replay uses the same one; None elsewhere
     rejection: Rejection | None = None  # both models' top-k at the rejected draft (a round whose next token is
     #   recovered, shown only); None elsewhere and in an event read from an older file
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from spec_core.cost_model import CostProfile, accelerator_profile
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, cost_source, lane_quote, lane_speeds
+from spec_core.cost_model import CostProfile
+from spec_core.cost_tables import recorded_costs, table_for
+from spec_core.lane_speed import cost_source, lane_quote, lane_speeds
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_heads import (
     HeadRow,
@@ -28,7 +29,6 @@ from spec_core.policies.pacer_heads import (
     recorded_rounds,
     shipped_comparison,
 )
-from spec_core.precision import cached_profile
 from spec_core.quotes import Quote, compare_quotes
 from spec_core.replay import costs_from_events
 from visuals.pacer import is_pacer
@@ -65,9 +65,9 @@ def lane_setting(lanes: Lanes) -> dict | None:
 
 def comparison_costs(lanes: Lanes, precision: str | None) -> CostProfile:
     """The prices the comparison replays under: the run's own rounds (the profile the Live lanes' predictions use)
-    when the run had an ``ar`` lane to anchor them; else this machine's cost table for ``precision``; else the
-    accelerator model."""
-    return costs_from_events(lanes) or cached_profile(precision) or accelerator_profile(DEFAULT_DRAFT_RATIO)
+    when the run had an ``ar`` lane to anchor them; else the profile the run was priced with (recorded in its
+    first event); else the cost table in force for ``precision``."""
+    return costs_from_events(lanes) or recorded_costs(lanes) or table_for("cpu").profile(precision)
 
 
 def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | None:

@@ -19,6 +19,8 @@ from tqdm import tqdm
 
 from spec_core.analysis import spec_bench
 from spec_core.analysis.peers import run_peer
+from spec_core.cost_model import CostProfile
+from spec_core.cost_tables import run_costs
 from spec_core.engine import Generation, prompt_ids
 from spec_core.errors import SpecScopeError
 from spec_core.guards import check_text
@@ -55,6 +57,7 @@ COLUMNS = [
     "speedup_vs_best_ar",
     "lookup_tokens",
     "model_tokens",
+    "costs",  # the cost table the run's choices were priced with (spec_core/cost_tables.py)
 ]
 
 
@@ -95,8 +98,10 @@ def run_once(
     max_new_tokens: int,
     sampling: SamplingConfig,
     history: History | None = None,
+    costs: CostProfile | None = None,
 ) -> dict:
-    """One generation of one method → a dict of raw measurements (``history``: earlier turns of a conversation)."""
+    """One generation of one method → a dict of raw measurements (``history``: earlier turns of a conversation;
+    ``costs``: the profile its choices are priced with, data read once per bench)."""
     spec = parse_method(method)
     if spec.kind == "peer":
         res = run_peer(
@@ -123,7 +128,7 @@ def run_once(
             "model_tokens": float("nan"),
         }
     # display=False: the method, not a viewer
-    r = Generation(pair, prompt, method, max_new_tokens, sampling, display=False, history=history).run()
+    r = Generation(pair, prompt, method, max_new_tokens, sampling, display=False, history=history, costs=costs).run()
     return {
         "token_ids": r.token_ids,
         "wall_s": r.stats.wall_s,
@@ -197,15 +202,19 @@ def run_bench(
     lane_of: dict[tuple[int, str], str] = {}
     same = {m: lane_of.setdefault((id(on[m]), split_precision(m)[0]), m) for m in methods}
     lanes = [m for m in methods if same[m] == m]
+    priced = {id(p): run_costs(p) for p in pairs.values()}  # read once for the whole bench, never timed
+    costs = {m: priced[id(on[m])][0] for m in methods}
     if warmup:  # first calls pay for allocations and lazy loads; measure none of them
         for m in lanes:
-            run_once(on[m], m, prompts[0]["prompt"], min(16, max_new_tokens), sampling, prompts[0].get("history"))
+            run_once(
+                on[m], m, prompts[0]["prompt"], min(16, max_new_tokens), sampling, prompts[0].get("history"), costs[m]
+            )
     raw: dict[tuple[str, str], list[dict]] = {}
     bar = tqdm(total=repeats * len(prompts) * len(lanes), desc="bench", unit="run", disable=not progress)
     for _ in range(repeats):
         for p in prompts:
             for m in lanes:
-                run = run_once(on[m], m, p["prompt"], max_new_tokens, sampling, p.get("history"))
+                run = run_once(on[m], m, p["prompt"], max_new_tokens, sampling, p.get("history"), costs[m])
                 raw.setdefault((m, p["id"]), []).append(run)
                 bar.update(1)
     bar.close()
@@ -251,6 +260,7 @@ def run_bench(
                     "speedup_vs_best_ar": tps / best_ar,
                     "lookup_tokens": first["lookup_tokens"],
                     "model_tokens": first["model_tokens"],
+                    "costs": priced[id(on[m])][1].label,
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)

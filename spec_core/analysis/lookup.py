@@ -86,18 +86,15 @@ def main(argv: list[str]) -> int:
         import torch
 
         from spec_core.analysis import spec_bench
-        from spec_core.analysis.machine import machine_costs
+        from spec_core.cost_tables import run_costs
         from spec_core.models import load_pair
 
         if a.threads:
             torch.set_num_threads(a.threads)
         prompts = [p for p in spec_bench.select(a.per_category, a.offset) if not p.get("history")]
         pair = load_pair("embedded", dtype=a.dtype, operator=True)
-        profile = machine_costs().get(pair.precision) if pair.device.type == "cpu" else None
-        if profile is None:
-            from spec_core.policies.cost import pair_costs
-
-            profile = pair_costs(pair)
+        profile, table = run_costs(pair)  # the table in force, read (never timed here)
+        print(table.sentence(pair.precision, (a.dtype or "auto") == "auto"))
         df = replay_rows(record_answers(pair, prompts, a.max_new_tokens), profile, a.max_new_tokens)
     except SpecScopeError as err:
         print(f"error: {err}")

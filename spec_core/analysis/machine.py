@@ -3,8 +3,8 @@
 Whether speculation pays depends on the price of verifying: a target pass over k tokens against one plain step.
 :func:`machine_costs` measures, per precision, the target's forward over 1…8 tokens, one draft step, the engine's
 own work and the draft's acceptance on two short prompts (it runs the engine, so it lives here, above it), and
-writes the table that :mod:`spec_core.precision` reads and ``auto`` chooses from. :func:`ensure_measured` is
-what a tool or the app calls before loading a pair at ``auto``, so the choice is measured rather than assumed.
+writes the table that :mod:`spec_core.precision` reads and ``auto`` chooses from. It is
+never on a request's path: the runs read tables as data (:mod:`spec_core.cost_tables`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from spec_core.cost_model import CostProfile, profile_from_events
 from spec_core.pass_timing import CONTEXT, target_forward_ms
 from spec_core.precision import (
     CPU_PRECISIONS,
-    PRECISION_ENV,
     cached_machine_costs,
     cpu_name,
     save_table,
@@ -47,7 +46,7 @@ def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     from spec_core.invariance import is_batch_invariant
     from spec_core.types import SamplingConfig
 
-    widths = target_forward_ms(pair, repeats=repeats)
+    widths = target_forward_ms(pair, repeats=repeats, fastest=True)
     lanes, drafted, accepted = {}, 0, 0
     for i, prompt in enumerate(PROBE_PROMPTS):
         for method in ("ar", PROBE_METHOD):
@@ -111,20 +110,29 @@ def busy_reason(demand: float, cpus: int, threads: int) -> str:
         return ""
     return (
         f"the machine was busy while measuring (other processes used {demand:.1f} of the {cpus} core(s) this "
-        f"process may run on, beside its {threads} thread(s)), so this table is not cached: run "
+        f"process may run on, beside its {threads} thread(s)), so this table is kept as provisional: run "
         "`python -m spec_core costs --machine` again when the machine is quiet"
     )
 
 
+_MEASURED_HERE: dict[str, dict[str, CostProfile]] = {}  # pair name → the table this process measured (once)
+
+
 def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
-    """Precision → this machine's measured profile (cached; ``refresh`` measures again). A table timed while other
-    processes competed for our cores (:func:`busy_reason`) is returned, marked (``extra["busy"]``) and said on
-    stderr, but not cached: ``auto`` and the views then keep to what they would do with no table, and the next
-    call measures again, rather than pricing every later run with a step twice as dear as it is."""
+    """Precision → this machine's measured profile, written where :mod:`spec_core.cost_tables` reads it. Explicit
+    only (``costs --machine``, ``make costs``, the app's background task): no request's path calls it. A cached
+    table (or the one this process measured) answers unless ``refresh`` asks to measure again.
+
+    Each pass is the fastest of its repeats (load only ever adds time). A table timed while other processes
+    competed for our cores (:func:`busy_reason`) is still written, marked provisional (``extra["busy"]``) and
+    said on stderr: the runs price with it, say so, and the next ``costs --machine`` on a quiet machine replaces
+    it, rather than every call timing the machine again."""
+    if not refresh and pair_name in _MEASURED_HERE:
+        return _MEASURED_HERE[pair_name]
     cached = None if refresh else cached_machine_costs()
     if cached:
         return cached  # (a damaged table reads as None: measured again)
-    from spec_core.models import load_pair
+    from spec_core.models import load_pair  # models loads transformers: only a measurement needs it
 
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
     before, own = cpu_times(), time.process_time()
@@ -139,18 +147,6 @@ def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[st
         for profile in profiles.values():
             profile.extra["busy"] = reason
         print(f"note: {reason}", file=sys.stderr, flush=True)
-    else:
-        save_table(profiles)
+    save_table(profiles, provisional=bool(reason))
+    _MEASURED_HERE[pair_name] = profiles
     return profiles
-
-
-def ensure_measured(device: torch.device | str = "cpu", precision: str = "auto") -> bool:
-    """Measure this machine's table now when ``precision`` is ``auto`` on a CPU and nothing answers it yet (no
-    cached table, no ``$SPECSCOPE_PRECISION`` pin); returns whether it measured. The app and the command line
-    call it before loading a pair at ``auto``; :func:`spec_core.precision.auto_precision` never measures."""
-    if precision != "auto" or torch.device(device).type != "cpu":
-        return False
-    if os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto") or cached_machine_costs() is not None:
-        return False
-    machine_costs()
-    return True

@@ -307,18 +307,13 @@ def reference_rows(data, test_rounds, costs: CostProfile, accel: CostProfile) ->
 
 
 def this_machine_costs(pair: ModelPair, path: str | None) -> CostProfile:
-    """``--costs FILE`` (CostProfile fields), or this machine's cached costs at the pair's precision
-    (``python -m spec_core costs --machine`` writes them), or measured now."""
+    """``--costs FILE`` (CostProfile fields), or the table in force at the pair's precision (this machine's, which
+    ``python -m spec_core costs --machine`` writes, else the one shipped for its CPU kind; never timed here)."""
     if path:
         return CostProfile.from_dict(json.loads(Path(path).read_text()))
-    from spec_core.precision import cached_machine_costs
+    from spec_core.cost_tables import run_costs
 
-    cached = cached_machine_costs() or {}
-    if pair.precision in cached:
-        return cached[pair.precision]
-    from spec_core.analysis.costs import measure_round_costs
-
-    return measure_round_costs(pair)
+    return run_costs(pair)[0]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from spec_core.cost_model import CostProfile
 from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
 from spec_core.drafters.lookup import HybridDraft, LookupDraft
 from spec_core.drafters.pair_draft import PairDraft
@@ -89,7 +90,8 @@ def parse_drafter(text: str) -> PartSpec:
     return PartSpec.parse(text, DRAFTERS, "drafter")
 
 
-def make_drafter(pair: ModelPair, part: PartSpec | str = "default") -> Drafter:
-    """The drafter for one generation, built with the loaded pair."""
+def make_drafter(pair: ModelPair, part: PartSpec | str = "default", costs: CostProfile | None = None) -> Drafter:
+    """The drafter for one generation, built with the loaded pair (and the run's cost profile, for one that
+    prices its sources: the hybrid)."""
     part = parse_drafter(part) if isinstance(part, str) else part
-    return part.build(DRAFTERS, pair)
+    return part.build(DRAFTERS, pair, costs)

@@ -431,19 +431,20 @@ class HybridDraft(LookupDraft):
     lookup's settings; a round's states may be a copy's, which has none)."""
 
     prefix: ClassVar[str] = "hybrid"
+    reads_costs: ClassVar[bool] = True  # its network's start is priced with the run's cost profile (data)
     about: ClassVar[str] = "prompt lookup where it matches, else the draft model (SAM-Decoding's idea)"
     examples: ClassVar[tuple[str, ...]] = ("hybrid",)
 
     @classmethod
-    def build(cls, params: LookupParams, pair: ModelPair) -> Drafter:
-        from spec_core.drafters.pair_draft import PairDraft
+    def build(cls, params: LookupParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:  # type: ignore[override]
+        from spec_core.drafters.pair_draft import PairDraft  # pair_draft imports this module's LookupDraft
 
         model = PairDraft.build(None, pair)
         if not hasattr(model, "follow"):
             raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")
-        from spec_core.policies.cost import pair_costs  # the cost policy's prices: both sources are priced alike
-
+        if costs is None:
+            raise SpecScopeError("hybrid prices its network's start with the run's cost profile; none was given")
         following = cast(FollowingDrafter, model)  # it has follow (checked above)
         assert pair.draft is not None  # PairDraft.build checked it
         share = position_work(pair.draft) / max(position_work(pair.target), 1)
-        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, pair_costs(pair), share)
+        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, costs, share)

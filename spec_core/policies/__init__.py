@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from spec_core.cost_model import CostProfile
 from spec_core.policies.base import DraftLengthPolicy, DraftSoFar
 from spec_core.policies.confidence import ConfidenceLength
 from spec_core.policies.cost import CostLength
@@ -30,7 +31,10 @@ def parse_policy(text: str) -> PartSpec:
     return PartSpec.parse(text, POLICIES, "draft-length policy")
 
 
-def make_policy(part: PartSpec | str, pair: ModelPair | None = None) -> DraftLengthPolicy:
-    """A fresh policy for one generation (policies keep per-generation state), built with the loaded pair."""
+def make_policy(
+    part: PartSpec | str, pair: ModelPair | None = None, costs: CostProfile | None = None
+) -> DraftLengthPolicy:
+    """A fresh policy for one generation (policies keep per-generation state), built with the loaded pair and
+    the run's cost profile (for a policy that prices its length: ``cost``, ``pacer`` with t=auto)."""
     part = parse_policy(part) if isinstance(part, str) else part
-    return part.build(POLICIES, pair)
+    return part.build(POLICIES, pair, costs)

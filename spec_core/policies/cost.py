@@ -36,6 +36,7 @@ class CostLength:
     prefix: ClassVar[str] = "cost"
     about: ClassVar[str] = "drafts while the expected tokens per millisecond rise, at this machine's pass costs"
     examples: ClassVar[tuple[str, ...]] = ("cost",)
+    reads_costs: ClassVar[bool] = True  # built with the run's cost profile (data; spec_core/cost_tables.py)
 
     def __init__(self, profile: CostProfile, max_len: int = MAX_LEN):
         self.profile, self.max_len = profile, max_len
@@ -55,8 +56,10 @@ class CostLength:
         return max_len
 
     @classmethod
-    def build(cls, max_len: int, pair: ModelPair | None = None) -> CostLength:
-        return cls(pair_costs(pair), max_len)
+    def build(cls, max_len: int, pair: ModelPair | None = None, costs: CostProfile | None = None) -> CostLength:
+        if costs is None:
+            raise SpecScopeError("the cost policy prices its lengths with the run's cost profile; none was given")
+        return cls(costs, max_len)
 
     def next_chunk(self, so_far: DraftSoFar) -> int:
         drafted = len(so_far.tokens)
@@ -89,35 +92,3 @@ class CostLength:
         if self.expected is not None:
             trace["expected_tokens"] = round(self.expected, 3)
         return trace
-
-
-def pair_costs(pair: ModelPair | None) -> CostProfile:
-    """The cost profile a ``cost`` policy prices with: this machine's cached table for the pair's precision, else
-    (a fresh machine, a GPU, a pair of one's own) a quick one measured once on the pair: the target's passes over
-    1..16 tokens (about a second), a draft forward priced at the draft's share of the target's parameters."""
-    from spec_core import precision  # the cached table
-
-    if pair is None:
-        raise SpecScopeError("the cost policy needs the loaded pair (its pass costs)")
-    cached = precision.cached_profile(getattr(pair, "precision", None)) if pair.device.type == "cpu" else None
-    if cached is not None:
-        return cached
-    return pair.learned("costs", "quick", lambda: quick_profile(pair))
-
-
-def quick_profile(pair: ModelPair) -> CostProfile:
-    from spec_core.lane_speed import DEFAULT_DRAFT_RATIO, draft_ratio
-    from spec_core.pass_timing import target_forward_ms
-
-    widths = target_forward_ms(pair, widths=(1, 2, 3, 4, 6, 8, 12, 16), repeats=3)
-    step = widths[1]
-    ratio = draft_ratio(pair) if pair.draft is not None else None
-    return CostProfile(
-        widths=tuple(widths),
-        target_ms=tuple(widths.values()),
-        draft_ms=(ratio if ratio is not None else DEFAULT_DRAFT_RATIO) * step,
-        name=f"this machine · {getattr(pair, 'precision', '')} (quick)",
-        source="quick",
-        about="the target's passes timed once on this pair (3 repeats); a draft forward priced at the draft's share "
-        "of the target's parameters",
-    )

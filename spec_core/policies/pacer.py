@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer_rule import PacerParams, parse_params, replay_length
@@ -66,6 +67,7 @@ class PacerLength:
     prefix: ClassVar[str] = "pacer"
     reads_draft_states: ClassVar[bool] = True  # its pre-verifier reads the draft's hidden states
     about: ClassVar[str] = "adaptive length from a trained pre-verifier (PACER)"
+    reads_costs: ClassVar[bool] = True  # t=auto is tuned under the run's cost profile (data handed to the run)
     examples: ClassVar[tuple[str, ...]] = ("pacer",)
 
     def __init__(
@@ -91,7 +93,7 @@ class PacerLength:
         return parse_params(arg)
 
     @classmethod
-    def build(cls, params: PacerParams, pair: ModelPair | None = None) -> PacerLength:
+    def build(cls, params: PacerParams, pair: ModelPair | None = None, costs: CostProfile | None = None) -> PacerLength:
         if pair is None:
             raise SpecScopeError("pacer needs the loaded pair: its pre-verifier is matched to the pair's draft")
         from spec_core.heads.preverifier import find_head, load_head
@@ -105,7 +107,7 @@ class PacerLength:
         if params.auto_t:  # the threshold this machine's costs favour (policies/pacer_tuning.py)
             from spec_core.policies.pacer_tuning import machine_threshold
 
-            t, note = machine_threshold(pair, params, name)
+            t, note = machine_threshold(pair, params, name, costs)
             params = dataclasses.replace(params, threshold=t)
         embed = pair.target.get_input_embeddings()
         return cls(params, head, name, embed=embed, threshold_note=note, precision=getattr(pair, "precision", ""))

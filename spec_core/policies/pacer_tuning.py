@@ -111,22 +111,15 @@ def tune(rounds: TuningRounds, key: str, params: PacerParams, costs: CostProfile
     return t, best["speedup"]
 
 
-def machine_profile(pair: ModelPair) -> CostProfile | None:
-    """This machine's cached profile for the pair's precision (None when not measured yet)."""
-    from spec_core.precision import cached_profile
-
-    if str(getattr(pair, "device", "cpu")) != "cpu":
-        return None  # the table is the CPU's
-    return cached_profile(getattr(pair, "precision", ""))
-
-
-def machine_threshold(pair: ModelPair, params: PacerParams, head_name: str) -> tuple[float, str]:
-    """(t, why) for ``pacer`` with ``t=auto`` on ``pair``: tuned under this machine's costs when it can be, else
-    :data:`SHIPPED_THRESHOLD` and the reason. Cached on the pair per head, b, ρ, max and precision."""
+def machine_threshold(
+    pair: ModelPair, params: PacerParams, head_name: str, profile: CostProfile | None
+) -> tuple[float, str]:
+    """(t, why) for ``pacer`` with ``t=auto`` on ``pair``: tuned under the run's cost profile (data handed to the
+    run, spec_core/cost_tables.py) when it can be, else :data:`SHIPPED_THRESHOLD` and the reason. Cached on the
+    pair per head, b, ρ, max, precision and profile."""
 
     def compute() -> tuple[float, str]:
         rounds = load_rounds(getattr(pair, "draft_design", "") or "feature")
-        profile = machine_profile(pair)
         key = prediction_key(head_name, params.block)
         shipped = f"t = {SHIPPED_THRESHOLD:g}, the shipped value"
         if rounds is None or key not in rounds.predicted:
@@ -137,16 +130,17 @@ def machine_threshold(pair: ModelPair, params: PacerParams, head_name: str) -> t
         if not head_file.exists() or rounds.card.get("heads", {}).get(head_name) != file_sha256(head_file):
             return SHIPPED_THRESHOLD, f"{shipped}: head {head_name!r} changed since the rounds were scored"
         if profile is None:
-            return SHIPPED_THRESHOLD, (
-                f"{shipped}: this machine's cost table is not measured yet (`python -m spec_core costs --machine`)"
-            )
+            return SHIPPED_THRESHOLD, f"{shipped}: the run was given no cost profile"
         head_ms = float(rounds.card.get("head_ms", {}).get(head_name, 0.0))
         t, speed = tune(rounds, key, params, dataclasses.replace(profile, head_ms=head_ms))
         return t, (
-            f"t = {t:g}, tuned for this machine: the fastest of t = 0.05 … 0.95 when PACER's rule is replayed on "
-            f"{len(rounds.gamma):,} recorded rounds under its {profile.extra.get('precision', pair.precision)} costs "
+            f"t = {t:g}, tuned to the costs of {profile.name}: the fastest of t = 0.05 … 0.95 when PACER's rule is replayed on "
+            f"{len(rounds.gamma):,} recorded rounds under {profile.name} "
             f"(predicted {speed:.2f}× ar)"
         )
 
-    name = f"{head_name}|b{params.block}|rho{params.rho:g}|max{params.max_len}|{getattr(pair, 'precision', '')}"
+    priced = profile.to_json() if profile is not None else "none"
+    name = (
+        f"{head_name}|b{params.block}|rho{params.rho:g}|max{params.max_len}|{getattr(pair, 'precision', '')}|{priced}"
+    )
     return pair.learned(TUNED_KEY, name, compute)

@@ -268,3 +268,16 @@ def test_a_replay_marks_where_a_lane_parts_from_ar_without_asking_the_target():
     assert frame.marks("fixed:2") == {}  # the same text: nothing to mark
     assert list(frame.marks("fixed:4")) == [1] and "new token 2" in frame.marks("fixed:4")[1]
     assert list(frame.marks("ar")) == [1] and "fixed:4 parts from ar" in frame.marks("ar")[1]
+
+
+def test_the_status_names_the_cost_table_that_priced_the_run(frames):
+    """The run's status says which table priced it (here the one the suite pins), and every lane's first round
+    records that table's profile: a request never times the machine (spec_core/cost_tables.py)."""
+    from spec_core import cost_tables
+
+    table = cost_tables.table_for("cpu")
+    generating = next(f.status for f in frames if f.status.startswith("Generating on"))
+    assert f"costs {table.label}" in generating and "minute" not in generating
+    last = frames[-1]
+    for m in last.methods:
+        assert last.lanes[m][0].costs is not None

@@ -26,7 +26,7 @@ import torch
 from conftest_app import tiny_loader
 
 import app
-from spec_core import gpu_slot, models, precision
+from spec_core import cost_tables, gpu_slot, models, precision
 from spec_core.analysis import spec_bench
 from spec_core.errors import SpecScopeError
 from ui import analyzer, playground
@@ -268,7 +268,7 @@ def test_auto_on_cuda_is_bf16_or_fp16_never_int8(monkeypatch, bf16, expected):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
     monkeypatch.setattr(precision, "cached_machine_costs", lambda *a, **k: pytest.fail("a GPU reads no CPU table"))
     cuda = torch.device("cuda")
-    assert precision.auto_precision(cuda) == models.resolve_precision("auto", cuda) == expected
+    assert cost_tables.auto_precision(cuda) == models.resolve_precision("auto", cuda) == expected
     assert models.resolve_precision(None, cuda) == expected
 
 

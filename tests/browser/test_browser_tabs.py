@@ -166,7 +166,7 @@ def generate_together(url: str, n: int, timeout_ms: int) -> tuple[float, list[fl
     return alone, took, texts
 
 
-def check_two_visitors(loader, n: int, timeout_ms: int) -> str:
+def check_two_visitors(loader, n: int, timeout_ms: int, timed: bool = False) -> str:
     from gradio_client import Client
 
     demo, url = serve(loader)
@@ -180,14 +180,21 @@ def check_two_visitors(loader, n: int, timeout_ms: int) -> str:
         demo.close()
     report = f"alone {alone:.1f} s, together {took[0]:.1f} / {took[1]:.1f} s; load {os.getloadavg()}"
     print(report)
-    assert max(took) <= TOGETHER * alone + SLACK_S, report  # the embedded run is seconds long: the slack is noise there
+    if timed:  # the embedded run is seconds long: the slack is noise there
+        assert max(took) <= TOGETHER * alone + SLACK_S, report
     for page_texts in texts:  # each page's lanes are its own, and each equals its method run alone
         assert page_texts == solo, (page_texts, solo)
     return report
 
 
 def test_two_visitors_generate_at_once_on_the_tiny_pair():
+    """Each page's lanes are its own and equal their methods run alone (no clock: a busy machine passes it)."""
     check_two_visitors(tiny_loader, 24, 120_000)
+
+
+@pytest.mark.timing  # compares seconds: a busy machine's clock, not the queue, would decide it
+def test_two_visitors_at_once_take_about_one_visit_each():
+    check_two_visitors(tiny_loader, 24, 120_000, timed=True)
 
 
 @pytest.mark.slow
@@ -199,7 +206,7 @@ def test_two_visitors_generate_at_once_on_the_embedded_pair():
         app.get_pair()  # loaded and warmed before anything is timed
     except SpecScopeError as err:
         pytest.skip(f"the embedded pair is not installed: {err}")
-    check_two_visitors(app.get_pair, 96, 600_000)
+    check_two_visitors(app.get_pair, 96, 600_000, timed=True)
 
 
 PILED_LABELS = """root => {

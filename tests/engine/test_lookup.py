@@ -44,6 +44,7 @@ def test_no_match_is_none_and_the_text_end_is_never_its_own_match():
     assert index.ids[index.match()[1]] == 4
 
 
+@pytest.mark.timing  # reads microseconds off the wall clock: a busy machine fails it, not the index
 def test_the_index_grows_incrementally_and_matches_fast_on_a_long_context():
     """A 4,000-token context: building the index once, then a round's match and a commit, cost well under a
     millisecond each (a scan of the context would grow with it)."""
@@ -140,17 +141,17 @@ def test_lookup_drafts_are_lossless_greedy_on_a_tiny_pair(method, one_thread):
 
 
 def _fixed_costs(pair, monkeypatch, share: float | None = 0.0):
-    """Price ``pair``'s rounds with one fixed table (the shipped Xeon int8 one), not with whatever this machine has
-    cached or times on a tiny pair: which source wins a round is the cost model's choice, so the tests fix the costs.
+    """Price ``pair``'s rounds with one fixed table (the shipped Xeon int8 one), not with whatever table this machine
+    has: which source wins a round is the cost model's choice, so the tests hand the runs fixed costs as data.
     ``share``: the network's work per position over the target's, which prices its start (0: free; None: the tiny
     pair's own, 0.61, a draft half the size of its target)."""
-    from spec_core import precision
+    from spec_core import engine
     from spec_core.analysis.heads import read_table
     from spec_core.assets import ASSETS_DIR
     from spec_core.drafters import lookup
 
-    monkeypatch.setattr(precision, "cached_profile", lambda name: None)
-    pair.extras["costs:quick"] = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
+    profile = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
+    monkeypatch.setattr(engine, "run_costs", lambda p: (profile, None))
     if share is not None:
         monkeypatch.setattr(lookup, "position_work", lambda m: 1000 if m is pair.target else round(1000 * share))
 
@@ -211,6 +212,7 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
     from spec_core.drafters.feature import FeatureDrafter
 
     monkeypatch.setattr(lookup.HybridDrafter, "before_round", lambda self, remaining: None)
+    _flat_costs(monkeypatch)
     pair = embedded_f32
     prompt = "Repeat after me, then add one sentence of your own: the old bridge stays closed until engineers check it."
     run = generate(pair, prompt, "hybrid", 48)
@@ -236,6 +238,14 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
 
 
 # -- the network's deferred catch-up ------------------------------------------------------------------------------
+
+
+def _flat_costs(monkeypatch) -> None:
+    """Price the runs with the AVX-512 reference table, where a wide pass costs about one step (the network
+    starts early): the states are what these tests check, so the costs are fixed data, not this machine's."""
+    from spec_core import cost_tables
+
+    monkeypatch.setenv(cost_tables.COSTS_ENV, str(cost_tables.SHIPPED_DIR / "epyc-avx512-1thread.json"))
 
 
 def _hybrid_runs(pair, prompt: str, new_tokens: int, monkeypatch) -> tuple:
@@ -317,6 +327,7 @@ def test_the_embedded_network_catching_up_drafts_as_if_it_had_followed_every_rou
         "Copy this list, then say which item is the odd one out and why: apples, pears, plums, bricks, cherries. "
         "Copy it once more in reverse order: cherries, bricks, plums, pears, apples."
     )
+    _flat_costs(monkeypatch)
     deferred, eager, stretches, states = _hybrid_runs(embedded_f32, prompt, 64, monkeypatch)
     assert _same_network(deferred, eager, states) >= 2
     assert stretches[0] == 0 and max(stretches) >= 2, stretches

@@ -8,7 +8,6 @@ from conftest import make_tiny_pair
 from spec_core.cost_model import CostProfile
 from spec_core.engine import generate
 from spec_core.lookup_replay import copies, copy_replays, replay_cost, replay_window
-from spec_core.policies.cost import pair_costs
 
 CPU_LIKE = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(50, 54, 60, 86, 129), draft_ms=3.0)
 
@@ -27,7 +26,7 @@ def test_the_replay_is_the_engines_own_rounds(method, k, one_thread):
     pair = make_tiny_pair(vocab=8)
     run = generate(pair, "abcabcabdabcab", method, 40)
     prompt_ids, answer = run.prompt_ids, run.token_ids
-    profile = pair_costs(pair)
+    profile = CostProfile.from_dict(run.events[0].costs)  # the prices the run recorded: the replay reuses them
     at = copies(prompt_ids, answer)
     replay = replay_window(at, profile, k, limit=40) if k else replay_cost(at, profile, limit=40)
     assert list(replay.lengths) == [e.draft_len for e in run.events]

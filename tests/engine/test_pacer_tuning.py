@@ -59,7 +59,7 @@ def test_replayed_speedup_prices_each_round_by_the_cost_model():
 
 def test_machine_threshold_says_why_it_keeps_the_shipped_t(tiny_pair):
     """A pair with no recorded rounds for its head (the tiny test pair) keeps the shipped t and says so."""
-    t, why = tuning.machine_threshold(tiny_pair, PacerParams(auto_t=True), "no-such-head")
+    t, why = tuning.machine_threshold(tiny_pair, PacerParams(auto_t=True), "no-such-head", None)
     assert t == tuning.SHIPPED_THRESHOLD and "shipped" in why and "no recorded rounds" in why
 
 
@@ -83,7 +83,6 @@ def test_the_shipped_rounds_match_the_shipped_heads_and_draft():
 def test_pacer_on_the_embedded_pair_tunes_t_to_the_machines_costs(embedded_f32, monkeypatch):
     """``pacer`` (t=auto) on the embedded pair: flat verification costs tune a lower t than steep ones, the
     policy's trace says which and why, and ``pacer:t=0.6`` keeps its t."""
-    from spec_core import precision
     from spec_core.policies.pacer import PacerLength, parse_params
 
     widths = (1, 2, 4, 8, 16)
@@ -98,11 +97,10 @@ def test_pacer_on_the_embedded_pair_tunes_t_to_the_machines_costs(embedded_f32, 
 
     chosen = {}
     for name, profile in table.items():
-        monkeypatch.setattr(precision, "cached_machine_costs", lambda p=profile: {embedded_f32.precision: p})
         forget_tuned_t()
-        policy = PacerLength.build(parse_params(None), embedded_f32)
+        policy = PacerLength.build(parse_params(None), embedded_f32, costs=profile)
         chosen[name] = policy.params.threshold
-        assert "tuned for this machine" in policy.threshold_note and policy.trace()["threshold0"] == chosen[name]
+        assert "tuned to the costs of" in policy.threshold_note and policy.trace()["threshold0"] == chosen[name]
     assert chosen["flat"] < chosen["steep"]
     fixed = PacerLength.build(parse_params("t=0.6"), embedded_f32)
     assert fixed.params.threshold == 0.6 and fixed.threshold_note == "t = 0.6, as given"
@@ -125,27 +123,6 @@ def test_the_rounds_writer_scores_simulated_rounds_with_the_shipped_heads(embedd
         for b in (1, 2):
             values = rounds.predicted[tuning.prediction_key(head, b)]
             assert values.shape[0] == int(rounds.gamma.sum()) and bool(((values >= 0) & (values <= 1)).all())
-
-
-def test_bench_measures_the_cost_table_once_when_pacer_tunes_its_t(tiny_pair, monkeypatch, capsys):
-    """`bench` with a `pacer` lane that tunes t (no t given) measures this machine's cost table first when none is
-    cached (a lane never does: a build must not wait); with a t given, or a table cached, it measures nothing."""
-    from spec_core import precision
-    from spec_core.__main__ import _measure_costs_for_auto_t
-    from spec_core.analysis import machine
-    from spec_core.methods import parse_method
-
-    flat = CostProfile(widths=(1, 8), target_ms=(50.0, 54.0), draft_ms=2.0)
-    calls = []
-    monkeypatch.setattr(precision, "cached_machine_costs", lambda: None)
-    monkeypatch.setattr(machine, "machine_costs", lambda name: calls.append(name) or {"bfloat16": flat})
-    _measure_costs_for_auto_t(tiny_pair, "embedded", [parse_method("fixed:2"), parse_method("pacer:t=0.5")])
-    assert calls == []
-    _measure_costs_for_auto_t(tiny_pair, "embedded", [parse_method("fixed:2"), parse_method("pacer+lossless")])
-    assert calls == ["embedded"] and "measuring it once" in capsys.readouterr().out
-    monkeypatch.setattr(precision, "cached_machine_costs", lambda: {"bfloat16": flat})
-    _measure_costs_for_auto_t(tiny_pair, "embedded", [parse_method("pacer")])
-    assert calls == ["embedded"]
 
 
 def test_the_rounds_writer_leaves_out_prompts_a_shipped_head_trained_on(embedded_f32, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from spec_core import precision
+from spec_core import cost_tables, precision
 from spec_core.analysis import machine
 from spec_core.cost_model import CostProfile
 from spec_core.errors import SpecScopeError
@@ -73,6 +73,7 @@ def test_auto_picks_the_fastest_speculative_lane_not_the_fastest_step():
 
 def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path))
+    monkeypatch.delenv(cost_tables.COSTS_ENV, raising=False)  # the choice of table itself is what is tested
     calls = []
 
     def fake_measure(pair, repeats=6):
@@ -85,32 +86,35 @@ def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
             self.precision = p
 
     monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
-    assert precision.auto_precision(torch.device("cpu")) == precision.UNMEASURED_CPU_PRECISION  # nothing measured
+    shipped = cost_tables.shipped_table()
+    assert shipped is not None  # nothing measured here: the table shipped for this CPU kind answers, untimed
+    assert cost_tables.auto_precision(torch.device("cpu")) == precision.choose(dict(shipped.profiles))
     monkeypatch.setattr(machine, "measure_profile", fake_measure)
     monkeypatch.setattr(machine, "cpu_times", lambda: None)  # a quiet machine (the busy guard is tested below)
     monkeypatch.setattr("spec_core.models.load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
-    assert machine.ensure_measured("cpu", "bfloat16") is False  # a precision named: nothing to measure
-    assert machine.ensure_measured("cpu", "auto") is True and len(calls) == 3
+    monkeypatch.setattr(machine, "_MEASURED_HERE", {})
     first = machine.machine_costs()
     assert sorted(calls) == sorted(precision.CPU_PRECISIONS)
-    assert machine.ensure_measured("cpu", "auto") is False  # cached: measured once
+    assert cost_tables.table_for("cpu").origin == "measured"
     again = machine.machine_costs()
     assert len(calls) == 3 and again == first  # read back, not measured again
     saved = json.loads(precision.table_path().read_text())
     assert set(saved["profiles"]) == set(precision.CPU_PRECISIONS)
-    precision.table_path().write_text("{not json")  # a damaged table is measured again
-    machine.machine_costs()
+    precision.table_path().write_text("{not json")  # a damaged table reads as none: the shipped one answers
+    assert cost_tables.table_for("cpu").origin == "shipped"
+    machine.machine_costs(refresh=True)  # measuring is explicit
     assert len(calls) == 6
-    assert precision.auto_precision(torch.device("cpu")) == precision.choose(first)
+    assert cost_tables.auto_precision(torch.device("cpu")) == precision.choose(first)
     monkeypatch.setenv(precision.PRECISION_ENV, "float32")
-    assert precision.auto_precision(torch.device("cpu")) == "float32"
+    assert cost_tables.auto_precision(torch.device("cpu")) == "float32"
 
 
-def test_a_table_timed_on_a_busy_machine_is_not_cached(tmp_path, monkeypatch, capsys):
+def test_a_table_timed_on_a_busy_machine_is_kept_as_provisional(tmp_path, monkeypatch, capsys):
     """Other processes' un-niced work on our cores, read from /proc/stat around the measurement, beyond what our
-    threads leave free: the table is returned marked busy and said so, but not cached (a step timed on a shared
-    core read 114 ms against 19 ms quiet, and every later run would have been priced with it)."""
+    threads leave free: the table is marked busy, said so, and kept as provisional (its runs say so), rather
+    than timed again on every call; a quiet measurement replaces it."""
     monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path))
+    monkeypatch.delenv(cost_tables.COSTS_ENV, raising=False)  # the choice of table itself is what is tested
     monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
     hz = os.sysconf("SC_CLK_TCK")
     readings = []
@@ -130,10 +134,11 @@ def test_a_table_timed_on_a_busy_machine_is_not_cached(tmp_path, monkeypatch, ca
     others_s = (10, 8)  # 1.8 cores of others' work beside our one thread on two cores: busy
     table = machine.machine_costs(refresh=True)
     assert all("busy" in p.extra for p in table.values()) and "busy" in capsys.readouterr().err
-    assert precision.cached_machine_costs() is None and not precision.table_path().exists()
+    assert cost_tables.table_for("cpu").origin == "provisional"
+    assert "provisional" in cost_tables.table_for("cpu").sentence("int8", True)
     others_s = (10, 0)  # one core of others' work: our thread has the other one to itself
     table = machine.machine_costs(refresh=True)
-    assert not any("busy" in p.extra for p in table.values()) and precision.cached_machine_costs() is not None
+    assert not any("busy" in p.extra for p in table.values()) and cost_tables.table_for("cpu").origin == "measured"
     assert machine.busy_reason(0.2, 1, 1) == "" and "busy" in machine.busy_reason(0.5, 1, 1)
     assert machine.cpu_times() is None or all(total >= busy for busy, total in machine.cpu_times().values())
 
