@@ -71,7 +71,7 @@ class CostTable:
     def profile(self, precision: str | None) -> CostProfile:
         """The profile for ``precision``; a precision the table lacks (float16 on a CPU) takes bfloat16's, then
         any, marked so in its ``about``."""
-        if precision in self.profiles:
+        if precision is not None and precision in self.profiles:
             return self.profiles[precision]
         fallback = "bfloat16" if "bfloat16" in self.profiles else next(iter(self.profiles))
         base = self.profiles[fallback]

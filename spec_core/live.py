@@ -193,7 +193,6 @@ def _warm_pair(name: str, precision: str):
     except SpecScopeError as err:
         raise SpecScopeError(f"cannot load the model pair {name!r}: {err}") from err
     Generation(pair, "Hello", "fixed:2", max_new_tokens=4, sampling=SamplingConfig()).run()
-    warm_views()
     return pair
 
 
@@ -202,8 +201,8 @@ _BACKGROUND: list[threading.Thread] = []  # the app's start-up task, started onc
 
 
 def start_background(pair_name: str = "embedded", precision: str = "auto", threads: int | None = None) -> None:
-    """After the app has started: load and warm the default pair (so the first Generate finds it ready), then, on a
-    CPU with no cost table of its own, measure this machine's table once in a niced subprocess
+    """After the app has started: load and warm the default pair (so the first Generate finds it ready) and PACER's
+    price-free replays, then, on a CPU with no cost table of its own, measure this machine's table once in a niced subprocess
     (``python -m spec_core costs --machine``). Requests never wait for it; a run reads whichever table is in force
     when it starts and records it. Started at most once per process."""
     if _BACKGROUND:
@@ -214,6 +213,7 @@ def start_background(pair_name: str = "embedded", precision: str = "auto", threa
             pair = warm_pair(pair_name, precision)
         except SpecScopeError:
             return  # the first Generate says why, with the same message
+        warm_views()  # PACER's price-free replays, off every request's path
         if pair.device.type == "cpu" and machine_table() is None and os.environ.get(MEASURE_ENV, "1") != "0":
             measure_in_background(threads or torch.get_num_threads())
 

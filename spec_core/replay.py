@@ -425,9 +425,9 @@ def default_costs(precision: str | None = None) -> CostProfile:
     from spec_core.cost_tables import machine_table  # cost_tables reads assets: kept off this module's import
 
     table = machine_table()
-    if table is None or not table.profile(precision).draft_ms:
+    profile = table.profiles.get(precision or "") if table is not None else None
+    if table is None or profile is None or not profile.draft_ms:
         return DEFAULT_COSTS
-    profile = table.profile(precision)
     named = dataclasses.replace(
         profile, name="this machine", about=f"this machine's cost table {table.label} ({precision})"
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gradio as gr
 
 from spec_core import gpu_slot, requests
-from spec_core.precision import cached_machine_costs
+from spec_core.cost_tables import machine_table
 from ui import playground_record
 from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_upload, source_text
 from ui.shared import Visitor, named_upload, pair_and_precision, shown_errors
@@ -106,5 +106,7 @@ def record_slot_s(live_greedy, prompt, max_new, *rest) -> int:
 
 
 def lens_view(*values):
-    """This machine's measured table (when it was measured already: never measured here) and the knobs → lens."""
-    return hardware.lens_view(cached_machine_costs(), *values)
+    """This machine's measured table (when it was measured already on a quiet machine: never measured here, and a
+    provisional one is left out) and the knobs → lens."""
+    table = machine_table()
+    return hardware.lens_view(dict(table.profiles) if table and table.origin == "measured" else None, *values)

@@ -93,8 +93,8 @@ def main(argv: list[str]) -> int:
             torch.set_num_threads(a.threads)
         prompts = [p for p in spec_bench.select(a.per_category, a.offset) if not p.get("history")]
         pair = load_pair("embedded", dtype=a.dtype, operator=True)
-        profile, table = run_costs(pair)  # the table in force, read (never timed here)
-        print(table.sentence(pair.precision, (a.dtype or "auto") == "auto"))
+        profile, in_force = run_costs(pair)  # the table in force, read (never timed here)
+        print(in_force.sentence(pair.precision, (a.dtype or "auto") == "auto"))
         df = replay_rows(record_answers(pair, prompts, a.max_new_tokens), profile, a.max_new_tokens)
     except SpecScopeError as err:
         print(f"error: {err}")

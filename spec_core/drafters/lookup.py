@@ -436,7 +436,7 @@ class HybridDraft(LookupDraft):
     examples: ClassVar[tuple[str, ...]] = ("hybrid",)
 
     @classmethod
-    def build(cls, params: LookupParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:  # type: ignore[override]
+    def build(cls, params: LookupParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:
         from spec_core.drafters.pair_draft import PairDraft  # pair_draft imports this module's LookupDraft
 
         model = PairDraft.build(None, pair)

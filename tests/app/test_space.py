@@ -267,6 +267,7 @@ def test_auto_on_cuda_is_bf16_or_fp16_never_int8(monkeypatch, bf16, expected):
     monkeypatch.delenv(precision.PRECISION_ENV, raising=False)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
     monkeypatch.setattr(precision, "cached_machine_costs", lambda *a, **k: pytest.fail("a GPU reads no CPU table"))
+    monkeypatch.setattr(cost_tables, "machine_table", lambda *a, **k: pytest.fail("a GPU reads no CPU table"))
     cuda = torch.device("cuda")
     assert cost_tables.auto_precision(cuda) == models.resolve_precision("auto", cuda) == expected
     assert models.resolve_precision(None, cuda) == expected

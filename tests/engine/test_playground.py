@@ -224,19 +224,19 @@ def test_no_policy_is_predicted_above_the_oracle_even_where_verifying_is_dear(re
         assert oracle.wasted == 0
 
 
-def test_a_record_without_costs_replays_under_this_machines_cached_table(monkeypatch):
+def test_a_record_without_costs_replays_under_this_machines_cached_table(monkeypatch, tmp_path):
     """A record that carries no costs is priced by this machine's cached table for its precision when one
     exists (never measured by the view), else by the labelled reference table."""
     from spec_core import precision, replay
     from spec_core.cost_model import CostProfile
 
+    monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path))
+    assert replay.default_costs("int8") is replay.DEFAULT_COSTS  # nothing measured here
     mine = CostProfile(widths=(1, 2, 4), target_ms=(30.0, 33.0, 36.0), draft_ms=4.0, engine_ms=0.3, name="x")
-    monkeypatch.setattr(precision, "cached_machine_costs", lambda: {"int8": mine})
+    precision.save_table({"int8": mine})
     got = replay.default_costs("int8")
     assert got.name == "this machine" and got.target_ms == (30.0, 33.0, 36.0) and got.head_ms > 0
     assert replay.default_costs("bfloat16") is replay.DEFAULT_COSTS  # no row for it in the table
-    monkeypatch.setattr(precision, "cached_machine_costs", lambda: None)
-    assert replay.default_costs("int8") is replay.DEFAULT_COSTS
 
 
 def test_a_replay_prices_each_round_and_quotes_its_spread(records):
