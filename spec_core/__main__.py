@@ -6,6 +6,7 @@ Bad input ends with a one-line ``error: ...`` and exit status 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from typing import TYPE_CHECKING
@@ -55,21 +56,27 @@ def _add_sampling_args(p: argparse.ArgumentParser) -> None:
 def _pair(args):
     from spec_core.cost_tables import run_costs
     from spec_core.models import load_pair
+    from spec_core.precision import PRECISION_ENV
     from spec_core.threads import apply_threads
 
     apply_threads(args.threads)  # --threads, else the cores this process may use
     pair = load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
     _, table = run_costs(pair)  # read, never timed: the runs are priced with it (spec_core/cost_tables.py)
-    auto = (args.dtype or "auto") == "auto"
+    pinned = os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto")
+    auto = (args.dtype or "auto") == "auto" and not pinned
     print(table.sentence(pair.precision, auto), file=sys.stderr, flush=True)
     return pair
 
 
 def cmd_generate(args) -> int:
     from spec_core.engine import Generation
+    from spec_core.methods import parse_method
+    from spec_core.prompting import check_prompt
     from spec_core.types import SamplingConfig
 
     sampling = SamplingConfig(args.temperature, args.top_p, args.top_k, args.seed).validate()
+    check_prompt(args.prompt)  # bad input is refused before the pair loads
+    parse_method(args.method)
     pair = _pair(args)
     run = Generation(pair, args.prompt, args.method, args.max_new_tokens, sampling, chat=not args.no_chat)
     for event in run.rounds():

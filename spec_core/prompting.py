@@ -26,14 +26,20 @@ def chat_ids(tokenizer, prompt: str, history: History | None = None) -> list[int
     return list(ids)
 
 
+def check_prompt(prompt: object) -> str:
+    """``prompt`` when it is text with something in it; else the one-line refusal every entry point gives."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise SpecScopeError("the prompt is empty; type something to continue")
+    return prompt
+
+
 def prompt_ids(pair: ModelPair, prompt: str, chat: bool = True, history: History | None = None) -> list[int]:
     """Token ids of ``prompt``, through the target's chat template when it has one and ``chat`` is on.
 
     ``history`` (a multi-turn conversation's earlier turns) comes first: rendered as [user_1, assistant_1, ...,
     prompt] by the template, or joined by blank lines without one.
     """
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise SpecScopeError("the prompt is empty; type something to continue")
+    check_prompt(prompt)
     for turn in history or ():
         if len(turn) != 2 or not all(isinstance(text, str) for text in turn):
             raise SpecScopeError(f"a turn of the history must be a (user, assistant) pair of strings, got {turn!r}")

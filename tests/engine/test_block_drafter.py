@@ -108,7 +108,7 @@ def test_a_perfect_block_is_accepted_whole(monkeypatch) -> None:
             self.drafted = list(ref[pos : pos + len(chunk.tokens)])
             return dataclasses.replace(chunk, tokens=self.drafted, probs=None)
 
-    monkeypatch.setattr(engine, "make_drafter", lambda p, spec: Oracle(p.extras[spec.text]))
+    monkeypatch.setattr(engine, "make_drafter", lambda p, spec, costs=None: Oracle(p.extras[spec.text]))
     out = engine.generate(pair, "abc", "block:dpace", max_new_tokens=30, chat=False)
     assert out.token_ids == ref
     assert out.stats.tau == 5.0  # 30 tokens in 6 rounds of 4 drafted + 1 bonus
