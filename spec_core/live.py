@@ -19,9 +19,11 @@ No gradio, no plotly here (docs/STYLE.md §6): the app turns frames into compone
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -215,7 +217,8 @@ def start_background(pair_name: str = "embedded", precision: str = "auto", threa
             return  # the first Generate says why, with the same message
         warm_views()  # PACER's price-free replays, off every request's path
         if pair.device.type == "cpu" and machine_table() is None and os.environ.get(MEASURE_ENV, "1") != "0":
-            measure_in_background(threads or torch.get_num_threads())
+            # the thread waits on it: Linux's parent-death signal follows the thread that started the child
+            measure_in_background(threads or torch.get_num_threads()).wait()
 
     thread = threading.Thread(target=task, name="specscope-preload", daemon=True)
     _BACKGROUND.append(thread)
@@ -228,7 +231,16 @@ def measure_in_background(threads: int) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "spec_core", "costs", "--machine", "--threads", str(threads)]
     with open(log, "w", encoding="utf-8") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(19))
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_lowly_child)
+
+
+def _lowly_child() -> None:
+    """In the measuring child before it starts: the lowest priority, and (Linux) ended when the app ends."""
+    os.nice(19)
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: no orphaned measurement after the app
+    except (OSError, AttributeError):
+        pass
 
 
 def warm_views() -> None:

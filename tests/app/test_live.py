@@ -281,3 +281,41 @@ def test_the_status_names_the_cost_table_that_priced_the_run(frames):
     last = frames[-1]
     for m in last.methods:
         assert last.lanes[m][0].costs is not None
+
+
+def test_the_app_preloads_and_measures_once_in_the_background(monkeypatch):
+    """Start-up: the default pair warmed and, on a CPU with no table of its own, one niced measurement started,
+    off every request's path; a second start does nothing; SPECSCOPE_MEASURE_COSTS=0 measures nothing."""
+    import threading
+    import types
+
+    measured, warmed = [], []
+
+    class Child:
+        def wait(self):
+            return 0
+
+    def fake_measure(threads):
+        measured.append(threads)
+        return Child()
+
+    monkeypatch.setattr(
+        live,
+        "warm_pair",
+        lambda name, precision: (
+            warmed.append((name, precision)) or types.SimpleNamespace(device=types.SimpleNamespace(type="cpu"))
+        ),
+    )
+    monkeypatch.setattr(live, "warm_views", lambda: None)
+    monkeypatch.setattr(live, "machine_table", lambda: None)
+    monkeypatch.setattr(live, "measure_in_background", fake_measure)
+    for setting, want in (("1", [2]), ("0", [])):
+        measured.clear()
+        monkeypatch.setattr(live, "_BACKGROUND", [])
+        monkeypatch.setenv(live.MEASURE_ENV, setting)
+        live.start_background(threads=2)
+        live.start_background(threads=2)  # once per process
+        assert len(live._BACKGROUND) == 1
+        live._BACKGROUND[0].join(timeout=30)
+        assert measured == want and warmed[-1] == ("embedded", "auto")
+    assert all(t.name != "specscope-preload" or not t.is_alive() for t in threading.enumerate())
