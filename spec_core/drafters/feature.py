@@ -1,8 +1,15 @@
-"""EAGLE-style drafting (Li et al., arXiv 2401.15077) on the target's features; network in :mod:`.networks`."""
+"""EAGLE-style drafting (Li et al., arXiv 2401.15077) on the target's features; network in :mod:`.networks`.
+
+A trimmed head (the draft's 8,192 most frequent tokens) cannot propose a passage's rare words, its names and
+numbers, which are exactly what a summary, an answer from a document or a code edit copies. So for each generation
+the head is widened by the text's own tokens (the prompt's, then each verified token's) that it lacks, with their
+rows of the target's head, as EAGLE-3's draft-to-target map widens a small head; the chat template's special
+tokens are never added. The draft's q is over the widened head, so verification stays exact.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -25,10 +32,30 @@ class FeatureDrafter:
 
     needs_target_hidden = True
 
-    def __init__(self, draft: FeatureDraft):
+    def __init__(self, draft: FeatureDraft, special_ids: Iterable[int] = (), widen: bool = True):
         self.draft = draft
         self.device = next(draft.parameters()).device
         self.target_layers = tuple(getattr(draft, "feature_layers", ()))  # fused-feature drafts read these
+        self.special_ids = tuple(int(i) for i in special_ids)  # never added to the head (template markers)
+        self.widen = widen and bool(draft.vocab_subset.numel())  # a full head needs no widening
+        self.extra: tuple[torch.Tensor, torch.Tensor] | None = None  # (ids, rows) the text adds to the head
+
+    def _widen(self, tokens: Sequence[int]) -> None:
+        """Add the tokens of ``tokens`` that the head cannot propose yet (and are not special) to this
+        generation's head, with their rows of the target's head."""
+        if not self.widen or not tokens:
+            return
+        ids = torch.tensor(sorted(set(tokens)), dtype=torch.long, device=self.device)
+        ids = ids[(ids >= 0) & (ids < self.covered.numel())]
+        new = ids[~self.covered[ids]]
+        if not new.numel():
+            return
+        self.covered[new] = True
+        rows = self.draft.rows_of(new)
+        if self.extra is None:
+            self.extra = (new, rows)
+        else:
+            self.extra = (torch.cat([self.extra[0], new]), torch.cat([self.extra[1], rows]))
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
         hidden = self.draft.config.hidden_size
@@ -43,6 +70,13 @@ class FeatureDrafter:
                 self._set_feats(0, self._target_features(prefill))
         self.cache = roomy_cache(self.draft.config)
         self.cached = 0  # pairs in the cache (positions 1..cached)
+        self.extra = None
+        if self.widen:
+            self.covered = torch.zeros(self.draft.vocab_size, dtype=torch.bool, device=self.device)
+            self.covered[self.draft.vocab_subset.to(self.device)] = True
+            special = torch.tensor(self.special_ids, dtype=torch.long, device=self.device)
+            self.covered[special[(special >= 0) & (special < self.covered.numel())]] = True
+            self._widen(prompt_ids)
 
     def _target_features(self, out: LMOutput, n: int | None = None) -> torch.Tensor:
         """The draft's input features for the first ``n`` positions of a target output."""
@@ -73,7 +107,7 @@ class FeatureDrafter:
             out = self.draft(feats, ids, past_key_values=self.cache)[0]  # [m, H]
             self.cached = length - 1
             feature = out[-1]  # predicted feature of position length − 1
-            row = self.draft.logits(feature).float()  # [V]
+            row = self.draft.logits(feature, self.extra).float()  # [V]
             token, q, prob = draw(row, sampling, generator)
             self._set_feats(length - 1, feature[None])
             self.ids.append(token)
@@ -94,6 +128,7 @@ class FeatureDrafter:
         valid_pairs = start  # pairs 1..start were built from verified features only
         self._set_feats(start, self._target_features(verified, accepted + 1))
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
+        self._widen(self.ids[self.round_start :])  # the verified tokens: the text's own words join the head
         if self.cached > valid_pairs:
             self.cache.crop(valid_pairs - self.cached)  # negative: number of pairs to drop
             self.cached = valid_pairs

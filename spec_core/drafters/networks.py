@@ -144,13 +144,31 @@ class FeatureDraft(nn.Module):
             self._head_rows = self.head[0].weight[self.vocab_subset].detach()
         return self._head_rows
 
-    def logits(self, features: torch.Tensor) -> torch.Tensor:
-        """Full-vocabulary logits ``[..., V]`` (−inf outside the trimmed head's vocabulary, if any)."""
+    def logits(self, features: torch.Tensor, extra: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Full-vocabulary logits ``[..., V]`` (−inf outside the trimmed head's vocabulary, if any). ``extra``:
+        (ids ``[E]``, their rows of the target's head ``[E, H]``) that widen the trimmed head for one generation,
+        e.g. the passage's own rare words (:class:`~spec_core.drafters.feature.FeatureDrafter`)."""
         if self.vocab_subset.numel() == 0:
             return self.head[0](features)
         sub = self.head_proj(features) if self.head_proj is not None else features @ self.head_rows().T  # [..., V']
-        full = sub.new_full((*features.shape[:-1], self.head[0].weight.shape[0]), float("-inf"))
-        return full.index_copy_(-1, self.vocab_subset, sub)
+        full = sub.new_full((*features.shape[:-1], self.vocab_size), float("-inf"))
+        full.index_copy_(-1, self.vocab_subset, sub)
+        if extra is not None and extra[0].numel():
+            ids, rows = extra
+            full.index_copy_(-1, ids, (features @ rows.T.to(features.dtype)).to(full.dtype))
+        return full
+
+    @property
+    def vocab_size(self) -> int:
+        """The target's vocabulary (the rows of its head)."""
+        return int(self.head[0].out_features)
+
+    def rows_of(self, ids: torch.Tensor) -> torch.Tensor:
+        """``[E, H]`` rows of the target's head for ``ids`` (from an int8 head's own bytes, never the whole matrix)."""
+        head = self.head[0]
+        if hasattr(head, "weight_int8") and not getattr(head, "_weight", None):
+            return (head.weight_int8[ids].float() * head.scales[ids].float()[:, None]).to(torch.bfloat16)
+        return head.weight[ids].detach()
 
 
 def trainable_state(draft: nn.Module) -> dict[str, torch.Tensor]:

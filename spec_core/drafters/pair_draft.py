@@ -37,7 +37,8 @@ class PairDraft:
         if pair.draft_design == "feature":
             from spec_core.drafters.feature import FeatureDrafter
 
-            return FeatureDrafter(cast("FeatureDraft", pair.draft))  # the feature design
+            special = getattr(pair.tokenizer, "all_special_ids", None) or ()  # the template's markers
+            return FeatureDrafter(cast("FeatureDraft", pair.draft), special)  # the feature design
         from spec_core.drafters.standalone import StandaloneDrafter
 
         return StandaloneDrafter(pair.draft)

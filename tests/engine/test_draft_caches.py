@@ -100,3 +100,31 @@ def test_target_cache_holds_the_verified_text_after_every_round(draft):
     run = Generation(pair, PROMPT, "fixed:3", 40)
     for _ in run.rounds():
         assert run.target_lm.length == len(run.prompt_ids) + len(run.new_tokens) - 1  # all but the pending token
+
+
+RARE = (
+    "Repeat exactly: The Ouagadougou accord was signed by Kwame Nkrumah-Mensah in Tegucigalpa on 17 Brumaire, "
+    "with Xylophonia Quartzbridge presiding."
+)
+
+
+@pytest.mark.embedded
+def test_the_trimmed_head_widens_with_the_texts_words_never_with_template_markers(embedded_f32):
+    """The feature draft's head gains the prompt's and the verified text's tokens it lacked (their rows of the
+    target's head), never a special token; the widened q is finite there, and the output is still ar's."""
+    pair = embedded_f32
+    head = set(pair.draft.vocab_subset.tolist())
+    special = set(pair.tokenizer.all_special_ids)
+    run = Generation(pair, RARE, "fixed:3", 24, SamplingConfig())
+    result = run.run()
+    assert result.token_ids == Generation(pair, RARE, "ar", 24, SamplingConfig()).run().token_ids
+    drafter = run.drafter
+    assert drafter is not None and drafter.extra is not None
+    extra = set(drafter.extra[0].tolist())
+    outside = {t for t in [*run.prompt_ids, *result.token_ids] if t not in head and t not in special}
+    assert outside and outside <= extra  # every word of the text the head lacked
+    assert not extra & special and not extra & head
+    feature = drafter.feats[drafter.n_feats - 1]
+    row = pair.draft.logits(feature, drafter.extra)
+    assert torch.isfinite(row[drafter.extra[0]]).all()
+    assert torch.isinf(pair.draft.logits(feature)[drafter.extra[0]]).all()  # the trimmed head alone cannot
