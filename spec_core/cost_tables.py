@@ -21,6 +21,7 @@ any load: a run records the profile it used in its first event (``RoundEvent.cos
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -89,6 +90,19 @@ class CostTable:
         return f"precision {precision} ({how}), priced with the cost table {self.label}{hint}"
 
 
+def _load(path: Path) -> tuple[dict[str, CostProfile], dict]:
+    """(profiles, the file's raw fields), read once per version of the file (a run reads its table at once; a
+    benchmark or a test that starts thousands of runs must not parse it thousands of times)."""
+    stat = path.stat()
+    return _load_version(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_version(path: str, mtime_ns: int, size: int) -> tuple[dict[str, CostProfile], dict]:
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    return read_table(Path(path)), raw
+
+
 def _file_date(path: Path, raw: dict) -> str:
     return str(raw.get("date") or time.strftime("%Y-%m-%d", time.localtime(path.stat().st_mtime)))
 
@@ -99,9 +113,8 @@ def machine_table() -> CostTable | None:
     if not path.exists():
         return None
     try:
-        profiles = read_table(path)
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (SpecScopeError, OSError, ValueError):
+        profiles, raw = _load(path)
+    except (SpecScopeError, OSError, ValueError, KeyError, TypeError):
         return None  # a damaged table reads as none (the next `costs --machine` writes it again)
     date = _file_date(path, raw)
     threads = raw.get("threads", "?")
@@ -110,7 +123,7 @@ def machine_table() -> CostTable | None:
         label = f"timed on this machine on {date} while it was busy ({threads} thread(s); provisional)"
         named = {k: dataclasses.replace(p, name=f"this machine (provisional) · {k}") for k, p in profiles.items()}
         return CostTable(named, "provisional", label, str(path))
-    return CostTable(profiles, "measured", f"measured on this machine on {date} ({threads} thread(s))", str(path))
+    return CostTable(dict(profiles), "measured", f"measured on this machine on {date} ({threads} thread(s))", str(path))
 
 
 def shipped_tables(folder: Path = SHIPPED_DIR) -> dict[str, Path]:
@@ -118,8 +131,8 @@ def shipped_tables(folder: Path = SHIPPED_DIR) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for path in sorted(folder.glob("*.json")):
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            raw = _load(path)[1]
+        except (OSError, ValueError, SpecScopeError):
             continue
         kind = raw.get("kind") or cpu_kind(frozenset(str(raw.get("flags", "")).split()))
         out.setdefault(kind, path)
@@ -136,7 +149,7 @@ def shipped_table(kind: str | None = None, folder: Path = SHIPPED_DIR) -> CostTa
     order = sorted(CPU_KINDS, key=lambda k: (abs(CPU_KINDS.index(k) - start), CPU_KINDS.index(k)))
     chosen = next(k for k in order if k in tables)
     path = tables[chosen]
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    loaded, raw = _load(path)
     machine = raw.get("machine", "a reference machine")
     where = f"shipped for {KIND_WORDS[chosen]} CPUs ({machine}, {raw.get('threads', '?')} thread(s), {_file_date(path, raw)})"
     notes = () if chosen == kind else (f"no table ships for this CPU's kind ({KIND_WORDS.get(kind, kind)})",)
@@ -146,7 +159,7 @@ def shipped_table(kind: str | None = None, folder: Path = SHIPPED_DIR) -> CostTa
         precision: dataclasses.replace(
             profile, name=f"the {KIND_WORDS[chosen]} reference · {precision}", source="reference"
         )
-        for precision, profile in read_table(path).items()
+        for precision, profile in loaded.items()
     }
     return CostTable(profiles, "shipped", where, str(path), notes)
 
@@ -164,7 +177,7 @@ def given_table(path: str | Path) -> CostTable:
     path = Path(path)
     if not path.is_file():
         raise SpecScopeError(f"${COSTS_ENV} names {str(path)!r}, which is not a file (a cost table: {SHIPPED_DIR})")
-    return CostTable(read_table(path), "given", f"given in ${COSTS_ENV} ({path.name})", str(path))
+    return CostTable(_load(path)[0], "given", f"given in ${COSTS_ENV} ({path.name})", str(path))
 
 
 def table_for(device: torch.device | str = "cpu", draft_ratio: float | None = None) -> CostTable:
@@ -185,7 +198,8 @@ def run_costs(pair) -> tuple[CostProfile, CostTable]:
     """(profile, table) for one run on ``pair``: the table for its device, the profile for its precision."""
     from spec_core.lane_speed import draft_ratio  # the pair's parameter ratio (data, not a timing)
 
-    ratio = draft_ratio(pair) if getattr(pair, "draft", None) is not None else None
+    model = pair.device.type != "cpu" and not os.environ.get(COSTS_ENV, "").strip()  # the GPU model needs the ratio
+    ratio = draft_ratio(pair) if model and getattr(pair, "draft", None) is not None else None
     table = table_for(pair.device, ratio)
     return table.profile(getattr(pair, "precision", None)), table
 
