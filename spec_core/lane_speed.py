@@ -314,20 +314,22 @@ def draft_ratio(pair: ModelPair) -> float | None:
 
 
 def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy: bool = True) -> str:
-    """How far a lane's text is from ``ar``'s, in words. Sampled lossless lanes are equal only in distribution."""
+    """How far a lane's text is from ``ar``'s, in words, at temperature 0 only: a sampled lane (lossless or lossy)
+    parts from ar's sample by chance, so a distance from it would say nothing of the verifier. When one text is a
+    prefix of the other (a run cut by Stop), the lane has not parted from ar: it wrote ar's text so far."""
+    if not greedy:
+        return ""
     n = min(len(tokens), len(ar))
     first = next((i for i in range(n) if tokens[i] != ar[i]), None)
-    if first is None and len(tokens) == len(ar):
-        return "Lossy, yet same text as ar here ✓." if lossy else ("Same text as ar ✓." if greedy else "")
-    first = n if first is None else first
+    if first is None:
+        same = "same text as ar" if len(tokens) == len(ar) else f"same text as ar over the first {n} tokens"
+        return f"Lossy, yet {same} here ✓." if lossy else f"{same[0].upper()}{same[1:]} ✓."
     differ = sum(a != b for a, b in zip(tokens, ar)) + abs(len(tokens) - len(ar))
     share = differ / max(len(tokens), len(ar), 1)
     if lossy:
         return (
             f"Lossy: its text parts from ar's at token {first + 1} ({share:.0%} of its tokens differ from ar's there)."
         )
-    if not greedy:
-        return ""
     return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."
 
 
