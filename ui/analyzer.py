@@ -18,6 +18,7 @@ from spec_core import gpu_slot, guards, live, requests
 from spec_core.analysis import pareto, spec_bench
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
+from spec_core.types import MAX_TEMPERATURE
 from ui.shared import (
     UI_MAX_NEW_TOKENS,
     Visitor,
@@ -25,6 +26,7 @@ from ui.shared import (
     lane_columns,
     named_upload,
     pair_and_precision,
+    setting_box,
     shown_errors,
     view_slots,
     view_updates,
@@ -50,13 +52,13 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         method = gr.Dropdown(
             live_method_choices(), value="pacer", label="method (compared with ar)", allow_custom_value=True
         )
-        limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)", elem_id="an-limit")
-        max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
+        limit = setting_box("prompts to run (first N)", 5, 1, requests.MAX_PROMPTS, "an-limit")
+        max_new = setting_box("max new tokens", 64, 1, UI_MAX_NEW_TOKENS, "an-max-new")
         run, stop = gr.Button("Run prompt set", variant="primary", elem_id="an-run"), gr.Button("Stop", variant="stop")
     with gr.Row(elem_id="an-settings"):  # this tab's own sampling settings, in view
         settings = [
-            gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="an-temperature"),
-            gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p"),
+            setting_box("temperature (0 = greedy)", 0.0, 0, MAX_TEMPERATURE, "an-temperature", step=0.05),
+            setting_box("top-p", 1.0, 0, 1, "an-top-p", step=0.05, info="above 0, at most 1"),
             gr.Number(value=0, precision=0, label="seed", minimum=0),
             *pair_and_precision(pairs, "an", list(requests.PRECISIONS)),
         ]

@@ -65,6 +65,15 @@ def ui_errors(fn: Callable) -> Callable:
     return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
 
 
+def setting_box(label: str, value: float, low: float, high: float, elem_id: str | None = None, **kw: Any) -> gr.Number:
+    """A numeric setting the handler checks (:mod:`spec_core.requests`), with its range in its info. No minimum or
+    maximum goes to the browser: a slider or a bounded box there snaps what was typed into range without a word
+    (0 new tokens ran 1, temperature −1 ran greedy); here an out-of-range value stays in the box and the run is
+    refused with a message."""
+    kw.setdefault("info", f"{low:g} to {high:g}")
+    return gr.Number(value=value, label=label, elem_id=elem_id, **kw)
+
+
 def alert(message: str) -> str:
     """One visible error message, for a Markdown or HTML output."""
     return f'<div class="spec-alert" role="alert">⚠ {html.escape(message)}</div>'

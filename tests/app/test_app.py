@@ -171,6 +171,8 @@ def test_client_generate_streams_and_ends_with_stats(client):
         ((PROMPT, "hf-assisted:4", 8, 0.0, 0), "bench-only"),
         ((PROMPT, "fixed:4", 0, 0.0, 0), "max_new_tokens"),
         ((PROMPT, "fixed:4", 8, -2.0, 0), "temperature"),
+        ((PROMPT, "fixed:4", 100_000, 0.0, 0), r"max_new_tokens must be in \[1, 4096\], got 100000"),
+        ((PROMPT, "fixed:4", 8, -1.0, 0), "temperature must be >= 0"),
     ],
 )
 def test_client_bad_arguments(client, args, message):

@@ -67,11 +67,11 @@ def open_page(pw, url: str, width: int = 1280, height: int = 900):
 
 
 def set_number(page, elem_id: str, value: str, attempts: int = 5) -> None:
-    """Type into a slider's number box (open the Settings accordion first).
+    """Type into a setting's number box (open the Settings accordion first): a slider's box, or a plain one.
 
-    Gradio takes the value once the slider's own range input follows it; clicking Run before that raced. The
+    Gradio takes a slider's value once its own range input follows it; clicking Run before that raced. The
     box can also be re-rendered under the typing while the accordion opens, which drops the value (seen about
-    one run in three), so the typing is retried until the range input agrees.
+    one run in three), so the typing is retried until the range input (or the plain box) agrees.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -82,7 +82,8 @@ def set_number(page, elem_id: str, value: str, attempts: int = 5) -> None:
         box.blur()
         try:
             page.wait_for_function(
-                "([id, v]) => Number(document.querySelector(`#${id} input[type=range]`)?.value) === Number(v)",
+                "([id, v]) => { const r = document.querySelector(`#${id} input[type=range]`)"
+                " || document.querySelector(`#${id} input[type=number]`); return r && r.value === v; }",
                 arg=[elem_id, value],
                 timeout=3_000,
             )
@@ -422,6 +423,35 @@ def test_default_generate_is_honest():
                     assert "two best tokens" in note and "logit gap" in note and "own verification pass" in note, note
                 check_playground(page)  # one recording pass of this text, then knobs redraw with no model call
                 check_pareto(page)
+            finally:
+                browser.close()
+    finally:
+        demo.close()
+
+
+def test_out_of_range_settings_are_refused_in_view(tmp_path):
+    """Issue 45, item 5: 0 new tokens, temperature −1 and 100000 new tokens each give a visible message, nothing
+    runs (no lane gets a token), and the box keeps what was typed (a slider used to snap it into range and run)."""
+    from playwright.sync_api import sync_playwright
+
+    demo, url = serve(tiny_loader)
+    try:
+        with sync_playwright() as pw:
+            browser, page = open_page(pw, url)
+            try:
+                page.get_by_text("Settings").first.click()
+                for elem, value, said in (
+                    ("max-new", "0", "max new tokens must be in [1, 512], got 0"),
+                    ("max-new", "100000", "max new tokens must be in [1, 512], got 100000"),
+                    ("temperature", "-1", "temperature must be >= 0"),
+                ):
+                    set_number(page, elem, value)
+                    page.locator("#run").click()
+                    page.locator("#status .spec-alert", has_text=said).wait_for(state="visible", timeout=30_000)
+                    assert page.locator("#lane-0 .spec-tokens .tok").count() == 0, value  # nothing ran
+                    assert page.locator(f"#{elem} input[type=number]").input_value() == value  # not snapped
+                    page.screenshot(path=str(tmp_path / f"refused_{elem}_{value}.png"))
+                    set_number(page, elem, {"max-new": "96", "temperature": "0"}[elem])
             finally:
                 browser.close()
     finally:
