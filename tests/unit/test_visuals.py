@@ -489,3 +489,18 @@ def test_sampled_lanes_are_not_marked_as_rounded_differently():
     assert "parts from ar's at token 3" in greedy.text_note("static:0.5")
     _, _, body = live_page.lane_parts(greedy, "static:0.5")
     assert 'data-diverge="1"' in body and "verifier is lossy" in body and "rounded differently" not in body
+
+
+@pytest.mark.parametrize("method", ["fixed:4+diversed", "fixed:4+static:0.7"])
+def test_a_lossy_recovered_token_is_drawn_from_nus_residual_header_and_body_alike(method):
+    """Issue 45, item 3: a lossy ensemble verifier resamples from norm(max(0, ν − q)); its tooltip's header and body
+    say so, from the verifier's own words, and neither calls the token the target's own."""
+    e = ev(0, ["The", " sky"], 1, " blue", method=method, verifier_trace={"w": [0.9, 0.2], "nu_x": [0.3, 0.1]})
+    recovered = [s for s in tokens.token_spans([e], temperature=0.7) if s.kind == "recovered"][0]
+    lines = tokens.hover_lines(recovered)
+    head, text = lines[0][1], tokens.hover_text(recovered)
+    assert "ν's residual" in head and "the target's own" not in head
+    assert "norm(max(0, ν − q))" in recovered.why and "exactly the target's" not in text
+    lossless = [s for s in tokens.token_spans([ev(0, ["a", "b"], 1, "c")], 0.7) if s.kind == "recovered"][0]
+    assert "the target's own" in tokens.hover_lines(lossless)[0][1]
+    assert "norm(max(0, p − q))" in lossless.why and "exactly the target's" in lossless.why
