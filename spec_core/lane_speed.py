@@ -35,7 +35,7 @@ from spec_core.cost_model import (
     round_shape,
 )
 from spec_core.quotes import Quote
-from spec_core.types import RoundEvent, Stats
+from spec_core.types import RoundEvent, Stats, written_drafts
 
 if TYPE_CHECKING:
     from spec_core.models import ModelPair
@@ -156,17 +156,23 @@ def verdict_text(
         shapes = [round_shape(e) for e in events if e.draft_len]  # draft forwards as the cost model counts them
         forwards = sum(s.draft_forwards for s in shapes) / max(len(shapes), 1)
         drafting = forwards * profile.draft_ms / profile.step_ms  # a copied (lookup) draft takes no forward
-        drafted = mean_draft_len([e for e in events[1:] or events])
+        priced = [e for e in events[1:] or events]  # the rounds the break-even is priced on (breakeven)
+        drafted = mean_draft_len(priced)  # the verified drafts a round: a tree's every node, not its path
+        word, kept = "drafts", "accepted"
+        if any(getattr(e, "tree", None) for e in priced):  # α on the break-even's basis: kept / nodes verified
+            nodes = sum(round_shape(e).width - 1 for e in priced)
+            alpha = sum(written_drafts(e) for e in priced) / nodes if nodes else 0.0
+            word, kept = "tree nodes", "kept"
         cost, drafted = round(speed.breakeven_tau, 2), round(drafted, 1)  # shown: a reader redoes the sum from them
         need_text = (
-            f"it must add {cost:.2f} tokens a round: with {drafted:.1f} drafts a round, ≥ "
-            f"{(cost - 1) / drafted:.0%} accepted (({cost:.2f} − 1) / {drafted:.1f}) breaks even"
+            f"it must add {cost:.2f} tokens a round: with {drafted:.1f} {word} a round, ≥ "
+            f"{(cost - 1) / drafted:.0%} {kept} (({cost:.2f} − 1) / {drafted:.1f}) breaks even"
             if drafted and (cost - 1) / drafted <= 1
-            else "even accepting every draft would not break even at this length"
+            else f"even keeping every one of its {word} would not break even at this length"
         )
         verb = "but" if m < 1 else "and"
         why = (
-            f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} a round costs {cost:.2f} plain steps "
+            f": {alpha:.0%} of {word} {kept} (τ {stats.tau:.2f}), {verb} a round costs {cost:.2f} plain steps "
             f"({cost_source(profile)}: verifying {width} tokens costs {price:.1f}× a plain step, drafting them "
             f"{drafting:.1f}× more, the engine the rest), so {need_text}"
         )
