@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from spec_core import gpu_slot, guards, live, requests
 from spec_core.analysis import pareto, spec_bench
@@ -33,6 +32,7 @@ from ui.shared import (
 )
 from visuals import diversed as diversed_view
 from visuals import live_page
+from visuals.captions import ANALYZER_INTRO
 from visuals.menus import live_method_choices
 
 
@@ -43,6 +43,7 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         return [*prompt_files(), spec_bench.ANALYZER_CHOICE]
 
     files = prompt_sets()
+    gr.Markdown(ANALYZER_INTRO, elem_id="an-intro")
     with gr.Row():
         prompt_file = gr.Dropdown(files, value=files[0] if files else None, label="prompt set")
         upload = gr.File(
@@ -64,18 +65,22 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         ]
     status = gr.Markdown(elem_id="an-status")
     summary = gr.Dataframe(
-        headers=rec.SUMMARY_COLUMNS, interactive=False, label="summary (all prompts pooled)", elem_id="an-summary"
+        headers=rec.headers(rec.SUMMARY_COLUMNS),
+        interactive=False,
+        label="summary (all prompts pooled)",
+        elem_id="an-summary",
     )
     table = gr.Dataframe(
-        headers=rec.TABLE_COLUMNS,
+        headers=rec.headers(rec.TABLE_COLUMNS),
         interactive=False,
         elem_id="an-table",
         label="per-prompt results (click a header to sort, a row to replay)",
     )
     board = gr.Dataframe(
+        headers=rec.headers(["method", "tau", "overall"]),  # the categories join them once a run has some
         interactive=False,
         elem_id="an-leaderboard",
-        label="per category (Spec-Bench's table): median speedup over ar, mean τ (accepted tokens), overall median",
+        label="per category (Spec-Bench's table): median speedup vs ar in each, τ pooled as in the summary",
     )
     with gr.Row():
         csv_dl, jsonl_dl = gr.DownloadButton("Download table (CSV)"), gr.DownloadButton("Download events (JSONL)")
@@ -88,7 +93,8 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
 
     def finished(records, note: str) -> list[Any]:
         df = rec.table_rows(records)
-        return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df), leaderboard(df)]
+        tables = [rec.shown(rec.summary_rows(records)), rec.shown(df)]
+        return [note, *tables, records, *rec.write_downloads(records, df), rec.shown(rec.board_rows(records, df))]
 
     def on_analyze(*values):
         req = requests.parse_analyzer_request(
@@ -105,8 +111,8 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
             yield [
                 f"{k}/{len(prompts)} prompts done ({how})…",
-                rec.summary_rows(records),
-                rec.table_rows(records),
+                rec.shown(rec.summary_rows(records)),
+                rec.shown(rec.table_rows(records)),
                 records,
                 None,
                 None,
@@ -146,13 +152,6 @@ def analyzer_slot_s(prompt_set, upload, method, n_prompts, max_new, *rest) -> in
     if prompt_set == spec_bench.ANALYZER_CHOICE and not upload:
         n_prompts = len(spec_bench.select(spec_bench.DEFAULT_PER_CATEGORY))
     return gpu_slot.budget_s(max_new, 2 * n_prompts if isinstance(n_prompts, int | float) else n_prompts)
-
-
-def leaderboard(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Spec-Bench's per-category table of the analyzer's rows (None when no prompt has a category)."""
-    if table.empty or not table["category"].fillna("").astype(str).ne("").any():
-        return None
-    return spec_bench.leaderboard(table, speedup="speedup_vs_ar").reset_index()
 
 
 @named_upload

@@ -16,6 +16,10 @@ from visuals import plots
 Lanes = Mapping[str, Sequence[RoundEvent]]
 FEW = 5  # a point resting on fewer rounds than this is an anecdote, and the caption says so
 FLAT = 0.05  # a change in acceptance smaller than this reads as "about the same"
+ANALYZER_INTRO = (  # the Analyzer tab's one line
+    "Run one method and ar on every prompt of a set: the summary pools all prompts, the table has one row per "
+    "prompt (pick a row to replay it token by token), and the per-category table is Spec-Bench's."
+)
 
 
 def _pct(x: float) -> str:
