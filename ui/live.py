@@ -125,7 +125,7 @@ def layout(pairs: list[str]) -> LiveTab:
     exact.input(lambda on: "float32" if on else "auto", exact, inputs.precision, api_visibility="private")
     inputs.precision.change(lambda p: p == "float32", inputs.precision, exact, api_visibility="private")
     lanes, export = lane_columns(N_LANES, "lane"), export_panel()
-    with gr.Accordion("Glossary: ar, τ, α, recovered, bonus, the method families", open=True):
+    with gr.Accordion("Glossary: ar, τ, α, recovered, bonus, the method families", open=True, elem_id="glossary-box"):
         gr.HTML(glossary_html())
     slots = view_slots("live")
     return LiveTab(inputs, run, stop, status, show_rej, lanes, slots, gr.State(None), step_through_panel(), export)

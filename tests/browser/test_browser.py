@@ -456,3 +456,40 @@ def test_out_of_range_settings_are_refused_in_view(tmp_path):
                 browser.close()
     finally:
         demo.close()
+
+
+def test_a_phone_gets_a_closed_glossary_and_an_intro_that_reads_downward(tmp_path):
+    """Issue 45, item 8: at 420 × 900 the glossary's definitions are hidden on load (it opens on a tap), and the
+    intro's cards stack with each arrow below one card and above the next, pointing down."""
+    from playwright.sync_api import sync_playwright
+
+    demo, url = serve(tiny_loader)
+    try:
+        with sync_playwright() as pw:
+            browser, page = open_page(pw, url, width=420, height=900)
+            try:
+                page.wait_for_function("!document.querySelector('#glossary-box > button.label-wrap.open')")
+                assert not page.locator("#glossary dd").first.is_visible()
+                boxes = page.locator(".spec-round-picture > div").evaluate_all(
+                    "els => els.map(e => { const r = e.getBoundingClientRect();"
+                    " return [e.className, r.top, r.bottom, getComputedStyle(e).transform]; })"
+                )
+                assert [c for c, *_ in boxes] == ["spec-round-step", "spec-round-arrow"] * 2 + ["spec-round-step"]
+                for (_, _, above, _), (_, top, bottom, turn), (_, below, _, _) in zip(
+                    boxes[::2], boxes[1::2], boxes[2::2]
+                ):
+                    assert above <= top and bottom <= below  # stacked: card, arrow, card
+                    assert turn.startswith("matrix(") and turn.replace(" ", "")[7:].startswith("0,1,-1,0"), turn  # ↓
+                page.screenshot(path=str(tmp_path / "phone.png"))
+                page.locator("#glossary-box > button.label-wrap").click()  # a tap opens it
+                page.locator("#glossary dd").first.wait_for(state="visible", timeout=10_000)
+            finally:
+                browser.close()
+            browser, page = open_page(pw, url)  # a wide screen keeps it open
+            try:
+                page.wait_for_timeout(1_000)
+                assert page.locator("#glossary dd").first.is_visible()
+            finally:
+                browser.close()
+    finally:
+        demo.close()
