@@ -21,6 +21,7 @@ import gradio as gr
 
 from spec_core.errors import SpecScopeError
 from visuals import views
+from visuals.captions import folded
 
 N_VIEW_SLOTS = 10  # figure slots filled from the view registry (visuals.views), generic views first
 UI_MAX_NEW_TOKENS = 512
@@ -126,7 +127,7 @@ def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
         v = active[i] if i < len(active) else None
         out += [
             gr.update(visible=v is not None),
-            f"**{v.title}** — {views.caption_for(v, lanes)}" if v else "",
+            f"**{v.title}** — {folded(views.caption_for(v, lanes))}" if v else "",
             views.build(v, lanes) if v else None,
         ]
     return out

@@ -357,3 +357,27 @@ def test_which_pre_verifier_value_labels_never_touch_a_name_a_whisker_or_a_diamo
     fig = view.heads_figure(lanes)
     assert any(t.name == "Live lane, measured" for t in fig.data)
     assert_value_labels_clear(fig)
+
+
+@pytest.mark.skipif(load_rounds("feature") is None, reason="the shipped rounds asset is missing")
+def test_the_which_pre_verifier_caption_shows_60_words_and_folds_the_rest():
+    """Issue 45, item 6: its caption (what the comparison says, how to read it, the Live lane's quote) ran to about
+    200 words; the slot shows at most 60 and the rest behind "more"."""
+    from test_quotes import event
+
+    from ui.shared import view_updates
+    from visuals import views
+
+    rounds = load_rounds("feature")
+    paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
+    lanes = {
+        "pacer": [pacer_event(paper)],
+        "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],
+        "ar": [event(i, "ar", 0, 0, 0.040 + 0.004 * (i % 3)) for i in range(40)],
+    }
+    (heads,) = [v for v in views.views_for(list(lanes)) if v.key == "pacer_heads"]
+    assert len(views.caption_for(heads, lanes).split()) > 120
+    out = view_updates(lanes)
+    caption = next(c for c in out[1::3] if c.startswith("**PACER: which pre-verifier?**"))
+    shown, folded = caption.split("<details><summary>more</summary>")
+    assert len(shown.replace("**PACER: which pre-verifier?** —", "").split()) <= 60 and folded.strip()

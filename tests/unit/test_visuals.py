@@ -504,3 +504,22 @@ def test_a_lossy_recovered_token_is_drawn_from_nus_residual_header_and_body_alik
     lossless = [s for s in tokens.token_spans([ev(0, ["a", "b"], 1, "c")], 0.7) if s.kind == "recovered"][0]
     assert "the target's own" in tokens.hover_lines(lossless)[0][1]
     assert "norm(max(0, p − q))" in lossless.why and "exactly the target's" in lossless.why
+
+
+def test_a_long_caption_shows_at_most_60_words_and_folds_the_rest_behind_more():
+    """Issue 45, item 6 (captions): a caption over 60 words shows its first whole sentences up to 60 and puts the
+    rest behind a "more" link; no word is lost, and a paragraph break stays where it was."""
+    import re
+
+    from visuals.captions import CAPTION_WORDS, folded
+
+    long = " ".join(f"Sentence {i} has exactly seven words here." for i in range(12)) + "\n\nA footnote."
+    text = folded(long)
+    head, rest = text.split("<details><summary>more</summary>")
+    assert len(head.split()) == 56 and head.strip().endswith("Sentence 7 has exactly seven words here.")
+    assert rest.strip().endswith("\n\nA footnote.\n\n</details>")
+    assert re.sub(r"\s+", " ", head + rest.replace("</details>", "")).strip() == re.sub(r"\s+", " ", long)
+    assert folded("One sentence. Another.") == "One sentence. Another."
+    run_on = " ".join(["word"] * 80)  # no sentence ends within 60 words: cut at 60, marked on both sides
+    cut, more = folded(run_on).split("<details><summary>more</summary>")
+    assert len(cut.split()) == CAPTION_WORDS + 1 and cut.strip().endswith("…") and more.split()[0] == "…"
