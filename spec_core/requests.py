@@ -22,6 +22,7 @@ from spec_core.types import SamplingConfig
 
 PRECISIONS = ("auto", "int8", "bfloat16", "float32")  # the live tab's precision (auto: fastest here; float32: exact)
 NONE_METHOD = "(none)"  # an empty lane in the live tab
+MAX_SEED = 2**31 - 1  # torch.Generator takes 64 bits; 31 keep every client's integer type happy
 MAX_PROMPTS = 10_000  # the Analyzer's "prompts to run": more is a typo, not a prompt set
 
 
@@ -95,7 +96,7 @@ def parse_sampling(temperature: Any, top_p: Any, seed: Any) -> SamplingConfig:
     for name, v in (("temperature", temperature), ("top_p", top_p)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise SpecScopeError(f"{name} must be a number, got {v!r}")
-    seed = parse_int(seed, "seed", 0, 2**31 - 1)
+    seed = parse_int(seed, "seed", 0, MAX_SEED)
     return SamplingConfig(temperature=float(temperature), top_p=float(top_p), seed=seed).validate()
 
 

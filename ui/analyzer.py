@@ -60,7 +60,7 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         settings = [
             setting_box("temperature (0 = greedy)", 0.0, 0, MAX_TEMPERATURE, "an-temperature", step=0.05),
             setting_box("top-p", 1.0, 0, 1, "an-top-p", step=0.05, info="above 0, at most 1"),
-            gr.Number(value=0, precision=0, label="seed", minimum=0),
+            setting_box("seed", 0, 0, requests.MAX_SEED, "an-seed"),
             *pair_and_precision(pairs, "an", list(requests.PRECISIONS)),
         ]
     status = gr.Markdown(elem_id="an-status")

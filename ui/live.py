@@ -100,7 +100,7 @@ def layout(pairs: list[str]) -> LiveTab:
             boxes,
             temperature=setting_box("temperature (0 = greedy)", 0.0, 0, MAX_TEMPERATURE, "temperature", step=0.05),
             top_p=setting_box("top-p", 1.0, 0, 1, "top-p", step=0.05, info="above 0, at most 1"),
-            seed=gr.Number(value=0, precision=0, label="seed", minimum=0),
+            seed=setting_box("seed", 0, 0, requests.MAX_SEED, "seed"),
             max_new=setting_box("max new tokens", 96, 1, UI_MAX_NEW_TOKENS, "max-new"),
             pair=gr.Dropdown(pairs, value=pairs[0], label="model pair (target,draft)"),
             precision=gr.Radio(

@@ -444,14 +444,16 @@ def test_out_of_range_settings_are_refused_in_view(tmp_path):
                     ("max-new", "0", "max new tokens must be in [1, 512], got 0"),
                     ("max-new", "100000", "max new tokens must be in [1, 512], got 100000"),
                     ("temperature", "-1", "temperature must be >= 0"),
+                    ("seed", "-1", "seed must be in [0, 2147483647], got -1"),  # it was a toast and red badges
                 ):
                     set_number(page, elem, value)
                     page.locator("#run").click()
                     page.locator("#status .spec-alert", has_text=said).wait_for(state="visible", timeout=30_000)
                     assert page.locator("#lane-0 .spec-tokens .tok").count() == 0, value  # nothing ran
+                    assert page.locator(".toast-body").count() == 0, value  # one message in place, no toast
                     assert page.locator(f"#{elem} input[type=number]").input_value() == value  # not snapped
                     page.screenshot(path=str(tmp_path / f"refused_{elem}_{value}.png"))
-                    set_number(page, elem, {"max-new": "96", "temperature": "0"}[elem])
+                    set_number(page, elem, {"max-new": "96", "temperature": "0", "seed": "0"}[elem])
             finally:
                 browser.close()
     finally:
