@@ -135,10 +135,15 @@ def replay_oracle(at: Sequence[CopyAt], profile: CostProfile, limit: int | None 
 
 
 def copy_replays(
-    prompt_ids: Sequence[int], answer: Sequence[int], profile: CostProfile, limit: int | None = None
+    prompt_ids: Sequence[int],
+    answer: Sequence[int],
+    profile: CostProfile,
+    limit: int | None = None,
+    banned: frozenset[int] = frozenset(),
 ) -> list[CopyReplay]:
-    """Every fixed copy length of :data:`COPY_WINDOWS`, ``lookup``'s own, and the oracle, on one text."""
-    at = copies(prompt_ids, answer, LookupParams(k=max(COPY_WINDOWS)))
+    """Every fixed copy length of :data:`COPY_WINDOWS`, ``lookup``'s own, and the oracle, on one text (``banned``:
+    the tokenizer's special tokens, as :func:`copies`)."""
+    at = copies(prompt_ids, answer, LookupParams(k=max(COPY_WINDOWS)), banned)
     rows = [replay_window(at, profile, k, limit) for k in COPY_WINDOWS]
-    own = copies(prompt_ids, answer)  # the drafter's default k
+    own = copies(prompt_ids, answer, banned=banned)  # the drafter's default k
     return [*rows, replay_cost(own, profile, limit), replay_oracle(at, profile, limit)]
