@@ -150,7 +150,8 @@ def _fixed_costs(pair, monkeypatch, share: float | None = 0.0):
     from spec_core.drafters import lookup
 
     monkeypatch.setattr(precision, "cached_profile", lambda name: None)
-    pair.extras["costs:quick"] = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
+    table = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
+    monkeypatch.setitem(pair.extras, "costs:quick", table)  # undone after the test: a shared pair keeps its own
     if share is not None:
         monkeypatch.setattr(lookup, "position_work", lambda m: 1000 if m is pair.target else round(1000 * share))
 
@@ -212,6 +213,7 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
 
     monkeypatch.setattr(lookup.HybridDrafter, "before_round", lambda self, remaining: None)
     pair = embedded_f32
+    _fixed_costs(pair, monkeypatch, share=None)  # when the network starts is the costs' call: fixed, not timed
     prompt = "Repeat after me, then add one sentence of your own: the old bridge stays closed until engineers check it."
     run = generate(pair, prompt, "hybrid", 48)
 
@@ -317,6 +319,7 @@ def test_the_embedded_network_catching_up_drafts_as_if_it_had_followed_every_rou
         "Copy this list, then say which item is the odd one out and why: apples, pears, plums, bricks, cherries. "
         "Copy it once more in reverse order: cherries, bricks, plums, pears, apples."
     )
+    _fixed_costs(embedded_f32, monkeypatch, share=None)  # which source wins a round is the costs' call: fixed
     deferred, eager, stretches, states = _hybrid_runs(embedded_f32, prompt, 64, monkeypatch)
     assert _same_network(deferred, eager, states) >= 2
     assert stretches[0] == 0 and max(stretches) >= 2, stretches
