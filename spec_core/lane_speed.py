@@ -35,7 +35,7 @@ from spec_core.cost_model import (
     round_shape,
 )
 from spec_core.quotes import Quote
-from spec_core.types import RoundEvent, Stats
+from spec_core.types import RoundEvent, Stats, written_drafts
 
 if TYPE_CHECKING:
     from spec_core.models import ModelPair
@@ -156,17 +156,23 @@ def verdict_text(
         shapes = [round_shape(e) for e in events if e.draft_len]  # draft forwards as the cost model counts them
         forwards = sum(s.draft_forwards for s in shapes) / max(len(shapes), 1)
         drafting = forwards * profile.draft_ms / profile.step_ms  # a copied (lookup) draft takes no forward
-        drafted = mean_draft_len([e for e in events[1:] or events])
+        priced = [e for e in events[1:] or events]  # the rounds the break-even is priced on (breakeven)
+        drafted = mean_draft_len(priced)  # the verified drafts a round: a tree's every node, not its path
+        word, kept = "drafts", "accepted"
+        if any(getattr(e, "tree", None) for e in priced):  # α on the break-even's basis: kept / nodes verified
+            nodes = sum(round_shape(e).width - 1 for e in priced)
+            alpha = sum(written_drafts(e) for e in priced) / nodes if nodes else 0.0
+            word, kept = "tree nodes", "kept"
         cost, drafted = round(speed.breakeven_tau, 2), round(drafted, 1)  # shown: a reader redoes the sum from them
         need_text = (
-            f"it must add {cost:.2f} tokens a round: with {drafted:.1f} drafts a round, ≥ "
-            f"{(cost - 1) / drafted:.0%} accepted (({cost:.2f} − 1) / {drafted:.1f}) breaks even"
+            f"it must add {cost:.2f} tokens a round: with {drafted:.1f} {word} a round, ≥ "
+            f"{(cost - 1) / drafted:.0%} {kept} (({cost:.2f} − 1) / {drafted:.1f}) breaks even"
             if drafted and (cost - 1) / drafted <= 1
-            else "even accepting every draft would not break even at this length"
+            else f"even keeping every one of its {word} would not break even at this length"
         )
         verb = "but" if m < 1 else "and"
         why = (
-            f": {alpha:.0%} of drafts accepted (τ {stats.tau:.2f}), {verb} a round costs {cost:.2f} plain steps "
+            f": {alpha:.0%} of {word} {kept} (τ {stats.tau:.2f}), {verb} a round costs {cost:.2f} plain steps "
             f"({cost_source(profile)}: verifying {width} tokens costs {price:.1f}× a plain step, drafting them "
             f"{drafting:.1f}× more, the engine the rest), so {need_text}"
         )
@@ -314,20 +320,22 @@ def draft_ratio(pair: ModelPair) -> float | None:
 
 
 def text_distance(tokens: Sequence[int], ar: Sequence[int], lossy: bool, greedy: bool = True) -> str:
-    """How far a lane's text is from ``ar``'s, in words. Sampled lossless lanes are equal only in distribution."""
+    """How far a lane's text is from ``ar``'s, in words, at temperature 0 only: a sampled lane (lossless or lossy)
+    parts from ar's sample by chance, so a distance from it would say nothing of the verifier. When one text is a
+    prefix of the other (a run cut by Stop), the lane has not parted from ar: it wrote ar's text so far."""
+    if not greedy:
+        return ""
     n = min(len(tokens), len(ar))
     first = next((i for i in range(n) if tokens[i] != ar[i]), None)
-    if first is None and len(tokens) == len(ar):
-        return "Lossy, yet same text as ar here ✓." if lossy else ("Same text as ar ✓." if greedy else "")
-    first = n if first is None else first
+    if first is None:
+        same = "same text as ar" if len(tokens) == len(ar) else f"same text as ar over the first {n} tokens"
+        return f"Lossy, yet {same} here ✓." if lossy else f"{same[0].upper()}{same[1:]} ✓."
     differ = sum(a != b for a, b in zip(tokens, ar)) + abs(len(tokens) - len(ar))
     share = differ / max(len(tokens), len(ar), 1)
     if lossy:
         return (
             f"Lossy: its text parts from ar's at token {first + 1} ({share:.0%} of its tokens differ from ar's there)."
         )
-    if not greedy:
-        return ""
     return f"Parts from ar at token {first + 1} (a near-tie: see the ◆ mark)."
 
 

@@ -123,7 +123,12 @@ class LiveFrame:
 
     def marks(self, method: str) -> dict[int, str]:
         """Index among ``method``'s emitted tokens → hover note of a divergence to mark there: the explained one
-        (:func:`divergences`, live), else where the texts first differ (a replay, which has no target to ask)."""
+        (:func:`divergences`, live), else where the texts first differ (a replay, which has no target to ask).
+
+        Only at temperature 0, where a lossless lane should write ar's text: a sampled lane parts from ar's sample
+        by chance, which is no divergence to explain."""
+        if self.temperature != 0:
+            return {}
         if method == "ar":
             found = {d.position: d.note() for d in self.divergences.values()}
             for other in self.lanes:
@@ -135,20 +140,31 @@ class LiveFrame:
         if d:
             return {d.position: d.note()}
         at = self._first_difference(method)
-        return (
-            {at: f"Parts from ar here, at new token {at + 1} (a replay: the target is not asked why)."}
-            if at is not None
-            else {}
-        )
+        if at is None:
+            return {}
+        if _lossy(method):
+            why = f"{method}'s verifier is lossy: it may keep a draft the target would not have chosen."
+        else:
+            why = "(a replay: the target is not asked why)."
+        return {at: f"Parts from ar here, at new token {at + 1} {why}"}
 
     def _first_difference(self, method: str) -> int | None:
-        """Where ``method``'s emitted tokens first differ from ar's (None: the same, or no ar lane)."""
+        """Where ``method``'s emitted tokens and ar's first differ, both present (None: the same so far, or no ar
+        lane). When one text is a prefix of the other (a lane still running, or cut by Stop), nothing has parted."""
         if method == "ar" or "ar" not in self.lanes or not self.lanes.get(method):
             return None
-        at = first_divergence(
-            [t for e in self.lanes[method] for t in e.emitted], [t for e in self.lanes["ar"] for t in e.emitted]
-        )
-        return at if at >= 0 else None
+        mine = [t for e in self.lanes[method] for t in e.emitted]
+        ar = [t for e in self.lanes["ar"] for t in e.emitted]
+        at = first_divergence(mine, ar)
+        return at if 0 <= at < min(len(mine), len(ar)) else None
+
+
+def _lossy(method: str) -> bool:
+    """Whether a lane's verifier may change the target's text (False for a name that does not parse)."""
+    try:
+        return is_lossy(method)
+    except SpecScopeError:
+        return False
 
 
 @dataclass

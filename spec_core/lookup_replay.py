@@ -54,10 +54,16 @@ class CopyReplay:
         return self.tokens / len(self.lengths) if self.lengths else 0.0
 
 
-def copies(prompt_ids: Sequence[int], answer: Sequence[int], params: LookupParams | None = None) -> list[CopyAt]:
-    """The copy offered at every position of ``answer`` (the index grown as the text is, as in the engine)."""
+def copies(
+    prompt_ids: Sequence[int],
+    answer: Sequence[int],
+    params: LookupParams | None = None,
+    banned: frozenset[int] = frozenset(),
+) -> list[CopyAt]:
+    """The copy offered at every position of ``answer`` (the index grown as the text is, as in the engine;
+    ``banned``: the tokenizer's special tokens, which the engine's copy never proposes)."""
     params = params or LookupParams()
-    index = NgramIndex(params.min_n, params.max_n)
+    index = NgramIndex(params.min_n, params.max_n, banned)
     index.extend(prompt_ids)
     out = []
     for pos in range(len(answer)):
@@ -66,7 +72,7 @@ def copies(prompt_ids: Sequence[int], answer: Sequence[int], params: LookupParam
             out.append(CopyAt(0, False, (), 0))
         else:
             n, start, recurred = found
-            tokens = tuple(index.ids[start : start + params.k])
+            tokens = tuple(index.copy(start, params.k))
             match = next((i for i, (a, b) in enumerate(zip(tokens, answer[pos:])) if a != b), len(tokens))
             out.append(CopyAt(n, recurred, tokens, min(match, len(answer) - pos)))
         index.extend([answer[pos]])
@@ -129,10 +135,15 @@ def replay_oracle(at: Sequence[CopyAt], profile: CostProfile, limit: int | None 
 
 
 def copy_replays(
-    prompt_ids: Sequence[int], answer: Sequence[int], profile: CostProfile, limit: int | None = None
+    prompt_ids: Sequence[int],
+    answer: Sequence[int],
+    profile: CostProfile,
+    limit: int | None = None,
+    banned: frozenset[int] = frozenset(),
 ) -> list[CopyReplay]:
-    """Every fixed copy length of :data:`COPY_WINDOWS`, ``lookup``'s own, and the oracle, on one text."""
-    at = copies(prompt_ids, answer, LookupParams(k=max(COPY_WINDOWS)))
+    """Every fixed copy length of :data:`COPY_WINDOWS`, ``lookup``'s own, and the oracle, on one text (``banned``:
+    the tokenizer's special tokens, as :func:`copies`)."""
+    at = copies(prompt_ids, answer, LookupParams(k=max(COPY_WINDOWS)), banned)
     rows = [replay_window(at, profile, k, limit) for k in COPY_WINDOWS]
-    own = copies(prompt_ids, answer)  # the drafter's default k
+    own = copies(prompt_ids, answer, banned=banned)  # the drafter's default k
     return [*rows, replay_cost(own, profile, limit), replay_oracle(at, profile, limit)]

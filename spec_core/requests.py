@@ -22,6 +22,8 @@ from spec_core.types import SamplingConfig
 
 PRECISIONS = ("auto", "int8", "bfloat16", "float32")  # the live tab's precision (auto: fastest here; float32: exact)
 NONE_METHOD = "(none)"  # an empty lane in the live tab
+MAX_SEED = 2**31 - 1  # torch.Generator takes 64 bits; 31 keep every client's integer type happy
+MAX_PROMPTS = 10_000  # the Analyzer's "prompts to run": more is a typo, not a prompt set
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ def parse_sampling(temperature: Any, top_p: Any, seed: Any) -> SamplingConfig:
     for name, v in (("temperature", temperature), ("top_p", top_p)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise SpecScopeError(f"{name} must be a number, got {v!r}")
-    seed = parse_int(seed, "seed", 0, 2**31 - 1)
+    seed = parse_int(seed, "seed", 0, MAX_SEED)
     return SamplingConfig(temperature=float(temperature), top_p=float(top_p), seed=seed).validate()
 
 
@@ -130,11 +132,13 @@ def parse_live_request(
     pair_name: Any,
     precision: Any,
     pairs: Sequence[str],
+    max_new: int = MAX_NEW_TOKENS_LIMIT,
 ) -> LiveRequest:
+    """``max_new``: the most new tokens this caller offers (the page's box says its own, lower, bound)."""
     return LiveRequest(
         prompt=parse_prompt(prompt),
         lanes=parse_lanes(methods),
-        max_new_tokens=parse_int(max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS_LIMIT),
+        max_new_tokens=parse_int(max_new_tokens, "max new tokens", 1, max_new),
         sampling=parse_sampling(temperature, top_p, seed),
         pair_name=parse_choice(pair_name, "model pair", pairs),
         precision=parse_choice(precision, "precision", PRECISIONS),
@@ -182,7 +186,7 @@ def parse_analyzer_request(
     return AnalyzerRequest(
         source=source,
         spec=parse_live_method(method),
-        n_prompts=parse_int(n_prompts, "prompts to run", 1, 10_000),
+        n_prompts=parse_int(n_prompts, "prompts to run", 1, MAX_PROMPTS),
         max_new_tokens=parse_int(max_new_tokens, "max new tokens", 1, max_new),
         sampling=parse_sampling(temperature, top_p, seed),
         pair_name=parse_choice(pair_name, "model pair", pairs),

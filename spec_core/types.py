@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from spec_core.models import ModelPair
 
 NextKind = Literal["recovered", "bonus", "target"]
+MAX_TEMPERATURE = 100.0  # above it a softmax is flat to float precision: a typo, refused rather than run
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ class SamplingConfig:
             raise SpecScopeError(f"temperature must be a number, got {self.temperature!r}")
         if self.temperature < 0:
             raise SpecScopeError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        if self.temperature > 100:
-            raise SpecScopeError(f"temperature {self.temperature} is absurd; use a value in [0, 100]")
+        if self.temperature > MAX_TEMPERATURE:
+            raise SpecScopeError(f"temperature {self.temperature} is absurd; use a value in [0, {MAX_TEMPERATURE:g}]")
         if not 0.0 < self.top_p <= 1.0:
             raise SpecScopeError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:

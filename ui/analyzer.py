@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from spec_core import gpu_slot, guards, live, requests
 from spec_core.analysis import pareto, spec_bench
 from spec_core.analysis import records as rec
 from spec_core.analysis.bench import load_prompts
+from spec_core.types import MAX_TEMPERATURE
 from ui.shared import (
     UI_MAX_NEW_TOKENS,
     Visitor,
@@ -25,12 +25,14 @@ from ui.shared import (
     lane_columns,
     named_upload,
     pair_and_precision,
+    setting_box,
     shown_errors,
     view_slots,
     view_updates,
 )
 from visuals import diversed as diversed_view
 from visuals import live_page
+from visuals.captions import ANALYZER_INTRO
 from visuals.menus import live_method_choices
 
 
@@ -41,6 +43,7 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         return [*prompt_files(), spec_bench.ANALYZER_CHOICE]
 
     files = prompt_sets()
+    gr.Markdown(ANALYZER_INTRO, elem_id="an-intro")
     with gr.Row():
         prompt_file = gr.Dropdown(files, value=files[0] if files else None, label="prompt set")
         upload = gr.File(
@@ -50,30 +53,34 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         method = gr.Dropdown(
             live_method_choices(), value="pacer", label="method (compared with ar)", allow_custom_value=True
         )
-        limit = gr.Slider(1, 200, value=5, step=1, label="prompts to run (first N)", elem_id="an-limit")
-        max_new = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="max new tokens")
+        limit = setting_box("prompts to run (first N)", 5, 1, requests.MAX_PROMPTS, "an-limit")
+        max_new = setting_box("max new tokens", 64, 1, UI_MAX_NEW_TOKENS, "an-max-new")
         run, stop = gr.Button("Run prompt set", variant="primary", elem_id="an-run"), gr.Button("Stop", variant="stop")
     with gr.Row(elem_id="an-settings"):  # this tab's own sampling settings, in view
         settings = [
-            gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="an-temperature"),
-            gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p"),
-            gr.Number(value=0, precision=0, label="seed", minimum=0),
+            setting_box("temperature (0 = greedy)", 0.0, 0, MAX_TEMPERATURE, "an-temperature", step=0.05),
+            setting_box("top-p", 1.0, 0, 1, "an-top-p", step=0.05, info="above 0, at most 1"),
+            setting_box("seed", 0, 0, requests.MAX_SEED, "an-seed"),
             *pair_and_precision(pairs, "an", list(requests.PRECISIONS)),
         ]
     status = gr.Markdown(elem_id="an-status")
     summary = gr.Dataframe(
-        headers=rec.SUMMARY_COLUMNS, interactive=False, label="summary (all prompts pooled)", elem_id="an-summary"
+        headers=rec.headers(rec.SUMMARY_COLUMNS),
+        interactive=False,
+        label="summary (all prompts pooled)",
+        elem_id="an-summary",
     )
     table = gr.Dataframe(
-        headers=rec.TABLE_COLUMNS,
+        headers=rec.headers(rec.TABLE_COLUMNS),
         interactive=False,
         elem_id="an-table",
         label="per-prompt results (click a header to sort, a row to replay)",
     )
     board = gr.Dataframe(
+        headers=rec.headers(["method", "tau", "overall"]),  # the categories join them once a run has some
         interactive=False,
         elem_id="an-leaderboard",
-        label="per category (Spec-Bench's table): median speedup over ar, mean τ (accepted tokens), overall median",
+        label="per category (Spec-Bench's table): median speedup vs ar in each, τ pooled as in the summary",
     )
     with gr.Row():
         csv_dl, jsonl_dl = gr.DownloadButton("Download table (CSV)"), gr.DownloadButton("Download events (JSONL)")
@@ -86,7 +93,8 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
 
     def finished(records, note: str) -> list[Any]:
         df = rec.table_rows(records)
-        return [note, rec.summary_rows(records), df, records, *rec.write_downloads(records, df), leaderboard(df)]
+        tables = [rec.shown(rec.summary_rows(records)), rec.shown(df)]
+        return [note, *tables, records, *rec.write_downloads(records, df), rec.shown(rec.board_rows(records, df))]
 
     def on_analyze(*values):
         req = requests.parse_analyzer_request(
@@ -103,8 +111,8 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
         for k, records in enumerate(rec.run_records(pair, prompts, spec, n, sampling), 1):
             yield [
                 f"{k}/{len(prompts)} prompts done ({how})…",
-                rec.summary_rows(records),
-                rec.table_rows(records),
+                rec.shown(rec.summary_rows(records)),
+                rec.shown(rec.table_rows(records)),
                 records,
                 None,
                 None,
@@ -144,13 +152,6 @@ def analyzer_slot_s(prompt_set, upload, method, n_prompts, max_new, *rest) -> in
     if prompt_set == spec_bench.ANALYZER_CHOICE and not upload:
         n_prompts = len(spec_bench.select(spec_bench.DEFAULT_PER_CATEGORY))
     return gpu_slot.budget_s(max_new, 2 * n_prompts if isinstance(n_prompts, int | float) else n_prompts)
-
-
-def leaderboard(table: pd.DataFrame) -> pd.DataFrame | None:
-    """Spec-Bench's per-category table of the analyzer's rows (None when no prompt has a category)."""
-    if table.empty or not table["category"].fillna("").astype(str).ne("").any():
-        return None
-    return spec_bench.leaderboard(table, speedup="speedup_vs_ar").reset_index()
 
 
 @named_upload

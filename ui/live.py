@@ -13,6 +13,7 @@ from typing import Any
 import gradio as gr
 
 from spec_core import gpu_slot, live, requests
+from spec_core.types import MAX_TEMPERATURE
 from ui.live_export import LiveExport, export_panel, wire_export
 from ui.live_steps import StepThrough, after_run, step_through_panel, wire_step_through
 from ui.playground_record import remember_greedy
@@ -23,6 +24,7 @@ from ui.shared import (
     alert,
     figure_updates,
     lane_columns,
+    setting_box,
     shown_errors,
     view_slots,
 )
@@ -41,10 +43,10 @@ class LiveInputs:
 
     prompt: gr.Textbox
     methods: tuple[gr.Dropdown, ...]  # lanes A, B, C (requests.NONE_METHOD leaves one empty)
-    temperature: gr.Slider
-    top_p: gr.Slider
+    temperature: gr.Number
+    top_p: gr.Number
     seed: gr.Number
-    max_new: gr.Slider
+    max_new: gr.Number
     pair: gr.Dropdown
     precision: gr.Radio
 
@@ -96,12 +98,10 @@ def layout(pairs: list[str]) -> LiveTab:
         inputs = LiveInputs(
             prompt,
             boxes,
-            temperature=gr.Slider(
-                0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)", elem_id="temperature"
-            ),
-            top_p=gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p"),
-            seed=gr.Number(value=0, precision=0, label="seed", minimum=0),
-            max_new=gr.Slider(1, UI_MAX_NEW_TOKENS, value=96, step=1, label="max new tokens", elem_id="max-new"),
+            temperature=setting_box("temperature (0 = greedy)", 0.0, 0, MAX_TEMPERATURE, "temperature", step=0.05),
+            top_p=setting_box("top-p", 1.0, 0, 1, "top-p", step=0.05, info="above 0, at most 1"),
+            seed=setting_box("seed", 0, 0, requests.MAX_SEED, "seed"),
+            max_new=setting_box("max new tokens", 96, 1, UI_MAX_NEW_TOKENS, "max-new"),
             pair=gr.Dropdown(pairs, value=pairs[0], label="model pair (target,draft)"),
             precision=gr.Radio(
                 list(requests.PRECISIONS),
@@ -125,7 +125,7 @@ def layout(pairs: list[str]) -> LiveTab:
     exact.input(lambda on: "float32" if on else "auto", exact, inputs.precision, api_visibility="private")
     inputs.precision.change(lambda p: p == "float32", inputs.precision, exact, api_visibility="private")
     lanes, export = lane_columns(N_LANES, "lane"), export_panel()
-    with gr.Accordion("Glossary: ar, τ, α, recovered, bonus, the method families", open=True):
+    with gr.Accordion("Glossary: ar, τ, α, recovered, bonus, the method families", open=True, elem_id="glossary-box"):
         gr.HTML(glossary_html())
     slots = view_slots("live")
     return LiveTab(inputs, run, stop, status, show_rej, lanes, slots, gr.State(None), step_through_panel(), export)
@@ -140,7 +140,7 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
     ):  # fmt: skip
         methods = [method_a, method_b, method_c]
         request = requests.parse_live_request(
-            prompt, methods, temperature, top_p, seed, max_new, pair, precision, pairs
+            prompt, methods, temperature, top_p, seed, max_new, pair, precision, pairs, max_new=UI_MAX_NEW_TOKENS
         )
         if not isinstance(stop_request, live.StopRequest):  # an API call without the page's state
             stop_request = live.StopRequest()

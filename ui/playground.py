@@ -15,7 +15,7 @@ from spec_core import gpu_slot, requests
 from spec_core.cost_tables import machine_table
 from ui import playground_record
 from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_upload, source_text
-from ui.shared import Visitor, named_upload, pair_and_precision, shown_errors
+from ui.shared import Visitor, named_upload, pair_and_precision, setting_box, shown_errors
 from visuals import hardware, lookup, playground
 from visuals.menus import EXAMPLES
 
@@ -29,7 +29,7 @@ def playground_tab(visitor: Visitor, pair_loader, pairs: list[str]) -> None:
             EXAMPLES[0][0], label="Prompt to record (answered greedily)", lines=2, scale=3, elem_id="pg-prompt"
         )
         with gr.Column(scale=2):
-            max_new = gr.Slider(1, PLAYGROUND_MAX_NEW, value=96, step=1, label="max new tokens", elem_id="pg-max-new")
+            max_new = setting_box("max new tokens", 96, 1, PLAYGROUND_MAX_NEW, "pg-max-new")
             pair, precision = pair_and_precision(pairs, "pg", list(requests.PRECISIONS))
     source = gr.Markdown(source_text(None, EXAMPLES[0][0], "bfloat16"), elem_id="pg-source")
     with gr.Row(equal_height=True):  # record · load · the policy drawn · its knobs (K, T, b, t, ρ, max)

@@ -21,6 +21,7 @@ import gradio as gr
 
 from spec_core.errors import SpecScopeError
 from visuals import views
+from visuals.captions import folded
 
 N_VIEW_SLOTS = 10  # figure slots filled from the view registry (visuals.views), generic views first
 UI_MAX_NEW_TOKENS = 512
@@ -63,6 +64,15 @@ def ui_errors(fn: Callable) -> Callable:
             raise gr.Error(str(err)) from err
 
     return functools.wraps(fn)(stream if inspect.isgeneratorfunction(fn) else call)
+
+
+def setting_box(label: str, value: float, low: float, high: float, elem_id: str | None = None, **kw: Any) -> gr.Number:
+    """A numeric setting the handler checks (:mod:`spec_core.requests`), with its range in its info. No minimum or
+    maximum goes to the browser: a slider or a bounded box there snaps what was typed into range without a word
+    (0 new tokens ran 1, temperature −1 ran greedy); here an out-of-range value stays in the box and the run is
+    refused with a message."""
+    kw.setdefault("info", f"{low:g} to {high:g}")
+    return gr.Number(value=value, label=label, elem_id=elem_id, **kw)
 
 
 def alert(message: str) -> str:
@@ -117,7 +127,7 @@ def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
         v = active[i] if i < len(active) else None
         out += [
             gr.update(visible=v is not None),
-            f"**{v.title}** — {views.caption_for(v, lanes)}" if v else "",
+            f"**{v.title}** — {folded(views.caption_for(v, lanes))}" if v else "",
             views.build(v, lanes) if v else None,
         ]
     return out

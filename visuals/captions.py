@@ -8,6 +8,7 @@ events) and returns one or two sentences; the view's own caption then says how t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from spec_core.types import RoundEvent
@@ -16,6 +17,10 @@ from visuals import plots
 Lanes = Mapping[str, Sequence[RoundEvent]]
 FEW = 5  # a point resting on fewer rounds than this is an anecdote, and the caption says so
 FLAT = 0.05  # a change in acceptance smaller than this reads as "about the same"
+ANALYZER_INTRO = (  # the Analyzer tab's one line
+    "Run one method and ar on every prompt of a set: the summary pools all prompts, the table has one row per "
+    "prompt (pick a row to replay it token by token), and the per-category table is Spec-Bench's."
+)
 
 
 def _pct(x: float) -> str:
@@ -114,3 +119,23 @@ TRAINING_LENS = (
     "get that far (D-PACE, from this block's own q_j: the draft's probability of the token the target wanted at "
     "position j, the dotted line)."
 )
+
+
+CAPTION_WORDS = 60  # a figure's caption shows at most this many words; the rest folds behind "more"
+_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+")
+
+
+def folded(text: str, limit: int = CAPTION_WORDS) -> str:
+    """A caption of at most ``limit`` words, the rest behind a "more" link (an HTML ``<details>``, which opens in
+    place). It is cut after the last whole sentence that fits (mid-sentence, after ``limit`` words, when the first
+    does not), so no word is lost: the visible part and the folded one read as the whole text."""
+    text = text.strip()
+    words = text.split()
+    if len(words) <= limit:
+        return text
+    ends = [m.start() for m in _SENTENCE_END.finditer(text) if len(text[: m.start()].split()) <= limit]
+    if ends:  # the original spacing (a paragraph break) kept on both sides of the cut
+        head, rest = text[: ends[-1]], text[ends[-1] :].strip()
+    else:
+        head, rest = " ".join(words[:limit]) + " …", "… " + " ".join(words[limit:])
+    return f"{head}\n\n<details><summary>more</summary>\n\n{rest}\n\n</details>"

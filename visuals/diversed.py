@@ -325,8 +325,8 @@ def _static(t: float) -> str:
         )
     return (
         "Static ensemble (DIVERSED, arXiv 2604.07622; Yin et al., arXiv 2411.00841): the drafts are verified "
-        "against ν = W·p + (1 − W)·q instead of p — accept x with min(1, ν(x)/q(x)), recover from "
-        "norm(max(0, p − q)). Each drafted position then emits exactly ν; acceptance is 1 − W·TV(p, q) on average."
+        "against ν = W·p + (1 − W)·q instead of p — accept x with min(1, ν(x)/q(x)), recover from ν's "
+        "residual norm(max(0, ν − q)) (ν − q = W·(p − q)). Each drafted position then emits exactly ν; acceptance is 1 − W·TV(p, q) on average."
     )
 
 

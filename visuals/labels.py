@@ -101,3 +101,26 @@ def place_labels(points: Sequence[Point], markers: Sequence[Point], canvas: Canv
                 break
         out.append(where)
     return out
+
+
+# -- a horizontal bar chart's value labels ------------------------------------------------------------------------
+
+BAR_PLOT_PX = 360.0  # the plot area of a bar chart beside its 200–230 px name margin, in half a 1400-px page
+
+
+def row_label_x(ends: Sequence[Sequence[float]]) -> list[float]:
+    """Where each row's value label starts: right of everything drawn in its row (the bar's end, its whisker's,
+    a ◆ and its whisker). Drawn at a bar's end, a label ran into the row's name when the bar pointed left
+    ("fixed:40.60×") and under the whiskers when it pointed right."""
+    return [max(row) for row in ends]
+
+
+def row_label_top(starts: Sequence[float], texts: Sequence[str], low: float, width_px: float = BAR_PLOT_PX) -> float:
+    """The x-axis top at which every label (``texts``, starting at ``starts``) ends inside a ``width_px`` plot
+    whose axis starts at ``low``: a label of w px takes w / width_px of the axis's span, so the span must be at
+    least (start − low) / (1 − w / width_px)."""
+    span = 0.0
+    for x, text in zip(starts, texts):
+        share = min((CHAR_PX * len(text) + 2 * GAP_PX) / width_px, 0.8)  # a label longer than that is cut off
+        span = max(span, (x - low) / (1 - share))
+    return low + span

@@ -10,6 +10,7 @@ import html
 from collections.abc import Sequence
 
 from spec_core.live import LiveFrame
+from spec_core.methods import is_lossy
 from spec_core.types import RoundEvent
 from visuals import tokens
 from visuals.glossary import lane_header
@@ -62,7 +63,7 @@ def lane_pass_line(events: Sequence[RoundEvent], method: str, position: int) -> 
     """For a lane's own marked token: the p(x) its own verification pass gave (its tooltip's number), which the
     note's numbers (ar's 1-token step) need not equal: that difference is the rounding the note is about."""
     span = emitted_span(events, position) if method != "ar" else None
-    if span is None or span.p is None:
+    if span is None or span.p is None or is_lossy(method):  # a lossy lane parts by its rule, not by rounding
         return ""
     return (
         f"\nIn {method}'s own verification pass the target gave {span.text!r} p={span.p:.3f} (the p(x) below): "

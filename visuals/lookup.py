@@ -40,8 +40,9 @@ def copy_view(record: TextRecord | None) -> tuple[go.Figure, str]:
         return fig, INTRO
     profile = record.costs or default_costs(record.meta.get("dtype"))
     gpu = accelerator_profile(DEFAULT_DRAFT_RATIO)
-    rows = copy_replays(record.prompt_ids, record.tokens, profile, record.max_new_tokens)
-    gpu_rows = copy_replays(record.prompt_ids, record.tokens, gpu, record.max_new_tokens)
+    banned = frozenset(record.meta.get("special_ids", ()))  # recorded with the text (an older record: none)
+    rows = copy_replays(record.prompt_ids, record.tokens, profile, record.max_new_tokens, banned)
+    gpu_rows = copy_replays(record.prompt_ids, record.tokens, gpu, record.max_new_tokens, banned)
     for priced, label, colour, pattern in (
         (rows, f"{profile.name} (measured)" if profile.measured else profile.name, OKABE_ITO["blue"], ""),
         (gpu_rows, "GPU-like (a model)", OKABE_ITO["orange"], "/"),
@@ -82,7 +83,7 @@ def copy_view(record: TextRecord | None) -> tuple[go.Figure, str]:
 
 def copy_caption(record: TextRecord, rows, profile) -> str:
     """The view's sentence, from its own numbers."""
-    at = copies(record.prompt_ids, record.tokens)
+    at = copies(record.prompt_ids, record.tokens, banned=frozenset(record.meta.get("special_ids", ())))
     offered = sum(1 for c in at if c.tokens)
     borne = sum(1 for c in at if c.match)
     by = {r.policy: r for r in rows}

@@ -50,7 +50,7 @@ def distance(lane: Sequence[RoundEvent], ar: Sequence[RoundEvent]) -> Distance:
     mine, my_pieces = _emitted(lane)
     base, base_pieces = _emitted(ar)
     n = min(len(mine), len(base))
-    first = next((k for k in range(n) if mine[k] != base[k]), n if len(mine) != len(base) else None)
+    first = next((k for k in range(n) if mine[k] != base[k]), None)  # a prefix (a run cut short) has not parted
     matched = sum(b.size for b in difflib.SequenceMatcher(None, mine, base, autojunk=False).get_matching_blocks())
     at = lambda pieces: pieces[first] if first is not None and first < len(pieces) else "(end)"  # noqa: E731
     return Distance(first, len(mine) - matched, len(mine), at(my_pieces), at(base_pieces))
@@ -65,14 +65,21 @@ def lossy_note(method: str, lanes, temperature: float, done: bool) -> str:
         return ""
     lead = "<b>Lossy</b>: this verifier keeps drafts the target alone would not have written, so its text is not ar's"
     ar = lanes.get("ar")
-    if temperature != 0 or not ar:
-        why = "add an ar lane" if not ar else "set the temperature to 0"
-        return f'<p class="spec-lossy-note">{lead}; {why} to see how far it is from the target\'s own answer.</p>'
+    if not ar:
+        return (
+            f'<p class="spec-lossy-note">{lead}; add an ar lane to see how far it is from the target\'s own answer.</p>'
+        )
+    if temperature != 0:  # each lane draws its own sample: a distance from ar's would measure chance, not the verifier
+        return (
+            f'<p class="spec-lossy-note">{lead}. At temperature {temperature:g} every lane samples its own text, so '
+            "its distance from ar's sample is not reported; at temperature 0 it is.</p>"
+        )
     if not done:
         return f'<p class="spec-lossy-note">{lead}; how far it is from ar shows when both finish.</p>'
     d = distance(lanes.get(method, ()), ar)
     if d.first is None:
-        return f'<p class="spec-lossy-note">{lead}, but this time all {d.total} tokens equal ar\'s.</p>'
+        same = f"all {d.total} tokens equal ar's" if not d.differing else "its tokens equal ar's as far as both go"
+        return f'<p class="spec-lossy-note">{lead}, but this time {same}.</p>'
     return (
         f'<p class="spec-lossy-note" data-first="{d.first}" data-differing="{d.differing}">{lead}: it first parts '
         f"from ar at new token {d.first + 1} ({html.escape(repr(d.lane_piece))} where ar wrote "

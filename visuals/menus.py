@@ -105,12 +105,28 @@ def live_method_choices() -> list[str]:
     return [m for m in known_methods() if spec_of(m).kind != "peer"]
 
 
+PHONE_PX = 600  # at most this wide, the page is read on a phone (assets/app.css's media query says the same)
+# Run once the page has loaded: on a phone the glossary starts closed (open, its definitions sat in a 70-px column
+# under a page already 13,000 px tall); on a wider screen it stays open, as the intro's link to it expects.
+CLOSE_GLOSSARY_ON_PHONE = f"""() => {{
+  if (window.innerWidth > {PHONE_PX}) return;
+  const close = () => {{
+    const b = document.querySelector('#glossary-box > button.label-wrap');
+    if (!b) return false;
+    if (b.classList.contains('open')) b.click();
+    return true;
+  }};
+  if (!close()) {{ const t = setInterval(() => {{ if (close()) clearInterval(t); }}, 100); setTimeout(() => clearInterval(t), 10000); }}
+}}"""
+
+
 def launch_kwargs(css_path: Path | None = None) -> dict[str, Any]:
     """Launch options shared by ``app.py``'s ``__main__`` and the tests (Gradio 6 takes CSS at launch)."""
     css_paths = [css_path] if css_path is not None and Path(css_path).exists() else None
     return {
         "css": token_css() + step_css(),
         "css_paths": css_paths,
+        "js": CLOSE_GLOSSARY_ON_PHONE,
         "ssr_mode": False,
         "max_file_size": guards.MAX_UPLOAD_BYTES,
     }

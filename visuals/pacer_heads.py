@@ -31,8 +31,9 @@ from spec_core.policies.pacer_heads import (
 )
 from spec_core.quotes import Quote, compare_quotes
 from spec_core.replay import costs_from_events
+from visuals.labels import row_label_top, row_label_x
 from visuals.pacer import is_pacer
-from visuals.plots import Lanes, base_layout, measured_lane_trace
+from visuals.plots import Lanes, base_layout, measured_lane_trace, value_labels
 from visuals.style import OKABE_ITO
 from visuals.views import View, register_view
 
@@ -139,9 +140,6 @@ def heads_figure(lanes: Lanes) -> go.Figure:
                 "color": [KIND_COLOUR[r.kind] for r in rows],
                 "pattern": {"shape": [KIND_PATTERN.get(r.kind, "") for r in rows]},
             },
-            text=[f"{r.speedup:.2f}×" + (f" · AUC {r.auc:.2f}" if r.auc is not None else "") for r in rows],
-            textposition="outside",
-            cliponaxis=False,
             hovertext=[hover(r) for r in rows],
             hoverinfo="text",
             showlegend=False,
@@ -160,6 +158,12 @@ def heads_figure(lanes: Lanes) -> go.Figure:
         fig.add_trace(
             measured_lane_trace([q for _, q, _ in checks], [label(r) for r, _, _ in checks], [t for *_, t in checks])
         )
+    ends = [[1.0, r.speedup, *(r.spread or ())] for r in rows]  # each row's marks: the bar (from 1×), whisker, ◆
+    for r, q, _ in checks:
+        ends[next(i for i, n in enumerate(names) if n.startswith(label(r)))].append(q.high)
+    texts = [f"{r.speedup:.2f}×" + (f" · AUC {r.auc:.2f}" if r.auc is not None else "") for r in rows]
+    starts = row_label_x(ends)
+    fig.add_trace(value_labels(starts, names, texts))
     best = max((r for r in rows if r.kind == "fixed"), key=lambda r: r.speedup)
     fig.add_vline(
         x=best.speedup,
@@ -175,9 +179,9 @@ def heads_figure(lanes: Lanes) -> go.Figure:
         "",
         note=f"{recorded_rounds():,} recorded rounds · costs {cost_source(costs)} · b = {trace.get('block', 1)}",
     )
-    low = min([r.speedup for r in rows] + [q.low for _, q, _ in checks])
-    high = max([r.speedup for r in rows] + [q.high for _, q, _ in checks])
-    fig.update_xaxes(range=[min(0.9, low - 0.05), high + 0.22])
+    low = min([r.speedup for r in rows] + [r.spread[0] for r in rows if r.spread] + [q.low for _, q, _ in checks])
+    low = min(0.9, low - 0.05)
+    fig.update_xaxes(range=[low, row_label_top(starts, texts, low)])
     fig.update_layout(margin={"l": 230})
     return fig
 

@@ -27,7 +27,8 @@ from spec_core.replay import (
     pacer_grid,
     replay_all,
 )
-from visuals.plots import base_layout, measured_lane_trace
+from visuals.labels import row_label_top, row_label_x
+from visuals.plots import base_layout, measured_lane_trace, value_labels
 from visuals.style import OKABE_ITO
 
 FAMILIES = ("fixed", "heuristic", "confidence", "pacer")
@@ -165,18 +166,15 @@ def speed_figure(
         OKABE_ITO["orange"] if r.policy == ORACLE else OKABE_ITO["blue"] if r.policy == chosen else OKABE_ITO["grey"]
         for r in replays
     ]
+    texts = [f"×{v:.2f} · τ {r.tau:.2f} · {r.wasted} wasted" if timed else f"τ {v:.2f}" for v, r in zip(value, replays)]
     fig = go.Figure(
         go.Bar(
             x=value,
             y=[r.policy for r in replays],
             orientation="h",
             marker={"color": colours},
-            text=[
-                f"×{v:.2f} · τ {r.tau:.2f} · {r.wasted} wasted" if timed else f"τ {v:.2f}"
-                for v, r in zip(value, replays)
-            ],
-            textposition="auto",
-            hovertemplate="%{y}: %{text}<extra></extra>",
+            hovertext=[f"{r.policy}: {t}" for r, t in zip(replays, texts)],
+            hoverinfo="text",
             error_x={
                 "type": "data",
                 "symmetric": False,
@@ -187,10 +185,16 @@ def speed_figure(
             },
         )
     )
+    ends = [[v, *(s or ())] for v, s in zip(value, spreads)]  # each row's marks: the bar, its whisker, a ◆
     if checks and timed:
         fig.add_trace(
             measured_lane_trace([q for _, q, _ in checks], [r.policy for r, _, _ in checks], [t for *_, t in checks])
         )
+        for r, q, _ in checks:
+            ends[replays.index(r)].append(q.high)
+    starts = row_label_x(ends)
+    fig.add_trace(value_labels(starts, [r.policy for r in replays], texts))
+    fig.update_xaxes(range=[0, row_label_top(starts, texts, 0.0)])
     base_layout(
         fig,
         "Predicted speedup over ar" if timed else "τ (tokens per round)",

@@ -79,6 +79,23 @@ def measured_lane_trace(values: Sequence[Quote], names: Sequence[str], hovers: S
     )
 
 
+def value_labels(x: Sequence[float], names: Sequence[str], texts: Sequence[str]) -> go.Scatter:
+    """A horizontal bar chart's value labels as their own text trace, each starting at ``x`` in its row (right of
+    the row's marks: :func:`visuals.labels.row_label_x`), so that no name, whisker or ◆ runs into one."""
+    return go.Scatter(
+        x=list(x),
+        y=list(names),
+        mode="text",
+        text=list(texts),
+        textposition="middle right",
+        textfont={"size": 10},
+        cliponaxis=False,
+        hoverinfo="skip",
+        showlegend=False,
+        name="values",
+    )
+
+
 def drafted_line(method: str, events: Sequence[RoundEvent], colour: str, dash: str) -> go.Scatter:
     """A lane's drafted length per round, as a step line (the draft-length plot's, and the views' that sit
     beside it)."""

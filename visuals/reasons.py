@@ -16,10 +16,13 @@ replaced a rejected draft).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from spec_core.errors import SpecScopeError
 from spec_core.methods import spec_of
 from spec_core.types import RoundEvent
+from spec_core.verifiers import VERIFIERS
+from spec_core.verifiers.lossless import LosslessVerifier
 
 if TYPE_CHECKING:  # tokens imports this module
     from visuals.tokens import TokenSpan
@@ -59,8 +62,35 @@ def token_reason(span: TokenSpan, event: RoundEvent, temperature: float) -> str:
     return REASONS[verifier_head(event.method)](span, event, temperature)
 
 
+def verifier_of(method: str) -> type[Any]:
+    """The registry class of ``method``'s verifier (the lossless rule for ar and a name that does not parse)."""
+    try:
+        spec = spec_of(method)
+    except SpecScopeError:
+        return LosslessVerifier
+    return VERIFIERS[spec.verifier.family] if spec.verifier is not None else LosslessVerifier
+
+
+def recovered_from(method: str) -> str:
+    """Where ``method``'s verifier draws a recovered token at temperature > 0, in its own words (a verifier that
+    says nothing: the lossless rule's words only if it is lossless)."""
+    cls = verifier_of(method)
+    if getattr(cls, "recovers", ""):
+        return cls.recovers
+    return LosslessVerifier.recovers if cls.lossless else f"the {cls.prefix} verifier's own rule (lossy)"
+
+
+def recovered_title(method: str) -> str:
+    """The tooltip's header of a recovered token, from the verifier that drew it."""
+    cls = verifier_of(method)
+    if getattr(cls, "recovered_title", ""):
+        return cls.recovered_title
+    return LosslessVerifier.recovered_title if cls.lossless else "recovered token: at the first rejection (lossy)"
+
+
 def _target_tokens(span: TokenSpan, event: RoundEvent, temperature: float, top: str) -> str:
-    """Recovered, bonus and plain tokens: the target's own, chosen by ``top`` at temperature 0."""
+    """Recovered, bonus and plain tokens: chosen by ``top`` at temperature 0; a recovered one sampled from where
+    the round's verifier says (:func:`recovered_from`)."""
     greedy = temperature == 0
     if span.kind == "target":
         return (
@@ -77,8 +107,7 @@ def _target_tokens(span: TokenSpan, event: RoundEvent, temperature: float, top: 
     return (
         f"{which} was rejected; this is {top} there."
         if greedy
-        else f"{which} was rejected; this token is drawn from norm(max(0, p − q)), the part of "
-        "the target's distribution the draft had under-covered, which keeps the output exactly the target's."
+        else f"{which} was rejected; this token is drawn from {recovered_from(event.method)}."
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from spec_core.lane_speed import TOO_FEW, LaneSpeed
 from spec_core.types import RoundEvent, Stats
-from visuals.reasons import token_reason
+from visuals.reasons import recovered_title, token_reason
 from visuals.style import TOKEN_STYLE
 
 RUNNING = "…"  # a speed counter's placeholder while its lane runs with too few tokens to time
@@ -44,6 +44,7 @@ class TokenSpan:
     notes: tuple[str, ...] = ()  # what a method's own parts said of this token (PACER's â, DIVERSED's w_t, ν(x))
     why: str = ""  # the rule that decided it, in a sentence (visuals.reasons); "" when the temperature is unknown
     source: str = ""  # a draft's origin: "model" (a draft network) or "lookup" (copied from the text); "" otherwise
+    title: str = ""  # the tooltip's header when the kind's own (KIND_TITLES) would misstate it: a lossy recovery
 
     @property
     def emitted(self) -> bool:
@@ -119,7 +120,8 @@ def token_spans(events: Sequence[RoundEvent], temperature: float | None = None) 
         if n_emitted <= e.accepted:  # cut before the target's own token: nothing after it was output
             continue
         spans += [_draft_span(e, i, "rejected", temperature) for i in range(e.accepted, e.draft_len)]
-        own = TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, e.next_prob)
+        title = recovered_title(e.method) if e.next_kind == "recovered" else ""
+        own = TokenSpan(e.next_piece, e.next_kind, e.index, e.accepted + 1, e.next_prob, title=title)
         spans.append(_with_reason(own, e, temperature))
     return spans
 
@@ -145,7 +147,7 @@ KIND_TITLES = {
 def hover_lines(span: TokenSpan) -> list[tuple[str, str]]:
     """The tooltip's lines as (role, text): what the token is (``head``), why it is there (``why``), its
     numbers and what the method's parts said (``""``)."""
-    what = KIND_TITLES[span.kind]
+    what = span.title or KIND_TITLES[span.kind]
     if span.discarded:
         what = "discarded draft: it came after the round's first rejection"
     where = f"round {span.round}" + (f", position {span.position}" if span.kind in ("accepted", "rejected") else "")

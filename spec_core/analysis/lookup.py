@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 def record_answers(pair: ModelPair, prompts: list[dict], max_new_tokens: int) -> list[dict]:
     """Each prompt's greedy answer with its prompt ids (``ar``, no display numbers)."""
+    from spec_core.drafters.lookup import special_ids
     from spec_core.engine import Generation
     from spec_core.types import SamplingConfig
 
@@ -33,7 +34,8 @@ def record_answers(pair: ModelPair, prompts: list[dict], max_new_tokens: int) ->
     for p in prompts:
         run = Generation(pair, p["prompt"], "ar", max_new_tokens, SamplingConfig(), display=False)
         result = run.run()
-        out.append({**p, "prompt_ids": list(run.prompt_ids), "tokens": list(result.token_ids)})
+        banned = sorted(special_ids(pair.tokenizer))  # the copy never proposes one: its replay neither
+        out.append({**p, "prompt_ids": list(run.prompt_ids), "tokens": list(result.token_ids), "special_ids": banned})
     return out
 
 
@@ -43,7 +45,8 @@ def replay_rows(answers: list[dict], profile, max_new_tokens: int) -> pd.DataFra
 
     rows = []
     for a in answers:
-        for r in copy_replays(a["prompt_ids"], a["tokens"], profile, max_new_tokens):
+        banned = frozenset(a.get("special_ids", ()))
+        for r in copy_replays(a["prompt_ids"], a["tokens"], profile, max_new_tokens, banned):
             rows.append(
                 {
                     "prompt_id": a["id"],

@@ -215,6 +215,7 @@ def record_text(
         predicted[variant] = head.predict(hidden, positions, feats).float().cpu().numpy()
     drafts_np = drafts.numpy().astype(np.int64)
     t2 = time.perf_counter()
+    from spec_core.drafters.lookup import special_ids
     from spec_core.lane_speed import draft_ratio
 
     meta = {
@@ -225,6 +226,7 @@ def record_text(
         "text_s": t1 - t0,
         "pieces": list(pair.pieces(tokens)),
         "draft_ratio": draft_ratio(pair) or 0.05,
+        "special_ids": sorted(special_ids(pair.tokenizer)),  # what a lookup copy never proposes (its replay too)
     }
     return TextRecord(
         prompt,

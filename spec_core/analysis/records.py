@@ -56,6 +56,27 @@ SUMMARY_COLUMNS = [
     "same_as_ar",
 ]
 PROMPT_CHARS = 60  # the prompt column shows this many characters
+HEADERS = {  # a column → its header on screen (the CSV keeps the column names)
+    "prompt_id": "prompt id",
+    "new_tokens": "new tokens",
+    "tau": "τ",
+    "alpha": "α",
+    "tokens_per_s": "tokens/s",
+    "ar_tokens_per_s": "ar tokens/s",
+    "speedup_vs_ar": "speedup vs ar",
+    "first_divergence": "parts from ar at token",
+    "median_speedup_vs_ar": "median speedup vs ar",
+    "same_as_ar": "same text as ar",
+    "overall": "median speedup vs ar",
+}
+DECIMALS = {
+    "tau": 3,
+    "alpha": 3,
+    "speedup_vs_ar": 3,
+    "median_speedup_vs_ar": 3,
+    "tokens_per_s": 2,
+    "ar_tokens_per_s": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -131,11 +152,11 @@ def table_rows(records: Records, method: str | None = None) -> pd.DataFrame:
                     _short(rec.prompt),
                     m,
                     s.new_tokens,
-                    round(s.tau, 3),
-                    round(s.acceptance_rate, 3),
-                    round(s.tokens_per_s, 2),
-                    round(base.tokens_per_s, 2) if base else None,
-                    round(sp, 3) if sp is not None else None,
+                    s.tau,
+                    s.acceptance_rate,
+                    s.tokens_per_s,
+                    base.tokens_per_s if base else None,
+                    sp,
                     divergence_token(_tokens(events), _tokens(ar)) if ar else "no ar",  # nothing to compare with
                     above_tau_note(sp, s.tau),
                 ]
@@ -164,15 +185,45 @@ def summary_rows(records: Records) -> pd.DataFrame:
                 m,
                 len(mine),
                 s.new_tokens,
-                round(s.tau, 3),
-                round(s.acceptance_rate, 3),
-                round(s.tokens_per_s, 2),
-                round(sp, 3) if sp is not None else None,
-                round(statistics.median(speeds), 3) if speeds else None,
+                s.tau,
+                s.acceptance_rate,
+                s.tokens_per_s,
+                sp,
+                statistics.median(speeds) if speeds else None,
                 f"{same}/{len(mine)}",
             ]
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def board_rows(records: Records, table: pd.DataFrame) -> pd.DataFrame | None:
+    """Spec-Bench's per-category table of the rows (None when no prompt has a category), its τ the summary's:
+    pooled over every prompt (:func:`_pooled`), not Spec-Bench's mean of per-prompt τ, so one τ reads the same
+    in both tables."""
+    if table.empty or not table["category"].fillna("").astype(str).ne("").any():
+        return None
+    board = spec_bench.leaderboard(table, speedup="speedup_vs_ar")
+    board = board.drop(columns="mean accepted tokens")
+    board.insert(len(board.columns) - 1, "tau", [_pooled(records, str(m)).tau for m in board.index])
+    return board.reset_index()
+
+
+def headers(columns: Sequence[str]) -> list[str]:
+    """Columns' headers on screen (:data:`HEADERS`)."""
+    return [HEADERS.get(c, c) for c in columns]
+
+
+def shown(df: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A table as the Analyzer shows it: every number rounded here, once (the rows keep full precision, so a
+    median is taken before any rounding), and readable headers (:data:`HEADERS`)."""
+    if df is None:
+        return None
+    out = df.copy()
+    for col in out.columns:
+        places = DECIMALS.get(col, 3 if col not in ("prompts", "new_tokens", "first_divergence") else None)
+        if places is not None and pd.api.types.is_float_dtype(out[col]):
+            out[col] = out[col].round(places)
+    return out.rename(columns=HEADERS)
 
 
 def records_jsonl(records: Records) -> str:

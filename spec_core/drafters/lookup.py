@@ -76,12 +76,26 @@ class LookupParams:
         return params
 
 
+def special_ids(tokenizer) -> frozenset[int]:
+    """The tokenizer's special tokens (``all_special_ids`` and every added token marked special): the chat
+    template's markers (``<|im_start|>``, ``<|im_end|>``), end of text, and the like. A copy never proposes one."""
+    ids = set(getattr(tokenizer, "all_special_ids", None) or ())
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    ids.update(int(i) for i, token in added.items() if getattr(token, "special", False))
+    return frozenset(ids)
+
+
 class NgramIndex:
     """Every n-gram (n in ``min_n..max_n``) of a growing text → the positions that followed it, kept as tokens
-    arrive (``extend``): a match costs one dictionary look-up per n, whatever the context's length."""
+    arrive (``extend``): a match costs one dictionary look-up per n, whatever the context's length.
 
-    def __init__(self, min_n: int, max_n: int):
-        self.min_n, self.max_n = min_n, max_n
+    ``banned``: tokens a copy never proposes (:func:`special_ids`). The prompt's chat template is in the text, so
+    without them a copy would draft ``<|im_start|>``, ``assistant``, a newline: a match whose continuation starts
+    with one is passed over, a text that ends with one has no match (what follows a template marker is template),
+    and a copy stops before the first one (:meth:`copy`)."""
+
+    def __init__(self, min_n: int, max_n: int, banned: frozenset[int] = frozenset()):
+        self.min_n, self.max_n, self.banned = min_n, max_n, banned
         self.ids: list[int] = []
         self.after: dict[tuple[int, ...], list[int]] = {}  # n-gram → positions p with ids[p − n : p] == n-gram
 
@@ -98,9 +112,11 @@ class NgramIndex:
         whether that continuation followed it more than once), or None. The continuation is the one most of its
         last :data:`VOTERS` occurrences agree on, the most recent among equals."""
         end = len(self.ids)
+        if end and self.ids[-1] in self.banned:
+            return None
         for n in range(min(self.max_n, end), self.min_n - 1, -1):
             seen = self.after.get(tuple(self.ids[end - n : end]), ())
-            starts = [p for p in seen[-VOTERS - 1 :] if p < end]  # the text's own end is no match
+            starts = [p for p in seen[-VOTERS - 1 :] if p < end and self.ids[p] not in self.banned]  # nor its end
             if not starts:
                 continue
             votes = Counter(self.ids[p] for p in starts)
@@ -108,6 +124,12 @@ class NgramIndex:
             start = next(p for p in reversed(starts) if votes[self.ids[p]] == best)
             return n, start, best > 1
         return None
+
+    def copy(self, start: int, k: int) -> list[int]:
+        """Up to ``k`` tokens from ``start``, stopping before the first banned one."""
+        out = self.ids[start : start + k]
+        cut = next((i for i, t in enumerate(out) if t in self.banned), len(out)) if self.banned else len(out)
+        return out[:cut]
 
 
 class KeepEstimates:
@@ -144,16 +166,18 @@ class LookupDrafter:
     target_layers: tuple[int, ...] = ()
     needs_target_hidden = False
 
-    def __init__(self, params: LookupParams, vocab_size: int, device: torch.device):
-        self.params, self.vocab, self.device = params, vocab_size, device
-        self.index = NgramIndex(params.min_n, params.max_n)
+    def __init__(
+        self, params: LookupParams, vocab_size: int, device: torch.device, banned: frozenset[int] = frozenset()
+    ):
+        self.params, self.vocab, self.device, self.banned = params, vocab_size, device, banned
+        self.index = NgramIndex(params.min_n, params.max_n, banned)
         self.estimates = KeepEstimates()
         self._round: tuple[int, int, bool] | None = None  # (n, next position to copy, recurred) of this round's match
         self.drafted: list[int] = []  # this round's copied tokens
         self._searched = False  # whether this round looked for its match yet
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
-        self.index = NgramIndex(self.params.min_n, self.params.max_n)
+        self.index = NgramIndex(self.params.min_n, self.params.max_n, self.banned)
         self.index.extend(prompt_ids)
         self.estimates = KeepEstimates()
         self._round, self.drafted, self._searched = None, [], False
@@ -172,7 +196,7 @@ class LookupDrafter:
         assert self._round is not None  # has_match
         _, at, _ = self._round
         start = at - len(self.drafted)
-        return self.index.ids[start : start + self.params.k]
+        return self.index.copy(start, self.params.k)
 
     def learn(self, kept: Sequence[int]) -> None:
         """How much of this round's copy (all it could propose, drafted or not) the round's verified text ``kept``
@@ -191,7 +215,7 @@ class LookupDrafter:
             return []
         assert self._round is not None  # has_match
         n, at, recurred = self._round
-        room = min(self.params.k - len(self.drafted), len(self.index.ids) - at)
+        room = len(self.index.copy(at, self.params.k - len(self.drafted)))  # to k, the text's end, a banned token
         first = len(self.drafted) + 1
         return [self.estimates.estimate(n, first + i, recurred) for i in range(max(room, 0))]
 
@@ -423,7 +447,7 @@ class LookupDraft:
 
     @classmethod
     def build(cls, params: LookupParams, pair: ModelPair) -> Drafter:
-        return LookupDrafter(params, _vocab(pair), pair.device)
+        return LookupDrafter(params, _vocab(pair), pair.device, special_ids(pair.tokenizer))
 
 
 class HybridDraft(LookupDraft):
@@ -447,4 +471,5 @@ class HybridDraft(LookupDraft):
         following = cast(FollowingDrafter, model)  # it has follow (checked above)
         assert pair.draft is not None  # PairDraft.build checked it
         share = position_work(pair.draft) / max(position_work(pair.target), 1)
-        return HybridDrafter(LookupDrafter(params, _vocab(pair), pair.device), following, costs, share)
+        lookup = LookupDrafter(params, _vocab(pair), pair.device, special_ids(pair.tokenizer))
+        return HybridDrafter(lookup, following, costs, share)

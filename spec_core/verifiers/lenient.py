@@ -40,6 +40,11 @@ class LenientVerifier:
     about: ClassVar[str] = "lossy: a lenient acceptance test"
     examples: ClassVar[tuple[str, ...]] = ()
     lossless = False
+    recovered_title: ClassVar[str] = "recovered token: at the first rejection of a lossy rule"
+    recovers: ClassVar[str] = (  # rules.verify_drafts with leniency L: the residual is still p's
+        "norm(max(0, p − q)); the lenient test kept drafts the target alone might not have, so the output is no "
+        "longer exactly the target's"
+    )
     needs_target_hidden = False
 
     def __init__(self, params: LenientParams):

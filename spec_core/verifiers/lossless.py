@@ -26,6 +26,11 @@ class LosslessVerifier:
 
     prefix: ClassVar[str] = "lossless"
     about: ClassVar[str] = "the lossless rule: the target's own text"
+    recovered_title: ClassVar[str] = "recovered token: the target's own, at the first rejection"
+    recovers: ClassVar[str] = (  # where a recovered token is drawn from at temperature > 0, in words
+        "norm(max(0, p − q)), the part of the target's distribution the draft had under-covered, which keeps the "
+        "output exactly the target's"
+    )
     examples: ClassVar[tuple[str, ...]] = ()
     lossless = True
     needs_target_hidden = False

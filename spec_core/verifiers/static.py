@@ -70,6 +70,11 @@ class EnsembleVerifier:
     lossless = False
     needs_target_hidden = False
     t0: str = DEFAULT_T0
+    recovered_title: ClassVar[str] = "recovered token: drawn from ν's residual at the first rejection (lossy)"
+    recovers: ClassVar[str] = (  # rules.verify_drafts with ν in place of p: the residual is ν's
+        "ν's residual norm(max(0, ν − q)), where ν = w·p + (1 − w)·q is the mix the drafts were checked against "
+        "(ν − q = w·(p − q)); each drafted position so emits ν, not the target's p"
+    )
 
     def weights(self, inputs: RoundInputs) -> torch.Tensor:  # [γ] in [0, 1]
         raise NotImplementedError

@@ -171,6 +171,8 @@ def test_client_generate_streams_and_ends_with_stats(client):
         ((PROMPT, "hf-assisted:4", 8, 0.0, 0), "bench-only"),
         ((PROMPT, "fixed:4", 0, 0.0, 0), "max_new_tokens"),
         ((PROMPT, "fixed:4", 8, -2.0, 0), "temperature"),
+        ((PROMPT, "fixed:4", 100_000, 0.0, 0), r"max_new_tokens must be in \[1, 4096\], got 100000"),
+        ((PROMPT, "fixed:4", 8, -1.0, 0), "temperature must be >= 0"),
     ],
 )
 def test_client_bad_arguments(client, args, message):
@@ -259,3 +261,14 @@ def test_stop_really_stops(client):
         assert settled < 200, f"the run went too far before it was stopped ({settled} target passes)"
     finally:
         hook.remove()
+
+
+def test_the_analyzer_has_an_intro_and_worded_headers_before_a_run():
+    """Issue 45, item 7: one intro line, and before any run every table's headers are words (the per-category table
+    read "1 | 2 | 3"), none in snake_case."""
+    demo = app.build_demo(tiny_loader)
+    by_elem = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    assert by_elem["an-intro"].value.startswith("Run one method and ar on every prompt")
+    for elem in ("an-summary", "an-table", "an-leaderboard"):
+        headers = by_elem[elem].value["headers"]
+        assert headers and not any(h.isdigit() or "_" in h for h in map(str, headers)), (elem, headers)

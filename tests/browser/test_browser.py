@@ -69,11 +69,11 @@ def open_page(pw, url: str, width: int = 1280, height: int = 900):
 
 
 def set_number(page, elem_id: str, value: str, attempts: int = 5) -> None:
-    """Type into a slider's number box (open the Settings accordion first).
+    """Type into a setting's number box (open the Settings accordion first): a slider's box, or a plain one.
 
-    Gradio takes the value once the slider's own range input follows it; clicking Run before that raced. The
+    Gradio takes a slider's value once its own range input follows it; clicking Run before that raced. The
     box can also be re-rendered under the typing while the accordion opens, which drops the value (seen about
-    one run in three), so the typing is retried until the range input agrees.
+    one run in three), so the typing is retried until the range input (or the plain box) agrees.
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -84,7 +84,8 @@ def set_number(page, elem_id: str, value: str, attempts: int = 5) -> None:
         box.blur()
         try:
             page.wait_for_function(
-                "([id, v]) => Number(document.querySelector(`#${id} input[type=range]`)?.value) === Number(v)",
+                "([id, v]) => { const r = document.querySelector(`#${id} input[type=range]`)"
+                " || document.querySelector(`#${id} input[type=number]`); return r && r.value === v; }",
                 arg=[elem_id, value],
                 timeout=3_000,
             )
@@ -449,6 +450,74 @@ def test_default_generate_speeds():
                     assert abs(tab - alone[m]) <= SPEEDUP_TOLERANCE or low <= alone[m] <= high, report
                 print("\n".join(report))
                 assert tab_s <= TIME_BUDGET * solo_s, report
+            finally:
+                browser.close()
+    finally:
+        demo.close()
+
+
+def test_out_of_range_settings_are_refused_in_view(tmp_path):
+    """Issue 45, item 5: 0 new tokens, temperature −1 and 100000 new tokens each give a visible message, nothing
+    runs (no lane gets a token), and the box keeps what was typed (a slider used to snap it into range and run)."""
+    from playwright.sync_api import sync_playwright
+
+    demo, url = serve(tiny_loader)
+    try:
+        with sync_playwright() as pw:
+            browser, page = open_page(pw, url)
+            try:
+                page.get_by_text("Settings").first.click()
+                for elem, value, said in (
+                    ("max-new", "0", "max new tokens must be in [1, 512], got 0"),
+                    ("max-new", "100000", "max new tokens must be in [1, 512], got 100000"),
+                    ("temperature", "-1", "temperature must be >= 0"),
+                    ("seed", "-1", "seed must be in [0, 2147483647], got -1"),  # it was a toast and red badges
+                ):
+                    set_number(page, elem, value)
+                    page.locator("#run").click()
+                    page.locator("#status .spec-alert", has_text=said).wait_for(state="visible", timeout=30_000)
+                    assert page.locator("#lane-0 .spec-tokens .tok").count() == 0, value  # nothing ran
+                    assert page.locator(".toast-body").count() == 0, value  # one message in place, no toast
+                    assert page.locator(f"#{elem} input[type=number]").input_value() == value  # not snapped
+                    page.screenshot(path=str(tmp_path / f"refused_{elem}_{value}.png"))
+                    set_number(page, elem, {"max-new": "96", "temperature": "0", "seed": "0"}[elem])
+            finally:
+                browser.close()
+    finally:
+        demo.close()
+
+
+def test_a_phone_gets_a_closed_glossary_and_an_intro_that_reads_downward(tmp_path):
+    """Issue 45, item 8: at 420 × 900 the glossary's definitions are hidden on load (it opens on a tap), and the
+    intro's cards stack with each arrow below one card and above the next, pointing down."""
+    from playwright.sync_api import sync_playwright
+
+    demo, url = serve(tiny_loader)
+    try:
+        with sync_playwright() as pw:
+            browser, page = open_page(pw, url, width=420, height=900)
+            try:
+                page.wait_for_function("!document.querySelector('#glossary-box > button.label-wrap.open')")
+                assert not page.locator("#glossary dd").first.is_visible()
+                boxes = page.locator(".spec-round-picture > div").evaluate_all(
+                    "els => els.map(e => { const r = e.getBoundingClientRect();"
+                    " return [e.className, r.top, r.bottom, getComputedStyle(e).transform]; })"
+                )
+                assert [c for c, *_ in boxes] == ["spec-round-step", "spec-round-arrow"] * 2 + ["spec-round-step"]
+                for (_, _, above, _), (_, top, bottom, turn), (_, below, _, _) in zip(
+                    boxes[::2], boxes[1::2], boxes[2::2]
+                ):
+                    assert above <= top and bottom <= below  # stacked: card, arrow, card
+                    assert turn.startswith("matrix(") and turn.replace(" ", "")[7:].startswith("0,1,-1,0"), turn  # ↓
+                page.screenshot(path=str(tmp_path / "phone.png"))
+                page.locator("#glossary-box > button.label-wrap").click()  # a tap opens it
+                page.locator("#glossary dd").first.wait_for(state="visible", timeout=10_000)
+            finally:
+                browser.close()
+            browser, page = open_page(pw, url)  # a wide screen keeps it open
+            try:
+                page.wait_for_timeout(1_000)
+                assert page.locator("#glossary dd").first.is_visible()
             finally:
                 browser.close()
     finally:

@@ -151,7 +151,7 @@ def _fixed_costs(pair, monkeypatch, share: float | None = 0.0):
     from spec_core.drafters import lookup
 
     profile = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
-    monkeypatch.setattr(engine, "run_costs", lambda p: (profile, None))
+    monkeypatch.setattr(engine, "run_costs", lambda p: (profile, None))  # undone after the test
     if share is not None:
         monkeypatch.setattr(lookup, "position_work", lambda m: 1000 if m is pair.target else round(1000 * share))
 
@@ -212,7 +212,7 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
     from spec_core.drafters.feature import FeatureDrafter
 
     monkeypatch.setattr(lookup.HybridDrafter, "before_round", lambda self, remaining: None)
-    _flat_costs(monkeypatch)
+    _flat_costs(monkeypatch)  # when the network starts is the costs' call: fixed data, not timed
     pair = embedded_f32
     prompt = "Repeat after me, then add one sentence of your own: the old bridge stays closed until engineers check it."
     run = generate(pair, prompt, "hybrid", 48)
@@ -393,3 +393,59 @@ def test_the_network_does_not_start_when_the_tokens_left_cannot_repay_its_start(
     assert hybrid._repays(0.0, 1.4, 10.0)  # not told: the ski rental alone decides
     hybrid.remaining = 14
     assert hybrid._repays(1.0, 1.4, 10.0) and not hybrid._repays(1.0, 1.4, 10.1)  # 10 rounds of 1 ms each
+
+
+# -- chat-template and special tokens are never copied (issue 45, item 9) ----------------------------------------
+
+IM_START, IM_END, SYSTEM, USER, ASSISTANT, NL = 1, 2, 40, 41, 42, 10
+CHATML = [IM_START, SYSTEM, NL, 20, 21, 22, IM_END, NL, IM_START, USER, NL, 30, 31, 20, 21, IM_END, NL]
+GENERATION_PROMPT = [IM_START, ASSISTANT, NL]
+
+
+def test_a_copy_never_proposes_a_special_token_nor_what_follows_a_template_marker():
+    """A ChatML prompt: the last newline matched the one after ``<|im_end|>`` too, whose continuation is the next
+    turn's ``<|im_start|>``; that occurrence is passed over, and a copy stops before ``<|im_end|>``."""
+    from spec_core.drafters.lookup import LookupDrafter
+
+    drafter = LookupDrafter(LookupParams(k=8), 64, torch.device("cpu"), frozenset({IM_START, IM_END}))
+    drafter.reset([*CHATML, *GENERATION_PROMPT], None)
+    drafted = drafter.propose(8, SamplingConfig(), None).tokens
+    assert drafted == [30, 31, 20, 21]  # the user's text after its newline, cut before <|im_end|>
+    index = NgramIndex(1, 3, frozenset({IM_START, IM_END}))
+    index.extend([*CHATML, IM_START])  # a text ending in a template marker: what followed one is template
+    assert index.match() is None
+    plain = NgramIndex(1, 3)  # without the tokenizer's special set: <|im_start|> assistant \n, the issue's draft
+    plain.extend([*CHATML, *GENERATION_PROMPT])
+    assert plain.copy(plain.match()[1], 8) == GENERATION_PROMPT
+
+
+def test_lookup_on_a_pair_with_special_tokens_never_drafts_one(one_thread):
+    """End to end on the tiny pair, its tokenizer declaring two special tokens that fill the prompt: no round drafts
+    either, and the text is still ar's."""
+    pair = make_tiny_pair(vocab=8)
+
+    class WithSpecials(type(pair.tokenizer)):
+        all_special_ids = [ord("c") % 8, ord("d") % 8]
+
+    pair.tokenizer = WithSpecials(8)
+    prompt = "abcabcabdabcab"
+    ar = generate(pair, prompt, "ar", 40)
+    for method in ("lookup", "lookup+fixed:4"):
+        run = generate(pair, prompt, method, 40)
+        drafted = {t for e in run.events for t in e.draft_tokens}
+        assert drafted and not drafted & set(WithSpecials.all_special_ids), method
+        assert run.token_ids == ar.token_ids
+
+
+@pytest.mark.embedded
+def test_the_hybrid_never_drafts_the_chat_template_on_the_embedded_pair(embedded_f32):
+    """The default task's hybrid used to draft ``<|im_start|>``, ``assistant``, a newline in its first round."""
+    from visuals.menus import EXAMPLES
+
+    banned = set(embedded_f32.tokenizer.all_special_ids)
+    assert {embedded_f32.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} <= banned
+    run = generate(embedded_f32, EXAMPLES[0][0], "hybrid", 24)
+    drafted = [t for e in run.events for t in e.draft_tokens]
+    assert drafted and not set(drafted) & banned
+    pieces = embedded_f32.pieces(run.events[0].draft_tokens) if run.events[0].draft_tokens else []
+    assert "assistant" not in "".join(pieces)

@@ -33,6 +33,27 @@ def test_the_replay_is_the_engines_own_rounds(method, k, one_thread):
     assert list(replay.kept) == [e.accepted for e in run.events]
 
 
+def test_the_replay_keeps_the_engines_rounds_where_the_tokenizer_has_special_tokens(one_thread):
+    """The copy never proposes a special token (issue 45, item 9); the replay, told the same set, matches the
+    engine still, and a record carries the set (``meta["special_ids"]``) for the Playground's lookup view."""
+    from spec_core.drafters.lookup import special_ids
+
+    pair = make_tiny_pair(vocab=8)
+
+    class WithSpecials(type(pair.tokenizer)):
+        all_special_ids = [ord("c") % 8]
+
+    pair.tokenizer = WithSpecials(8)
+    run = generate(pair, "abcabcabdabcab", "lookup+fixed:3", 40)
+    banned = special_ids(pair.tokenizer)
+    at = copies(run.prompt_ids, run.token_ids, banned=banned)
+    assert not any(set(c.tokens) & banned for c in at)
+    replay = replay_window(at, CostProfile.from_dict(run.events[0].costs), 3, limit=40)
+    assert list(replay.lengths) == [e.draft_len for e in run.events]
+    assert list(replay.kept) == [e.accepted for e in run.events]
+    assert list(copies(run.prompt_ids, run.token_ids)) != at  # without the set the replay would copy them
+
+
 def test_the_oracle_is_never_beaten_and_the_cost_policy_beats_long_fixed_copies():
     prompt = list(range(40)) * 2
     answer = list(range(40)) + [99, 98] + list(range(20))

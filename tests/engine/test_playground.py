@@ -274,6 +274,9 @@ def test_the_playground_sets_a_live_lanes_measured_speedup_beside_its_replay(rec
     assert "They agree within their spreads." in said or "They disagree beyond their spreads. " in said
     marked = next(t for t in speed.data if t.name == "Live lane, measured")
     assert list(marked.y) == ["fixed:3"] and list(marked.x) == [pytest.approx(quotes["fixed:3"]["value"])]
+    from test_pacer_heads import assert_value_labels_clear
+
+    assert_value_labels_clear(speed)  # the bars' values clear of names, whiskers and the ◆ (issue 45, item 6)
     assert "Live lane" not in playground_view(record, "fixed", 3, 0.4, 1, 0.55, 1.1, 6)[0]  # no Live run: no quote
     path = tmp_path / "r.json"
     save_record(ran, path)

@@ -34,8 +34,8 @@ def test_table_rows_per_prompt(records):
     assert table["prompt"][0].startswith("Why is the sky blue?") and len(table["prompt"][0]) <= rec.PROMPT_CHARS
     a = records["a"]
     s, base = Stats.from_events(a.lanes["fixed:4"]), Stats.from_events(a.lanes["ar"])
-    assert table["speedup_vs_ar"][0] == round(s.tokens_per_s / base.tokens_per_s, 3)
-    assert table["tau"][0] == round(s.tau, 3)
+    assert table["speedup_vs_ar"][0] == pytest.approx(s.tokens_per_s / base.tokens_per_s)
+    assert table["tau"][0] == pytest.approx(s.tau)
 
 
 def test_summary_row_pools_all_prompts(records):
@@ -44,9 +44,9 @@ def test_summary_row_pools_all_prompts(records):
     row = summary.iloc[0]
     events = [e for r in records.values() for e in r.lanes["fixed:4"]]
     pooled = Stats.from_events(events)
-    assert row["prompts"] == 2 and row["new_tokens"] == 20 and row["tau"] == round(pooled.tau, 3)
+    assert row["prompts"] == 2 and row["new_tokens"] == 20 and row["tau"] == pytest.approx(pooled.tau)
     table = rec.table_rows(records)
-    assert row["median_speedup_vs_ar"] == round(float(table["speedup_vs_ar"].median()), 3)
+    assert row["median_speedup_vs_ar"] == pytest.approx(float(table["speedup_vs_ar"].median()))
     assert row["same_as_ar"] == f"{int(table['first_divergence'].isna().sum())}/2"
 
 
@@ -129,3 +129,14 @@ def test_the_lookup_view_and_the_verdict_count_the_same_kept_drafts_at_the_end_t
     )
     assert Stats.from_events([copied]).copied_tokens == 2
     assert "2 of its 2 kept drafts were copied" in sources_caption({"lookup": [copied]})
+
+
+def test_the_analyzer_tables_agree_on_tau_and_the_median_and_read_as_words(records):
+    """Issue 45, item 7: the summary and the per-category table give one τ (pooled, the same computation) and one
+    median speedup (taken before any rounding, rounded once), under readable headers."""
+    table = rec.table_rows(records)
+    summary, board = rec.shown(rec.summary_rows(records)), rec.shown(rec.board_rows(records, table))
+    assert "mean accepted tokens" not in board.columns and not any("_" in c for c in [*summary, *board])
+    assert board.loc[0, "τ"] == summary.loc[0, "τ"]
+    assert board.loc[0, "median speedup vs ar"] == summary.loc[0, "median speedup vs ar"]
+    assert not any("_" in c for c in rec.shown(table).columns) and "α" in rec.shown(table).columns

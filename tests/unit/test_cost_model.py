@@ -127,3 +127,18 @@ def test_a_lane_run_alone_is_anchored_by_a_step_timed_beside_it():
     p = profile_from_events({"lane": lane}, one_step_ms=40.0)
     assert p.step_ms == pytest.approx(41.0) and p.draft_ms == pytest.approx(2.0)  # the drafting is priced too
     assert p.events_speedup(lane) <= Stats.from_events(lane).tau
+
+
+def test_a_tree_verdict_states_acceptance_and_break_even_over_the_same_nodes():
+    """Issue 45, item 2: a tree round verifies every node but keeps one path; the verdict's α and its break-even
+    are both over the nodes verified ("43% of drafts accepted" over the path beside a break-even over 31 nodes was
+    two bases)."""
+    ar = [_round(i, 0, 0, 0.040, method="ar") for i in range(40)]
+    tree = {"tokens": list(range(30)), "depths": [1, 2, 3, 4]}
+    lane = [SimpleNamespace(**{**_round(i, 2, 1, 0.070, method="tree").__dict__, "tree": tree}) for i in range(30)]
+    s = speed.lane_speed("tree", {"ar": ar, "tree": lane})
+    assert "3% of tree nodes kept" in s.verdict and "of drafts accepted" not in s.verdict  # 1 kept of 30 nodes
+    cost, nodes, need = re.search(
+        r"with ([\d.]+) tree nodes a round, ≥ \d+% kept \(\(([\d.]+) − 1\) / ([\d.]+)\)", s.verdict
+    ).group(2, 3, 0)
+    assert float(nodes) == 30.0 and f"≥ {(float(cost) - 1) / 30:.0%} kept" in need

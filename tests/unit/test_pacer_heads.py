@@ -312,3 +312,72 @@ def test_the_comparison_prices_with_the_runs_costs_and_quotes_the_lanes_fixed_wi
     ]
     without_ar = {m: ev for m, ev in lanes.items() if m != "ar"}  # nothing to anchor the run's prices, nothing measured
     assert view.comparison_for(without_ar)[1].source in ("table", "model") and view.lanes_note(without_ar) == ""
+
+
+def assert_value_labels_clear(fig) -> None:
+    """A horizontal bar chart's value labels (issue 45, item 6): no bar carries its own text (drawn at the bar's
+    end, it ran into the row's name, "fixed:40.60×", or under the whiskers); each label starts right of every mark
+    of its row (bar, whisker, ◆ and its whisker) and, at the placer's character width, ends inside the axis."""
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert bars and all(t.text is None for t in bars)
+    from visuals.labels import BAR_PLOT_PX, CHAR_PX
+
+    (values,) = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    low, top = fig.layout.xaxis.range
+    marks: dict[str, list[float]] = {}
+    for t in fig.data:
+        if t is values:
+            continue
+        base = (t.base or 0.0) if t.type == "bar" else None
+        for i, (x, y) in enumerate(zip(t.x, t.y)):
+            end = x + (base or 0.0)
+            row = marks.setdefault(y, [])
+            row += [end] + ([base] if base is not None else [])
+            if t.error_x is not None and t.error_x.array is not None:
+                row.append(end + t.error_x.array[i])
+    assert set(values.y) == set(marks)
+    for x, y, text in zip(values.x, values.y, values.text):
+        assert x >= max(marks[y]) - 1e-9, (y, x, marks[y])
+        assert x + CHAR_PX * len(text) * (top - low) / BAR_PLOT_PX <= top + 1e-9, (y, text)
+
+
+@pytest.mark.skipif(load_rounds("feature") is None, reason="the shipped rounds asset is missing")
+def test_which_pre_verifier_value_labels_never_touch_a_name_a_whisker_or_a_diamond():
+    from test_quotes import event
+
+    from visuals import pacer_heads as view
+
+    rounds = load_rounds("feature")
+    paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
+    lanes = {
+        "pacer": [pacer_event(paper)],
+        "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],
+        "ar": [event(i, "ar", 0, 0, 0.040 + 0.004 * (i % 3)) for i in range(40)],
+    }
+    fig = view.heads_figure(lanes)
+    assert any(t.name == "Live lane, measured" for t in fig.data)
+    assert_value_labels_clear(fig)
+
+
+@pytest.mark.skipif(load_rounds("feature") is None, reason="the shipped rounds asset is missing")
+def test_the_which_pre_verifier_caption_shows_60_words_and_folds_the_rest():
+    """Issue 45, item 6: its caption (what the comparison says, how to read it, the Live lane's quote) ran to about
+    200 words; the slot shows at most 60 and the rest behind "more"."""
+    from test_quotes import event
+
+    from ui.shared import view_updates
+    from visuals import views
+
+    rounds = load_rounds("feature")
+    paper = next(n for n, (_, method, _) in pacer_heads.head_names(rounds).items() if method == "pacer")
+    lanes = {
+        "pacer": [pacer_event(paper)],
+        "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],
+        "ar": [event(i, "ar", 0, 0, 0.040 + 0.004 * (i % 3)) for i in range(40)],
+    }
+    (heads,) = [v for v in views.views_for(list(lanes)) if v.key == "pacer_heads"]
+    assert len(views.caption_for(heads, lanes).split()) > 120
+    out = view_updates(lanes)
+    caption = next(c for c in out[1::3] if c.startswith("**PACER: which pre-verifier?**"))
+    shown, folded = caption.split("<details><summary>more</summary>")
+    assert len(shown.replace("**PACER: which pre-verifier?** —", "").split()) <= 60 and folded.strip()

@@ -440,3 +440,86 @@ def test_pacer_caption_blocks_add_up_and_say_nothing_of_adapting_when_a_block_pa
     text = pacer_view.threshold_caption({"pacer": lane})
     assert "2 blocks: 1 passed, 0 stopped the draft, 1 reached the draft's cap" in text
     assert "never adapted" not in text
+
+
+def _tokens_lane(method, ids, per_round=2):
+    """A lane whose emitted token ids are ``ids``, ``per_round`` a round (pieces are the ids as text)."""
+    out = []
+    for r, k in enumerate(range(0, len(ids), per_round)):
+        chunk = ids[k : k + per_round]
+        drafts = [str(t) for t in chunk[:-1]]
+        e = ev(r, drafts, len(drafts), str(chunk[-1]), method=method)
+        out.append(dataclasses.replace(e, emitted=tuple(chunk), draft_tokens=tuple(chunk[:-1])))
+    return out
+
+
+def test_no_divergence_mark_where_one_text_is_a_prefix_of_the_other():
+    """◆ only where both texts exist and differ: a lane ahead of ar (or ar not started, or a run cut by Stop)
+    has not parted from it (issue 45, item 1)."""
+    ar = _tokens_lane("ar", [1, 2, 3, 4], per_round=1)
+    ahead = _tokens_lane("fixed:4", [1, 2, 3, 4, 5, 6])
+    for ar_lane in (ar, ar[:0], ar[:2]):  # ar done with fewer tokens, not started, part-way
+        frame = LiveFrame(("fixed:4", "ar"), {"fixed:4": tuple(ahead), "ar": tuple(ar_lane)}, done=True)
+        assert frame.marks("fixed:4") == {} and frame.marks("ar") == {}
+        _, counters, body = live_page.lane_parts(frame, "fixed:4")
+        assert 'data-diverge="1"' not in body and "near-tie" not in counters
+    frame = frame_with({"fixed:4": ahead, "ar": ar})
+    assert frame.text_note("fixed:4") == "Same text as ar over the first 4 tokens ✓."
+    parted = _tokens_lane("fixed:4", [1, 2, 9, 4, 5, 6])
+    assert list(frame_with({"fixed:4": parted, "ar": ar}).marks("fixed:4")) == [2]  # a real difference is marked
+
+
+def test_sampled_lanes_are_not_marked_as_rounded_differently():
+    """At temperature > 0 a lane parts from ar's sample by chance: no ◆, no "rounded differently", and a lossy
+    lane's distance from ar is not reported (issue 45, items 1 and 4)."""
+    ar = _tokens_lane("ar", [1, 2, 3, 4, 5, 6], per_round=1)
+    lossless = _tokens_lane("fixed:4", [1, 7, 8, 9, 5, 6])
+    lossy_lane = _tokens_lane("static:0.5", [1, 2, 8, 9, 5, 6])
+    lanes = {"fixed:4": lossless, "static:0.5": lossy_lane, "ar": ar}
+    frame = frame_with(lanes, temperature=0.7)
+    for method in lanes:
+        assert frame.marks(method) == {}
+        _, counters, body = live_page.lane_parts(frame, method)
+        assert 'data-diverge="1"' not in body and "rounded differently" not in body
+        assert "parts from ar" not in (counters + body).lower()
+    assert frame.text_note("static:0.5") == "" and frame.text_note("fixed:4") == ""
+    _, _, body = live_page.lane_parts(frame, "static:0.5")
+    assert "not reported" in body and "set the temperature to 0" not in body
+    greedy = frame_with(lanes)  # at temperature 0 the lossy lane's distance is reported, and not as a rounding
+    assert "parts from ar's at token 3" in greedy.text_note("static:0.5")
+    _, _, body = live_page.lane_parts(greedy, "static:0.5")
+    assert 'data-diverge="1"' in body and "verifier is lossy" in body and "rounded differently" not in body
+
+
+@pytest.mark.parametrize("method", ["fixed:4+diversed", "fixed:4+static:0.7"])
+def test_a_lossy_recovered_token_is_drawn_from_nus_residual_header_and_body_alike(method):
+    """Issue 45, item 3: a lossy ensemble verifier resamples from norm(max(0, ν − q)); its tooltip's header and body
+    say so, from the verifier's own words, and neither calls the token the target's own."""
+    e = ev(0, ["The", " sky"], 1, " blue", method=method, verifier_trace={"w": [0.9, 0.2], "nu_x": [0.3, 0.1]})
+    recovered = [s for s in tokens.token_spans([e], temperature=0.7) if s.kind == "recovered"][0]
+    lines = tokens.hover_lines(recovered)
+    head, text = lines[0][1], tokens.hover_text(recovered)
+    assert "ν's residual" in head and "the target's own" not in head
+    assert "norm(max(0, ν − q))" in recovered.why and "exactly the target's" not in text
+    lossless = [s for s in tokens.token_spans([ev(0, ["a", "b"], 1, "c")], 0.7) if s.kind == "recovered"][0]
+    assert "the target's own" in tokens.hover_lines(lossless)[0][1]
+    assert "norm(max(0, p − q))" in lossless.why and "exactly the target's" in lossless.why
+
+
+def test_a_long_caption_shows_at_most_60_words_and_folds_the_rest_behind_more():
+    """Issue 45, item 6 (captions): a caption over 60 words shows its first whole sentences up to 60 and puts the
+    rest behind a "more" link; no word is lost, and a paragraph break stays where it was."""
+    import re
+
+    from visuals.captions import CAPTION_WORDS, folded
+
+    long = " ".join(f"Sentence {i} has exactly seven words here." for i in range(12)) + "\n\nA footnote."
+    text = folded(long)
+    head, rest = text.split("<details><summary>more</summary>")
+    assert len(head.split()) == 56 and head.strip().endswith("Sentence 7 has exactly seven words here.")
+    assert rest.strip().endswith("\n\nA footnote.\n\n</details>")
+    assert re.sub(r"\s+", " ", head + rest.replace("</details>", "")).strip() == re.sub(r"\s+", " ", long)
+    assert folded("One sentence. Another.") == "One sentence. Another."
+    run_on = " ".join(["word"] * 80)  # no sentence ends within 60 words: cut at 60, marked on both sides
+    cut, more = folded(run_on).split("<details><summary>more</summary>")
+    assert len(cut.split()) == CAPTION_WORDS + 1 and cut.strip().endswith("…") and more.split()[0] == "…"
