@@ -177,7 +177,11 @@ def given_table(path: str | Path) -> CostTable:
     path = Path(path)
     if not path.is_file():
         raise SpecScopeError(f"${COSTS_ENV} names {str(path)!r}, which is not a file (a cost table: {SHIPPED_DIR})")
-    return CostTable(_load(path)[0], "given", f"given in ${COSTS_ENV} ({path.name})", str(path))
+    profiles = {
+        precision: dataclasses.replace(profile, name=f"{path.name} · {precision}", source="reference")
+        for precision, profile in _load(path)[0].items()
+    }
+    return CostTable(profiles, "given", f"given in ${COSTS_ENV} ({path.name})", str(path))
 
 
 def table_for(device: torch.device | str = "cpu", draft_ratio: float | None = None) -> CostTable:
