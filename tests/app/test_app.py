@@ -33,7 +33,7 @@ def free_port() -> int:
 
 def test_import_builds_demo_without_loading_a_model():
     assert isinstance(app.demo, gr.Blocks)
-    assert app.get_pair.cache_info().currsize == 0
+    assert app.get_pair is live.warm_pair and live._warm_pair.cache_info().currsize == 0  # nothing loaded
     assert not any(m.startswith("hf-") for m in live_method_choices())
     assert {"heuristic", "fixed:4", "ar"} <= set(live_method_choices())
     assert app.pair_choices()[0] == "embedded"
