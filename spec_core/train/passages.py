@@ -28,6 +28,7 @@ import textwrap
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from spec_core.train.prompts import overlaps_heldout
 
@@ -88,7 +89,8 @@ class Passage:
 
 def _prose(text: str) -> list[str]:
     """Runs of paragraphs of ``text`` that read as prose, each MIN_WORDS..MAX_WORDS words."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[str] = []
     for para in re.split(r"\n\s*\n", text):
         para = " ".join(para.split())
         code_like = para.startswith((">>>", "..", "|", "-", "*", "#", "=", "$", "[!", "<", "![")) or "::" in para
@@ -137,7 +139,7 @@ def stdlib_passages() -> tuple[Passage, ...]:
     return tuple(out)
 
 
-def _licence(meta) -> str:
+def _licence(meta: Any) -> str:  # an email.message.Message underneath PackageMetadata
     text = meta.get("License-Expression") or ""
     if not text or len(text) > 60:  # some put the whole licence text here
         text = " ".join(c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::"))
@@ -149,8 +151,9 @@ def package_licences() -> dict[str, str]:
     """Installed distribution -> the licence its metadata declares (permissive ones only)."""
     out = {}
     for dist in metadata.distributions():
-        name = dist.metadata.get("Name") or ""
-        licence = _licence(dist.metadata)
+        meta: Any = dist.metadata
+        name = meta.get("Name") or ""
+        licence = _licence(meta)
         if name and any(p.lower() in licence.lower() for p in PERMISSIVE):
             out[name.lower()] = licence
     return dict(sorted(out.items()))
@@ -162,7 +165,8 @@ def package_passages() -> tuple[Passage, ...]:
     out: list[Passage] = []
     for name in package_licences():
         try:
-            body = metadata.metadata(name).get_payload() or metadata.metadata(name).get("Description") or ""
+            meta: Any = metadata.metadata(name)
+            body = meta.get_payload() or meta.get("Description") or ""
         except metadata.PackageNotFoundError:
             continue
         out += [Passage("packages", name, name, p) for p in _prose(str(body))]

@@ -388,7 +388,7 @@ def heldout_texts() -> tuple[str, ...]:
     """Every prompt the project measures on and never trains on: Spec-Bench's questions (every turn), the
     benchmark prompts (``prompts/specscope.jsonl``, ``prompts/examples.jsonl``) and the evaluation tasks
     (``prompts/eval/*.jsonl``, both splits)."""
-    out = []
+    out: list[str] = []
     for pattern in HELDOUT_FILES:
         for path in sorted(PROMPTS_DIR.glob(pattern)):
             for line in path.read_text(encoding="utf-8").splitlines():
