@@ -9,8 +9,8 @@ Passages, read as text (``ast``, never imported, so nothing runs), with their li
 - ``stdlib``: docstrings and short functions of the Python standard library's own ``.py`` files (the PSF
   License Agreement, Python-2.0; the same files every CPython install ships);
 - ``packages``: the long descriptions (their READMEs) of the installed distributions whose metadata declares a
-  permissive licence (MIT, BSD, Apache-2.0, PSF, ISC: :data:`PERMISSIVE`); each prompt's kind records the
-  distribution, and :func:`package_licences` lists the licence each one declares.
+  permissive licence (MIT, BSD, Apache-2.0, PSF, ISC: :data:`PERMISSIVE`) and no copyleft one
+  (:data:`COPYLEFT`); :func:`package_licences` lists the licence each one declares.
 
 The list depends on the Python version and the installed packages, so a clone regenerates other prompts: the
 committed token pack (``spec_core.train.pack``) is what reproduces the data. Prompts that share a 13-word run
@@ -35,6 +35,7 @@ from spec_core.train.prompts import overlaps_heldout
 PASSAGE_SOURCES = ("stdlib", "packages")
 STDLIB_LICENCE = "Python-2.0 (PSF License Agreement)"
 PERMISSIVE = ("MIT", "BSD", "Apache", "PSF", "Python Software Foundation", "ISC")  # licence names we accept
+COPYLEFT = ("GPL", "MPL", "EPL", "CDDL")  # refused even beside a permissive one ("MPL-2.0 AND MIT")
 SKIP_STDLIB = ("test", "tests", "idlelib", "lib2to3", "turtledemo", "site-packages", "ensurepip", "pydoc_data")
 MIN_WORDS, MAX_WORDS = 40, 220  # a passage: enough to summarize, short enough for a 192-token answer
 MAX_CODE_LINES = 30
@@ -154,7 +155,8 @@ def package_licences() -> dict[str, str]:
         meta: Any = dist.metadata
         name = meta.get("Name") or ""
         licence = _licence(meta)
-        if name and any(p.lower() in licence.lower() for p in PERMISSIVE):
+        permissive = any(p.lower() in licence.lower() for p in PERMISSIVE)
+        if name and permissive and not any(c in licence.upper() for c in COPYLEFT):
             out[name.lower()] = licence
     return dict(sorted(out.items()))
 
