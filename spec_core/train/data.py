@@ -155,8 +155,12 @@ def generate_shard(model, tokenizer, cfg: DataConfig, i: int, path: Path) -> tup
         answer_starts += [len(prompt_ids[j]) for j in part]
         categories += [chunk[j][0] for j in part]
     hidden = layer_hidden = None
-    if cfg.store_features:
-        hidden, layer_hidden = hidden_states(model, seqs, cfg.target_layers)
+    if cfg.store_features:  # a batch at a time: every layer's states of a whole shard would not fit
+        parts = [
+            hidden_states(model, seqs[b : b + cfg.batch_size], cfg.target_layers)
+            for b in range(0, len(seqs), cfg.batch_size)
+        ]
+        hidden, layer_hidden = torch.cat([h for h, _ in parts]), torch.cat([lh for _, lh in parts])
     metadata = {
         "format": FORMAT if not cfg.store_features else "features",
         "source": source,
