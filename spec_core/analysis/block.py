@@ -124,6 +124,7 @@ def measure_overhead(steps: int, data: str, shards: int, seed: int = 0) -> dict:
     target = tb.load_training_target(torch.float32)
     for p in target.parameters():
         p.requires_grad_(False)
+    features = tb.online_features(target, train_seqs, tb.TARGET_LAYERS)  # token-id shards: computed per batch
     models, opts = {}, {}
     for loss in cfgs:
         torch.manual_seed(seed)
@@ -133,7 +134,7 @@ def measure_overhead(steps: int, data: str, shards: int, seed: int = 0) -> dict:
     weight_times: dict[str, list[float]] = {loss: [] for loss in cfgs}
     for step in range(steps):
         rng = random.Random(seed * 1_000_003 + step)
-        batch = tb.make_batch(train_seqs, *tb.sample_blocks(train_seqs, 2, 8, rng), 8)
+        batch = tb.make_batch(train_seqs, *tb.sample_blocks(train_seqs, 2, 8, rng), 8, features)
         order = ("decay", "dpace") if step % 2 == 0 else ("dpace", "decay")
         for loss in order:
             model, opt, cfg = models[loss], opts[loss], cfgs[loss]
@@ -204,10 +205,12 @@ def main(argv: list[str]) -> int:
             Path(a.out).write_text(json.dumps({"training_overhead": overhead}, indent=1) + "\n")
         return 0
     held_seqs: list = []
+    held_features = None
     if a.heldout_blocks:
         from spec_core.train import block as tb
 
         _, held_seqs, _ = tb.load_sequences(Path(a.data), tb.BlockTrainConfig(loss="dpace").heldout_shards, a.shards)
+        held_features = tb.online_features(pair.parts_target, held_seqs, tb.TARGET_LAYERS)  # token-id shards
     if a.temperature < 0:
         ap.error("--temperature must be ≥ 0")
     ar = run_method(pair, prompts, "ar", a.max_new_tokens, a.temperature, a.seed)
@@ -225,7 +228,7 @@ def main(argv: list[str]) -> int:
         held = {}
         if held_seqs:  # the same fixed held-out blocks for every drafter, more of them than during training
             ecfg = tb.BlockTrainConfig(loss=loss, block_size=model.config.block_size, eval_blocks=a.heldout_blocks)
-            held = tb.evaluate(model, held_seqs, ecfg)
+            held = tb.evaluate(model, held_seqs, ecfg, held_features)
         evs = [e for e in run["events"] if e.draft_len == block_len]
         qs = torch.tensor([e.gold_draft_probs for e in evs], dtype=torch.float64)  # [rounds, B−1]
         median_round = evs[len(evs) // 2] if evs else None

@@ -2,8 +2,10 @@
 
 ``python -m spec_core train block --loss {uniform,decay,dpace,dpace-cumulative,dpace-continuation}``
 
-1. Data: the target's own answers with its cached hidden states (:mod:`spec_core.train.data`); no target
-   forward is needed. The last ``--heldout-shards`` shards are held out.
+1. Data: the target's own answers (:mod:`spec_core.train.data`) and its hidden states at ``--target-layers``:
+   stored in a shard of the first format, or recomputed for each batch's context by a bfloat16 prefill of the
+   target for a token-id shard (:mod:`spec_core.train.features`). The last ``--heldout-shards`` shards are
+   held out.
 2. Each step samples sequences, then *anchors* a in their answer regions (a ≥ answer_start − 1, so that the
    first label is an answer token). Block n sees the context features of positions strictly before a_n and
    its own block; position k = 1..B−1 predicts token a + k (the gold token of the target-generated text).
@@ -40,6 +42,7 @@ from spec_core.drafters.block.assets import save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.rules import BLOCK_LOSSES
 from spec_core.train.data import TARGET_LAYERS, load_shards, split_sequences
+from spec_core.train.features import OnlineFeatures
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +102,7 @@ def load_training_target(dtype: torch.dtype):
 class Sequence:
     tokens: torch.Tensor  # [T] long
     answer_start: int
-    layer_hidden: torch.Tensor  # [T, L, H] bf16
+    layer_hidden: torch.Tensor | None  # [T, L, H] bf16; None for a token-id shard (computed per batch)
 
     @property
     def anchor_range(self) -> tuple[int, int]:
@@ -124,6 +127,13 @@ def load_sequences(data: str | Path, heldout: int, limit: int = 0) -> tuple[list
     return train, held, total
 
 
+def online_features(target, seqs: list[Sequence], layers: tuple[int, ...]) -> OnlineFeatures | None:
+    """A bfloat16 copy of ``target`` that computes ``layers``' states, when some of ``seqs`` lack them."""
+    if all(s.layer_hidden is not None for s in seqs):
+        return None
+    return OnlineFeatures(target, layers, torch.bfloat16, batch_size=8)
+
+
 def sample_blocks(
     seqs: list[Sequence], n_seqs: int, n_anchors: int, rng: random.Random
 ) -> tuple[list[int], list[list[int]]]:
@@ -134,12 +144,35 @@ def sample_blocks(
     return idx, anchors
 
 
-def make_batch(seqs: list[Sequence], idx: list[int], anchors: list[list[int]], block_size: int):
-    """Padded tensors for :func:`block_forward`."""
+def context_states(
+    seqs: list[Sequence], idx: list[int], width: int, features: OnlineFeatures | None
+) -> list[torch.Tensor]:
+    """The layer states ``[≤ width, L, H]`` of the first ``width`` positions of each sequence of ``idx``: stored,
+    or computed by ``features`` (one prefill for every sequence that lacks them)."""
+    states = [seqs[i].layer_hidden for i in idx]
+    todo = [r for r, x in enumerate(states) if x is None]
+    if todo:
+        if features is None:
+            raise ValueError("token-id sequences need an OnlineFeatures to compute their layer states")
+        _, computed = features([seqs[idx[r]].tokens for r in todo], max_len=width)
+        for r, x in zip(todo, computed):
+            states[r] = x
+    return [x[:width] for x in states if x is not None]
+
+
+def make_batch(
+    seqs: list[Sequence],
+    idx: list[int],
+    anchors: list[list[int]],
+    block_size: int,
+    features: OnlineFeatures | None = None,
+):
+    """Padded tensors for :func:`block_forward` (``features`` computes the context of token-id sequences)."""
     s_, n_ = len(idx), len(anchors[0])
     anchor = torch.tensor(anchors)  # [S, N]
     width = int(anchor.max())  # context positions needed: t < a ≤ width
-    lh0 = seqs[idx[0]].layer_hidden
+    states = context_states(seqs, idx, width, features)
+    lh0 = states[0]
     layer_hidden = torch.zeros(s_, width, *lh0.shape[1:], dtype=lh0.dtype)  # [S, W, L, H]
     labels = torch.zeros(s_, n_, block_size - 1, dtype=torch.long)  # [S, N, B−1] tokens a+1..a+B−1
     valid = torch.zeros(s_, n_, block_size - 1, dtype=torch.bool)
@@ -147,7 +180,7 @@ def make_batch(seqs: list[Sequence], idx: list[int], anchors: list[list[int]], b
     for r, i in enumerate(idx):
         seq = seqs[i]
         m = min(width, len(seq.tokens))
-        layer_hidden[r, :m] = seq.layer_hidden[:m]
+        layer_hidden[r, :m] = states[r][:m]
         for c, a in enumerate(anchors[r]):
             anchor_tokens[r, c] = seq.tokens[a]
             gold = seq.tokens[a + 1 : a + block_size]
@@ -173,7 +206,9 @@ def block_forward(model: BlockDraftModel, batch) -> tuple[torch.Tensor, torch.Te
 
 
 @torch.no_grad()
-def evaluate(model: BlockDraftModel, held: list[Sequence], cfg: BlockTrainConfig) -> dict:
+def evaluate(
+    model: BlockDraftModel, held: list[Sequence], cfg: BlockTrainConfig, features: OnlineFeatures | None = None
+) -> dict:
     """Held-out CE, per-position match, prefix acceptance and the greedy τ estimate on a fixed block set."""
     rng = random.Random(12345)
     ce_sum, n_tokens = 0.0, 0
@@ -184,7 +219,7 @@ def evaluate(model: BlockDraftModel, held: list[Sequence], cfg: BlockTrainConfig
     per_batch = cfg.batch_seqs * cfg.anchors
     while n_blocks < cfg.eval_blocks:
         idx, anchors = sample_blocks(held, per_batch, 1, rng)
-        batch = make_batch(held, idx, anchors, cfg.block_size)
+        batch = make_batch(held, idx, anchors, cfg.block_size, features)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast):
             ce, match = block_forward(model, batch)
         valid = batch[-1]
@@ -223,6 +258,7 @@ def train(cfg: BlockTrainConfig) -> Path:
     for p in target.parameters():
         p.requires_grad_(False)
     model = BlockDraftModel.for_target(target, cfg.target_layers, cfg.num_layers, cfg.block_size, cfg.init).float()
+    features = online_features(target, train_seqs + held_seqs, cfg.target_layers)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.95))
     work = Path(cfg.work_dir)
@@ -265,7 +301,9 @@ def train(cfg: BlockTrainConfig) -> Path:
     model.train()
     while step < cfg.steps:
         rng = random.Random(cfg.seed * 1_000_003 + step)  # same blocks at the same step for every loss
-        batch = make_batch(train_seqs, *sample_blocks(train_seqs, cfg.batch_seqs, cfg.anchors, rng), cfg.block_size)
+        batch = make_batch(
+            train_seqs, *sample_blocks(train_seqs, cfg.batch_seqs, cfg.anchors, rng), cfg.block_size, features
+        )
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
         t0 = time.perf_counter()
@@ -296,7 +334,7 @@ def train(cfg: BlockTrainConfig) -> Path:
         )
         if step % cfg.eval_every == 0 or step == cfg.steps:
             model.eval()
-            held = evaluate(model, held_seqs, cfg)
+            held = evaluate(model, held_seqs, cfg, features)
             model.train()
             n = max(window["n"], 1)
             entry = {
@@ -317,7 +355,7 @@ def train(cfg: BlockTrainConfig) -> Path:
             checkpoint()
     bar.close()
     model.eval()
-    held = evaluate(model, held_seqs, cfg)
+    held = evaluate(model, held_seqs, cfg, features)
     step_s, weights_s = sorted(times["step_s"]), times["weights_s"]
     card = {
         "method": f"block:{cfg.loss}",
@@ -330,6 +368,7 @@ def train(cfg: BlockTrainConfig) -> Path:
             "train_sequences": len(train_seqs),
             "heldout_sequences": len(held_seqs),
             "heldout_shards": "the last ones",
+            "features": "stored" if features is None else "online (bfloat16 prefill of the target)",
         },
         "trainable_params": sum(p.numel() for p in params),
         "steps": step,

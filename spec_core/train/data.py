@@ -1,4 +1,4 @@
-"""Training data from the target itself: its answers to templated prompts, plus its hidden states.
+"""Training data from the target itself: its answers to prompts of many sources, as token ids.
 
 Each shard (``shard_XXXXX.safetensors``) holds a batch of conversations, concatenated:
 
@@ -6,15 +6,31 @@ Each shard (``shard_XXXXX.safetensors``) holds a batch of conversations, concate
 - ``starts`` ``[S + 1]`` int64: where each sequence begins in ``tokens`` (and the end);
 - ``answer_starts`` ``[S]`` int64: offset of the first answer token inside each sequence (acceptance and
   losses count answer tokens only, never prompt or template tokens);
+- metadata (strings): ``format`` (``tokens-1``), ``source`` (the prompt source), ``sampled`` (``True`` when
+  answered by sampling at T = 0.7, top-p 0.9, else greedy), ``seed``, ``precision`` (the target's, while
+  generating), ``categories`` (each sequence's prompt kind, comma-separated).
+
+Shards of the first format (before ``tokens-1``) also hold the target's features, 6.9 KB a token in bf16:
+
 - ``hidden`` ``[N, H]`` bf16: the target's last hidden state (post-norm, so ``lm_head(hidden)`` gives its
   logits: the teacher for distillation and the feature for EAGLE-style drafts);
 - ``layer_hidden`` ``[N, L, H]`` bf16: hidden states of the layers in ``TARGET_LAYERS`` (block drafters).
 
-Shards are written atomically and skipped when present, so generation resumes where it stopped.
+The trainers read both: for a token-id shard they recompute the features in a batched prefill of the target
+(:mod:`spec_core.train.features`), as SpecForge and EAGLE-3 train, so the data grows by bytes a token.
+``--store-features`` still writes the first format.
+
+Prompt sources (``--source``, several comma-separated: shard i takes the (i mod n)-th): ``templates`` and
+``written`` (:mod:`spec_core.train.prompts`), ``magpie`` (questions the target writes,
+:mod:`spec_core.train.magpie`) and ``passages`` (copy-heavy tasks on real passages, :mod:`spec_core.train.passages`).
+
+Shards are written atomically and skipped when present, so generation resumes where it stopped; each shard's
+prompts and seed depend only on its index, so a resumed run writes what an unbroken one would.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -23,12 +39,15 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from tqdm import tqdm
 
 from spec_core.prompting import chat_ids
+from spec_core.train.features import target_features
 from spec_core.train.prompts import SOURCES, training_prompts
 
 TARGET_LAYERS = (1, 8, 14, 20, 27)  # ≈ linspace(1, L − 3, 5) for L = 30 (DFlash's choice of layers)
+FORMAT = "tokens-1"
+ALL_SOURCES = (*SOURCES, "magpie", "passages")
+PRECISIONS = ("bfloat16", "float32", "int8")
 
 
 @dataclass(frozen=True)
@@ -38,19 +57,23 @@ class DataConfig:
     shard_size: int = 32
     batch_size: int = 16  # sequences generated together
     max_new_tokens: int = 192
-    sampled_fraction: float = 0.5  # share of shards answered by sampling (T = 0.7, top-p 0.9) instead of greedy
+    sampled_fraction: float = 0.5  # share of each source's shards answered by sampling (T = 0.7, top-p 0.9)
     seed: int = 1234
-    source: str = "templates"  # "templates" or "written" (the prompt bank): see spec_core.train.prompts
+    source: str = "templates"  # one of ALL_SOURCES, or several comma-separated (shards take turns)
+    precision: str = "bfloat16"  # the target's while generating: bfloat16, float32 or int8 (weight-only)
+    store_features: bool = False  # also store hidden and layer_hidden (the first format, 6.9 KB a token)
+    target_layers: tuple[int, ...] = TARGET_LAYERS  # the layers of layer_hidden, stored or computed in training
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(s.strip() for s in self.source.split(",") if s.strip())
 
 
 @torch.inference_mode()
-def answer_batch(model, tokenizer, prompts: list[str], max_new_tokens: int, sampled: bool, seed: int):
-    """Generate answers for ``prompts`` in one left-padded batch; returns (prompt_ids, answer_ids) lists."""
-    eos = tokenizer.eos_token_id
-    prompt_ids = [chat_ids(tokenizer, p) for p in prompts]
+def answer_ids(model, prompt_ids: list[list[int]], eos: int, pad: int, max_new_tokens: int, sampled: bool, seed: int):
+    """The target's answers to ``prompt_ids`` in one left-padded batch (each cut after its first ``eos``)."""
     width = max(map(len, prompt_ids))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids])
+    input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids])  # [B, W]
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
     torch.manual_seed(seed)
     kwargs = dict(do_sample=True, temperature=0.7, top_p=0.9, top_k=0) if sampled else dict(do_sample=False)
@@ -62,77 +85,133 @@ def answer_batch(model, tokenizer, prompts: list[str], max_new_tokens: int, samp
         eos_token_id=eos,
         **kwargs,
     )
-    answers = []
-    for row in out[:, width:].tolist():
-        answers.append(row[: row.index(eos) + 1] if eos in row else row)
-    return prompt_ids, answers
+    return [row[: row.index(eos) + 1] if eos in row else row for row in out[:, width:].tolist()]
 
 
-@torch.inference_mode()
+def answer_batch(model, tokenizer, prompts: list[str], max_new_tokens: int, sampled: bool, seed: int):
+    """Generate answers for ``prompts`` in one left-padded batch; returns (prompt_ids, answer_ids) lists."""
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    prompt_ids = [chat_ids(tokenizer, p) for p in prompts]
+    return prompt_ids, answer_ids(model, prompt_ids, eos, pad, max_new_tokens, sampled, seed)
+
+
 def hidden_states(model, sequences: list[list[int]], layers=TARGET_LAYERS):
     """Target hidden states of every position (one right-padded forward): ([N, H], [N, L, H]) bf16."""
-    width = max(map(len, sequences))
-    ids = torch.tensor([s + [0] * (width - len(s)) for s in sequences], device=model.device)
-    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], device=model.device)
-    out = model.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-    last = out.last_hidden_state  # [B, W, H] post-norm
-    per_layer = torch.stack([out.hidden_states[i] for i in layers], dim=2)  # [B, W, L, H]
-    keep = mask.bool()
-    return last[keep].to(torch.bfloat16).cpu(), per_layer[keep].to(torch.bfloat16).cpu()
+    last, per_layer = target_features(model, sequences, layers)
+    return torch.cat(last).to(torch.bfloat16), torch.cat(per_layer).to(torch.bfloat16)
 
 
-def generate_dataset(model, tokenizer, cfg: DataConfig) -> list[Path]:
-    """Write the shards of ``cfg`` (skipping finished ones); returns every shard path."""
+@functools.lru_cache(maxsize=8)
+def _static_prompts(source: str, n: int, seed: int) -> tuple[tuple[str, str], ...]:
+    if source == "passages":
+        from spec_core.train.passages import passage_prompts
+
+        return tuple(passage_prompts(n, seed))
+    return tuple(training_prompts(n, seed, source))
+
+
+def shard_plan(cfg: DataConfig, i: int) -> tuple[str, int, bool, int]:
+    """(source, k, sampled, seed) of shard ``i``: the k-th shard of its source (a source named twice in
+    ``--source`` gets twice the shards); ``sampled_fraction`` of each source's shards are sampled, spread evenly."""
+    sources, slot = cfg.sources, i % len(cfg.sources)
+    source = sources[slot]
+    k = (i // len(sources)) * sources.count(source) + sources[:slot].count(source)
+    sampled = int((k + 1) * cfg.sampled_fraction) > int(k * cfg.sampled_fraction)
+    return source, k, sampled, cfg.seed + i * 1000
+
+
+def num_shards(cfg: DataConfig) -> int:
+    return (cfg.num_prompts + cfg.shard_size - 1) // cfg.shard_size
+
+
+def shard_prompts(cfg: DataConfig, i: int, model, tokenizer) -> list[tuple[str, str]]:
+    """The (category, prompt) pairs of shard ``i`` (magpie's are sampled from the target now, seeded by ``i``)."""
+    source, k, _, seed = shard_plan(cfg, i)
+    if source == "magpie":
+        from spec_core.train.magpie import magpie_questions
+
+        return [("magpie", q) for q in magpie_questions(model, tokenizer, cfg.shard_size, seed - 1)]
+    rounds = -(-num_shards(cfg) // len(cfg.sources))
+    per_source = rounds * cfg.sources.count(source) * cfg.shard_size  # prompts this source may need
+    return list(_static_prompts(source, per_source, cfg.seed)[k * cfg.shard_size : (k + 1) * cfg.shard_size])
+
+
+def generate_shard(model, tokenizer, cfg: DataConfig, i: int, path: Path) -> tuple[int, int]:
+    """Write shard ``i`` at ``path``; returns (sequences, answer tokens)."""
+    source, _, sampled, seed = shard_plan(cfg, i)
+    chunk = shard_prompts(cfg, i, model, tokenizer)
+    if not chunk:
+        return 0, 0
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    prompt_ids = [chat_ids(tokenizer, p) for _, p in chunk]
+    order = sorted(range(len(chunk)), key=lambda j: len(prompt_ids[j]))  # batch similar lengths: less padding
+    seqs, answer_starts, categories = [], [], []
+    for b in range(0, len(order), cfg.batch_size):
+        part = order[b : b + cfg.batch_size]
+        answers = answer_ids(model, [prompt_ids[j] for j in part], eos, pad, cfg.max_new_tokens, sampled, seed + b)
+        seqs += [prompt_ids[j] + a for j, a in zip(part, answers)]
+        answer_starts += [len(prompt_ids[j]) for j in part]
+        categories += [chunk[j][0] for j in part]
+    hidden = layer_hidden = None
+    if cfg.store_features:  # a batch at a time: every layer's states of a whole shard would not fit
+        parts = [
+            hidden_states(model, seqs[b : b + cfg.batch_size], cfg.target_layers)
+            for b in range(0, len(seqs), cfg.batch_size)
+        ]
+        hidden, layer_hidden = torch.cat([h for h, _ in parts]), torch.cat([lh for _, lh in parts])
+    metadata = {
+        "format": FORMAT if not cfg.store_features else "features",
+        "source": source,
+        "sampled": str(sampled),
+        "seed": str(seed),
+        "precision": cfg.precision,
+        "categories": ",".join(categories),
+    }
+    lengths = write_shard(path, seqs, answer_starts, hidden, layer_hidden, metadata)
+    return len(seqs), int((lengths - torch.tensor(answer_starts)).sum())
+
+
+def generate_dataset(model, tokenizer, cfg: DataConfig, log=print) -> list[Path]:
+    """Write the shards of ``cfg`` (skipping finished ones); returns every shard path written so far."""
+    unknown = set(cfg.sources) - set(ALL_SOURCES)
+    if unknown or not cfg.sources:
+        raise ValueError(f"unknown prompt source(s) {sorted(unknown)} (from {ALL_SOURCES})")
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    prompts = training_prompts(cfg.num_prompts, cfg.seed, cfg.source)
-    n_shards = (len(prompts) + cfg.shard_size - 1) // cfg.shard_size
-    paths = [cfg.out_dir / f"shard_{i:05d}.safetensors" for i in range(n_shards)]
-    todo = [i for i, p in enumerate(paths) if not p.exists()]
+    paths = [cfg.out_dir / f"shard_{i:05d}.safetensors" for i in range(num_shards(cfg))]
     (cfg.out_dir / "config.json").write_text(
-        json.dumps({k: str(v) for k, v in cfg.__dict__.items()} | {"target_layers": TARGET_LAYERS}, indent=2)
+        json.dumps({k: str(v) for k, v in cfg.__dict__.items()} | {"target_layers": cfg.target_layers}, indent=2)
     )
-    bar = tqdm(todo, desc="target answers (shards)", unit="shard")
-    for i in bar:
+    done_tokens, t_start = 0, time.time()
+    for i, path in enumerate(paths):
+        if path.exists():
+            continue
         t0 = time.time()
-        chunk = prompts[i * cfg.shard_size : (i + 1) * cfg.shard_size]
-        sampled = int((i + 1) * cfg.sampled_fraction) > int(i * cfg.sampled_fraction)  # spread evenly
-        seqs, answer_starts, categories = [], [], []
-        for j in range(0, len(chunk), cfg.batch_size):
-            part = chunk[j : j + cfg.batch_size]
-            p_ids, a_ids = answer_batch(
-                model, tokenizer, [t for _, t in part], cfg.max_new_tokens, sampled, cfg.seed + i * 1000 + j
-            )
-            seqs += [p + a for p, a in zip(p_ids, a_ids)]
-            answer_starts += [len(p) for p in p_ids]
-            categories += [c for c, _ in part]
-        last, per_layer = [], []
-        for j in range(0, len(seqs), cfg.batch_size):
-            h, lh = hidden_states(model, seqs[j : j + cfg.batch_size])
-            last.append(h)
-            per_layer.append(lh)
-        lengths = write_shard(
-            paths[i],
-            seqs,
-            answer_starts,
-            torch.cat(last),
-            torch.cat(per_layer),
-            {"sampled": str(sampled), "categories": ",".join(categories)},
+        n_seqs, new = generate_shard(model, tokenizer, cfg, i, path)
+        dt = time.time() - t0
+        done_tokens += new
+        log(
+            f"shard {i:05d} {shard_plan(cfg, i)[0]:>9} sampled={shard_plan(cfg, i)[2]!s:5} seqs={n_seqs:3d} "
+            f"answer_tokens={new:5d} s={dt:6.1f} tok/s={new / max(dt, 1e-9):6.1f} "
+            f"run_tok/s={done_tokens / (time.time() - t_start):6.1f}"
         )
-        new = int((lengths - torch.tensor(answer_starts)).sum())
-        bar.set_postfix(answer_tokens=new, tok_per_s=f"{new / (time.time() - t0):.0f}")
-    return paths
+    return [p for p in paths if p.exists()]
 
 
-def write_shard(path: Path, seqs, answer_starts, hidden, layer_hidden, metadata: dict | None = None):
-    """Write one shard atomically (see the module docstring for its tensors); returns the sequence lengths."""
+def write_shard(path: Path, seqs, answer_starts, hidden=None, layer_hidden=None, metadata: dict | None = None):
+    """Write one shard atomically (see the module docstring for its tensors; ``hidden`` and ``layer_hidden``
+    only in the first format); returns the sequence lengths."""
     lengths = torch.tensor([len(s) for s in seqs])
     tensors = {
         "tokens": torch.tensor([t for s in seqs for t in s], dtype=torch.int32),
         "starts": torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]),
         "answer_starts": torch.tensor(answer_starts, dtype=torch.long),
-        "hidden": hidden.to(torch.bfloat16).contiguous(),
-        "layer_hidden": layer_hidden.to(torch.bfloat16).contiguous(),
     }
+    if hidden is not None:
+        tensors["hidden"] = hidden.to(torch.bfloat16).contiguous()
+    if layer_hidden is not None:
+        tensors["layer_hidden"] = layer_hidden.to(torch.bfloat16).contiguous()
     tmp = Path(path).with_suffix(".tmp")
     save_file(tensors, str(tmp), metadata=metadata or {})
     tmp.rename(path)
@@ -175,31 +254,59 @@ def split_sequences(shards: list[dict[str, torch.Tensor]]):
             )
 
 
+def load_generator(precision: str, device: str = "cpu"):
+    """The target (and tokenizer) that writes the data: bfloat16, float32 or weight-only int8
+    (:func:`spec_core.int8.int8_target`, built from the bfloat16 target)."""
+    from spec_core.models import load_target
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r} (one of {PRECISIONS})")
+    target, tokenizer = load_target(device, "float32" if precision == "float32" else "bfloat16")
+    if precision == "int8":
+        from spec_core.int8 import int8_target
+
+        target = int8_target(target)
+    return target, tokenizer
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m spec_core train data``: generate (or resume) the training shards."""
     import argparse
+    import sys
+
+    from spec_core.cli_args import add_threads, apply_threads
 
     defaults = DataConfig(out_dir=Path("data/train"))
     ap = argparse.ArgumentParser(prog="python -m spec_core train data", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", type=Path, default=defaults.out_dir)
-    ap.add_argument("--num-prompts", type=int, default=defaults.num_prompts)
+    ap.add_argument("--num-prompts", type=int, default=defaults.num_prompts, help="total, over every source")
     ap.add_argument("--shard-size", type=int, default=defaults.shard_size)
-    ap.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    ap.add_argument("--batch-size", type=int, default=defaults.batch_size, help="sequences generated together")
     ap.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
     ap.add_argument("--sampled-fraction", type=float, default=defaults.sampled_fraction)
     ap.add_argument("--seed", type=int, default=defaults.seed)
     ap.add_argument(
         "--source",
-        choices=SOURCES,
         default=defaults.source,
-        help="templated prompts, or the written prompt bank (spec_core/train/prompt_bank)",
+        help=f"prompt source, or several comma-separated that shards take in turn: {', '.join(ALL_SOURCES)}",
+    )
+    ap.add_argument("--precision", choices=PRECISIONS, default=defaults.precision, help="the target's, generating")
+    ap.add_argument(
+        "--store-features", action="store_true", help="also store the target's hidden states (first format)"
     )
     ap.add_argument("--device", default="cpu")
+    add_threads(ap, None)
     args = ap.parse_args(argv)
-    from spec_core.models import load_target
-
-    target, tokenizer = load_target(args.device, "bfloat16")
-    cfg = DataConfig(**{k: v for k, v in vars(args).items() if k != "device"})
-    paths = generate_dataset(target, tokenizer, cfg)
-    print(f"{len(paths)} shards in {cfg.out_dir}")
+    unknown = {s.strip() for s in args.source.split(",")} - set(ALL_SOURCES)
+    if unknown:
+        ap.error(f"unknown --source {sorted(unknown)} (from {', '.join(ALL_SOURCES)})")
+    apply_threads(args.threads)
+    target, tokenizer = load_generator(args.precision, args.device)
+    cfg = DataConfig(**{k: v for k, v in vars(args).items() if k not in ("device", "threads")})
+    paths = generate_dataset(target, tokenizer, cfg, log=lambda line: print(line, flush=True))
+    print(f"{len(paths)} shards in {cfg.out_dir}", file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -3,8 +3,9 @@
 ``python -m spec_core train draft --design {feature,standalone}`` (``--help`` for every option):
 
 1. data — the shards of :mod:`spec_core.train.data` (generated first if missing): the target's answers to
-   templated prompts with its last hidden state at every position, so the teacher's logits are
-   ``lm_head(hidden)`` and no target forward runs during training;
+   prompts, and its last hidden state at every position, so the teacher's logits are ``lm_head(hidden)``. A
+   shard of the first format stores the states; for a token-id shard a bfloat16 prefill of the target
+   recomputes them batch by batch (:mod:`spec_core.train.features`, as SpecForge and EAGLE-3 train);
 2. loss — KL(target ‖ draft) over a trimmed vocabulary (the most frequent tokens of the data, ``--head-size``),
    counted on answer positions only (never on prompt or chat-template tokens); the feature design adds
    EAGLE's feature regression (smooth L1) and a second, unrolled pass whose input features are the draft's own
@@ -35,6 +36,7 @@ from spec_core.cli_args import add_threads
 from spec_core.drafters.assets import save_draft
 from spec_core.drafters.networks import FeatureDraft, build_standalone
 from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
+from spec_core.train.features import OnlineFeatures
 
 
 @dataclass(frozen=True)
@@ -73,13 +75,31 @@ def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor
     return torch.topk(counts, min(size, vocab)).indices.sort().values
 
 
-def collate(batch, device, prompt_weight: float = 0.0, layers: list[int] | None = None):
+def with_features(batch, features: OnlineFeatures | None):
+    """``batch`` with the target's features filled in where a token-id shard left them out (None)."""
+    todo = [i for i, (_, _, h, _) in enumerate(batch) if h is None]
+    if not todo:
+        return batch
+    if features is None:
+        raise ValueError("token-id sequences need an OnlineFeatures to compute their hidden states")
+    hidden, layer_hidden = features([batch[i][0] for i in todo])
+    out = list(batch)
+    for i, h, lh in zip(todo, hidden, layer_hidden):
+        out[i] = (batch[i][0], batch[i][1], h, lh)
+    return out
+
+
+def collate(
+    batch, device, prompt_weight: float = 0.0, layers: list[int] | None = None, features: OnlineFeatures | None = None
+):
     """Right-padded tensors: tokens [B, T], hidden [B, T, H], loss weights [B, T], and layer_hidden
-    [B, T, L, H] of the data's layers at positions ``layers`` (None when ``layers`` is None).
+    [B, T, L, H] of the data's layers at positions ``layers`` (None when ``layers`` is None). Sequences of
+    token-id shards get their features from ``features``.
 
     Weight 1 on answer positions (j ≥ a − 1: the logits at j predict answer token j + 1), ``prompt_weight`` on
     the prompt's positions, 0 on padding. Held-out agreement is counted where the weight is 1 only.
     """
+    batch = with_features(batch, features)
     width = max(len(t) for t, *_ in batch)
     hidden_size = batch[0][2].shape[-1]
     tokens = torch.zeros(len(batch), width, dtype=torch.long)
@@ -165,12 +185,14 @@ def build_draft(target, cfg: DraftTrainConfig, subset: torch.Tensor):
 
 
 @torch.no_grad()
-def heldout(distiller: Distiller, seqs, device, batch_size: int, layers=None) -> dict[str, float]:
+def heldout(distiller: Distiller, seqs, device, batch_size: int, layers=None, features=None) -> dict[str, float]:
     distiller.draft.eval()
     sums: dict[str, float] = {}
     n = 0
     for i in range(0, len(seqs), batch_size):
-        tokens, hidden, weights, layer_hidden = collate(seqs[i : i + batch_size], device, layers=layers)
+        tokens, hidden, weights, layer_hidden = collate(
+            seqs[i : i + batch_size], device, layers=layers, features=features
+        )
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
             _, stats = distiller.losses(tokens, hidden, weights, layer_hidden)
         weight = int((weights == 1.0).sum())
@@ -191,9 +213,10 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
 
         target, _ = load_target(device, torch.float32)
     target = target.float().eval().requires_grad_(False)
-    train_seqs, eval_seqs, layers = [], [], None
+    train_seqs, eval_seqs, layers, stored = [], [], None, list(TARGET_LAYERS)
     for data_dir in data_dirs(cfg):  # the last `heldout_shards` of each folder are held out
         layers = data_layer_positions(data_dir, cfg.feature_layers)
+        stored = data_layers(data_dir)
         paths, skip = shard_paths(data_dir, cfg.max_shards), () if layers else ("layer_hidden",)
         if len(paths) <= cfg.heldout_shards:
             raise SystemExit(f"need more than {cfg.heldout_shards} shards in {data_dir}, found {len(paths)}")
@@ -202,6 +225,9 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             read_shards(train_paths[: max(1, round(len(train_paths) * cfg.train_fraction))], skip)
         )
         eval_seqs += split_sequences(read_shards(paths[-cfg.heldout_shards :], skip))
+    features = None
+    if any(h is None for _, _, h, _ in train_seqs + eval_seqs):  # token-id shards: the features online
+        features = OnlineFeatures(target, stored if layers else (), torch.bfloat16, cfg.batch_size)
     answer_tokens = sum(len(t) - a for t, a, *_ in train_seqs)
     vocab = target.config.vocab_size
     subset = vocab_subset(train_seqs, cfg.head_size or vocab, vocab, [target.config.eos_token_id or 0])
@@ -237,7 +263,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             order = list(range(len(train_seqs)))
             rng.shuffle(order)
         batch = [train_seqs[order.pop()] for _ in range(cfg.batch_size)]
-        tokens, hidden, weights, layer_hidden = collate(batch, device, cfg.prompt_weight, layers)
+        tokens, hidden, weights, layer_hidden = collate(batch, device, cfg.prompt_weight, layers, features)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
             loss, stats = distiller.losses(tokens, hidden, weights, layer_hidden)
         opt.zero_grad(set_to_none=True)
@@ -252,7 +278,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         bar.update(1)
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{stats['agree0']:.2f}")
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            ev = heldout(distiller, eval_seqs, device, cfg.batch_size, layers)
+            ev = heldout(distiller, eval_seqs, device, cfg.batch_size, layers, features)
             row = {
                 "step": step,
                 "elapsed_s": round(elapsed, 1),
@@ -280,7 +306,9 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     bar.close()
     if best_state is not None:
         draft.load_state_dict(best_state)
-    final = best_row if best_state is not None else heldout(distiller, eval_seqs, device, cfg.batch_size, layers)
+    final = (
+        best_row if best_state is not None else heldout(distiller, eval_seqs, device, cfg.batch_size, layers, features)
+    )
     card = {
         "design": cfg.design,
         "num_layers": cfg.num_layers,
@@ -294,6 +322,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "train_answer_tokens": answer_tokens,
             "heldout_sequences": len(eval_seqs),
             "trimmed_vocab_coverage_heldout": round(coverage, 4),
+            "features": "stored" if features is None else "online (bfloat16 prefill of the target)",
         },
         "training": {k: str(v) for k, v in cfg.__dict__.items()} | {"steps_done": step, "wall_s": round(elapsed, 1)},
         "heldout": {k: round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
@@ -317,12 +346,17 @@ def _layers(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
 
 
+def data_layers(data_dir: Path) -> list[int]:
+    """The target layers of the data's ``layer_hidden`` (those a token-id shard's features are computed for)."""
+    config = Path(data_dir) / "config.json"
+    return list(json.loads(config.read_text())["target_layers"]) if config.exists() else list(TARGET_LAYERS)
+
+
 def data_layer_positions(data_dir: Path, feature_layers: tuple[int, ...]) -> list[int] | None:
     """Where each of ``feature_layers`` sits in the data's ``layer_hidden`` (None when none are asked for)."""
     if not feature_layers:
         return None
-    config = Path(data_dir) / "config.json"
-    stored = json.loads(config.read_text())["target_layers"] if config.exists() else list(TARGET_LAYERS)
+    stored = data_layers(data_dir)
     missing = [i for i in feature_layers if i not in stored]
     if missing:
         raise SystemExit(f"layers {missing} are not in the data of {data_dir} (it holds layers {stored})")

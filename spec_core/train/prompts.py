@@ -7,17 +7,26 @@ Kinds: code, math word problems, summarization, chat, question answering, lists 
   written one by one in the voice of real users, with their own passages to summarize. Templated prompts
   alone left the draft 15 points less accurate on natural prompts than on held-out templated ones.
 
-Either list is deterministic for a seed, so a data run can be resumed shard by shard.
+Either list is deterministic for a seed, so a data run can be resumed shard by shard. Two more sources live
+beside this module: ``magpie`` (questions the target writes itself, :mod:`spec_core.train.magpie`) and
+``passages`` (copy-heavy tasks on real passages, :mod:`spec_core.train.passages`). :func:`overlaps_heldout` keeps
+every source clear of Spec-Bench and of the project's held-out prompt sets.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+import re
 from pathlib import Path
 
 PROMPT_BANK = Path(__file__).resolve().parent / "prompt_bank"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 SOURCES = ("templates", "written")
+HELDOUT_FILES = ("spec_bench/question.jsonl", "specscope.jsonl", "examples.jsonl", "eval/*.jsonl")  # under prompts/
+OVERLAP_WORDS = 13  # a shared run of this many words counts as the same text (GPT-3's contamination check)
+MIN_RUN_WORDS = 4  # a held-out prompt shorter than OVERLAP_WORDS counts whole from this many words
 
 CODE_TASKS = [
     "reverses a string",
@@ -354,7 +363,7 @@ def training_prompts(n: int, seed: int = 1234, source: str = "templates") -> lis
     """``n`` distinct (category, prompt) pairs from ``source``, deterministic for ``seed`` (``written``
     gives at most the bank's size)."""
     if source == "written":
-        return written_prompts(seed)[:n]
+        return [(kind, text) for kind, text in written_prompts(seed) if not overlaps_heldout(text)][:n]
     if source != "templates":
         raise ValueError(f"unknown prompt source {source!r} (one of {SOURCES})")
     rng = random.Random(seed)
@@ -362,9 +371,51 @@ def training_prompts(n: int, seed: int = 1234, source: str = "templates") -> lis
     out: list[tuple[str, str]] = []
     for _ in range(50 * n):
         kind, text = make_prompt(rng)
-        if text not in seen:
+        if text not in seen and not overlaps_heldout(text):  # drops 3 of the first 1,600 (the shipped data)
             seen.add(text)
             out.append((kind, text))
             if len(out) == n:
                 break
     return out
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+@functools.lru_cache(maxsize=1)
+def heldout_texts() -> tuple[str, ...]:
+    """Every prompt the project measures on and never trains on: Spec-Bench's questions (every turn), the
+    benchmark prompts (``prompts/specscope.jsonl``, ``prompts/examples.jsonl``) and the evaluation tasks
+    (``prompts/eval/*.jsonl``, both splits)."""
+    out: list[str] = []
+    for pattern in HELDOUT_FILES:
+        for path in sorted(PROMPTS_DIR.glob(pattern)):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    out += row.get("turns") or [row["prompt"]]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _heldout_index() -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
+    """(every held-out prompt's words, the runs a training prompt must not contain): each run of OVERLAP_WORDS
+    words of a held-out prompt, and a shorter prompt (MIN_RUN_WORDS words or more) whole."""
+    texts = [_words(t) for t in heldout_texts()]
+    whole = frozenset(" ".join(w) for w in texts)
+    runs = {tuple(w[i : i + OVERLAP_WORDS]) for w in texts for i in range(len(w) - OVERLAP_WORDS + 1)}
+    runs |= {tuple(w) for w in texts if MIN_RUN_WORDS <= len(w) < OVERLAP_WORDS}
+    return whole, frozenset(runs)
+
+
+def overlaps_heldout(text: str) -> bool:
+    """Whether ``text`` is a held-out prompt (same words), shares a run of OVERLAP_WORDS words with one, or
+    contains a shorter one whole (``Write a Python function that checks whether a number is prime. Keep it
+    short.`` holds a benchmark prompt)."""
+    whole, runs = _heldout_index()
+    words = _words(text)
+    if " ".join(words) in whole:
+        return True
+    lengths = range(MIN_RUN_WORDS, OVERLAP_WORDS + 1)
+    return any(tuple(words[i : i + n]) in runs for n in lengths for i in range(len(words) - n + 1))

@@ -1,0 +1,62 @@
+"""Packing token-id shards into one compressed file and unpacking them back, token for token."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from spec_core.train.data import write_shard
+from spec_core.train.pack import main, pack, unpack
+
+
+def contents(path):
+    with safe_open(str(path), framework="pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+
+
+def test_a_pack_unpacks_to_the_same_shards(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    src = tmp_path / "shards"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"source": "magpie,passages", "target_layers": [1, 8]}))
+    answers = 0
+    for i in (0, 1, 3):  # shard 2 missing: a run still under way
+        seqs, starts = [], []
+        for _ in range(int(torch.randint(1, 6, (1,), generator=g))):
+            n = int(torch.randint(5, 40, (1,), generator=g))
+            seqs.append(torch.randint(0, 49152, (n,), generator=g).tolist())
+            starts.append(int(torch.randint(1, n, (1,), generator=g)))
+            answers += n - starts[-1]
+        meta = {"format": "tokens-1", "source": "magpie", "sampled": str(i % 2 == 1), "categories": "a,b"}
+        hidden = torch.randn(sum(map(len, seqs)), 4) if i == 3 else None  # the first format: features dropped
+        write_shard(src / f"shard_{i:05d}.safetensors", seqs, starts, hidden, metadata=meta)
+    out = tmp_path / "assets" / "tokens-test.npz"
+    summary = pack(src, out)
+    assert summary["shards"] == 3 and summary["answer_tokens"] == answers and summary["bytes"] == out.stat().st_size
+    back = unpack(out, tmp_path / "back")
+    assert [p.name for p in back] == ["shard_00000.safetensors", "shard_00001.safetensors", "shard_00003.safetensors"]
+    assert json.loads((tmp_path / "back" / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    for p in back:
+        (a, meta_a), (b, meta_b) = contents(src / p.name), contents(p)
+        assert meta_a == meta_b
+        assert set(b) == {"tokens", "starts", "answer_starts"}
+        for k in b:
+            assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k])
+
+
+def test_the_command_line_round_trip_and_ids_past_uint16_are_refused(tmp_path, capsys):
+    src = tmp_path / "s"
+    src.mkdir()
+    write_shard(src / "shard_00000.safetensors", [[5, 6, 7, 2]], [2], metadata={"format": "tokens-1"})
+    assert main(["pack", str(src), str(tmp_path / "p.npz")]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == 4
+    assert main(["unpack", str(tmp_path / "p.npz"), str(tmp_path / "u")]) == 0
+    assert contents(tmp_path / "u" / "shard_00000.safetensors")[0]["tokens"].tolist() == [5, 6, 7, 2]
+    write_shard(src / "shard_00001.safetensors", [[5, 70000]], [1])
+    with pytest.raises(ValueError, match="uint16"):
+        pack(src, tmp_path / "q.npz")
+    with pytest.raises(SystemExit, match="no shard"):
+        pack(tmp_path / "empty", tmp_path / "r.npz")
