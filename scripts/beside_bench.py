@@ -4,7 +4,7 @@ Starts the app's server in this process (the app's own thread choice, ``spec_cor
 ``/generate`` of one method (default a 48-token ``fixed:2``) ``--repeats`` times on a quiet machine, then starts a
 ``python -m spec_core bench`` beside it (its own process, its own default threads) and times the same calls again.
 Prints each call's seconds, the medians and their ratio, and the rounds of both (they must be identical: the rounds
-never follow the load). Pass ``--wait-policy ACTIVE`` to see what a spinning OpenMP pool costs beside another job.
+never follow the load). Pass ``--spin 300000`` (libgomp's default) to see what a long spin costs beside another job.
 
     PYTHONPATH=. .venv/bin/python scripts/beside_bench.py --repeats 5
 """
@@ -25,12 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--precision", default="auto")
-    ap.add_argument("--wait-policy", default="PASSIVE", choices=("PASSIVE", "ACTIVE"), help="OMP_WAIT_POLICY for both")
+    ap.add_argument("--spin", default="1000", help="GOMP_SPINCOUNT for both processes (libgomp's default: 300000)")
     a = ap.parse_args(argv)
     if a.repeats < 1 or a.max_new_tokens < 1:
         print("error: --repeats and --max-new-tokens must be at least 1")
         return 2
-    os.environ["OMP_WAIT_POLICY"] = a.wait_policy  # before spec_core and torch load (spec_core/threads.py)
+    os.environ["GOMP_SPINCOUNT"] = a.spin  # before spec_core and torch load (spec_core/threads.py)
 
     from gradio_client import Client
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.kill()
         demo.close()
     q, b = statistics.median(quiet), statistics.median(busy)
-    print(f"app threads {threads}, OMP_WAIT_POLICY {a.wait_policy}, {a.method}, {a.max_new_tokens} tokens")
+    print(f"app threads {threads}, GOMP_SPINCOUNT {a.spin}, {a.method}, {a.max_new_tokens} tokens")
     print("quiet s:", " ".join(f"{t:.2f}" for t in quiet))
     print("beside a bench s:", " ".join(f"{t:.2f}" for t in busy))
     print(f"median quiet {q:.2f} s, beside a bench {b:.2f} s: {b / q:.2f}x")

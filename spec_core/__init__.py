@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from spec_core.threads import quiet_waits
 
-quiet_waits()  # before torch loads OpenMP: idle threads sleep rather than spin (spec_core/threads.py)
+quiet_waits()  # before torch loads OpenMP: idle threads spin briefly, then sleep (spec_core/threads.py)
 
 __all__ = ["load_pair", "stream", "generate"]
 

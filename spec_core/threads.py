@@ -8,8 +8,11 @@ another job"). So:
 
 - the thread count comes from ``os.sched_getaffinity`` (the cores a container or ``taskset`` leaves us), divided
   among the requests this process runs at once (:func:`threads_for`);
-- OpenMP's waiting threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``, set by the package before
-  torch starts its pool, unless the user set it).
+- OpenMP's waiting threads spin only briefly before they sleep (``GOMP_SPINCOUNT=1000``, set by the package
+  before torch loads its OpenMP runtime, unless the user set it or ``OMP_WAIT_POLICY``). Measured on this
+  project's 2-core Zen 5 EPYC, a 48-token ``fixed:2`` (int8, 2 threads): libgomp's default spin 0.64 s quiet and
+  6-13 s beside a second such process; ``PASSIVE`` 1.2 s quiet; a 1,000-iteration spin 0.72 s quiet and 1.6-1.9 s
+  beside a second one (docs/RESULTS.md, "Threads beside another job").
 
 The count is decided from these inputs alone, never from the load of the moment, so the same request runs the
 same arithmetic on a quiet or a busy machine.
@@ -20,6 +23,8 @@ from __future__ import annotations
 import os
 
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+SPIN_ENV = "GOMP_SPINCOUNT"  # libgomp (torch's OpenMP on Linux): iterations a waiting thread spins before it sleeps
+SPIN = "1000"
 
 
 def usable_cores() -> int:
@@ -50,6 +55,7 @@ def apply_threads(threads: int | None = None, at_once: int = 1) -> int:
 
 
 def quiet_waits() -> None:
-    """Make OpenMP's idle threads sleep rather than spin (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose; it
-    takes effect only if set before torch loads its OpenMP runtime."""
-    os.environ.setdefault(WAIT_POLICY_ENV, "PASSIVE")
+    """Make OpenMP's idle threads spin briefly, then sleep (``GOMP_SPINCOUNT=1000``), unless the user chose a
+    spin or a wait policy; it takes effect only if set before torch loads its OpenMP runtime."""
+    if WAIT_POLICY_ENV not in os.environ:
+        os.environ.setdefault(SPIN_ENV, SPIN)
