@@ -61,7 +61,7 @@ def cpu_kind(flags: frozenset[str] | set[str] | None = None) -> str:
 
 @dataclass(frozen=True)
 class CostTable:
-    """Precision → profile, and where it comes from (``origin``: measured, provisional, shipped or model)."""
+    """Precision → profile, and where it comes from (``origin``: given, measured, provisional, shipped or model)."""
 
     profiles: Mapping[str, CostProfile]
     origin: str
@@ -76,11 +76,8 @@ class CostTable:
             return self.profiles[precision]
         fallback = "bfloat16" if "bfloat16" in self.profiles else next(iter(self.profiles))
         base = self.profiles[fallback]
-        return CostProfile.from_dict(
-            {
-                **json.loads(base.to_json()),
-                "about": f"{base.about} (this table has no {precision}; {fallback}'s prices stand in)",
-            }
+        return dataclasses.replace(
+            base, about=f"{base.about} (this table has no {precision}; {fallback}'s prices stand in)"
         )
 
     def sentence(self, precision: str, chosen_by_auto: bool) -> str:
