@@ -311,7 +311,10 @@ def test_the_comparison_prices_with_the_runs_costs_and_quotes_the_lanes_fixed_wi
         pytest.approx(lane_speed("fixed:4", lanes).measured)
     ]
     without_ar = {m: ev for m, ev in lanes.items() if m != "ar"}  # nothing to anchor the run's prices, nothing measured
-    assert view.comparison_for(without_ar)[1].source in ("table", "reference", "model") and view.lanes_note(without_ar) == ""
+    assert (
+        view.comparison_for(without_ar)[1].source in ("table", "reference", "model")
+        and view.lanes_note(without_ar) == ""
+    )
 
 
 def assert_value_labels_clear(fig) -> None:
