@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from spec_core.assets import DRAFTS_DIR
 from spec_core.cli_args import add_threads
-from spec_core.drafters.assets import save_draft
+from spec_core.drafters.assets import load_draft, save_draft
 from spec_core.drafters.networks import FeatureDraft, build_standalone
 from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
 from spec_core.train.features import OnlineFeatures
@@ -64,6 +64,7 @@ class DraftTrainConfig:
     out_dir: Path = DRAFTS_DIR
     max_shards: int | None = None
     train_fraction: float = 1.0  # train on the first fraction of each folder's training shards (scaling study)
+    init: Path | None = None  # a draft's .safetensors to start from (its design, layers and trimmed head kept)
 
 
 def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor:
@@ -228,13 +229,21 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     features = None
     if any(h is None for _, _, h, _ in train_seqs + eval_seqs):  # token-id shards: the features online
         features = OnlineFeatures(target, stored if layers else (), torch.bfloat16, cfg.batch_size)
+        # the held-out set is read at every check: its features are computed once and kept (bf16, in memory)
+        eval_seqs = [s for i in range(0, len(eval_seqs), 8) for s in with_features(eval_seqs[i : i + 8], features)]
     answer_tokens = sum(len(t) - a for t, a, *_ in train_seqs)
     vocab = target.config.vocab_size
     subset = vocab_subset(train_seqs, cfg.head_size or vocab, vocab, [target.config.eos_token_id or 0])
+    if cfg.init is not None:  # warm start: the draft's own trimmed head replaces the data's top tokens
+        draft, init_card = load_draft(target, cfg.init.stem, cfg.init.parent)
+        check_init(cfg, init_card, cfg.init)
+        subset = draft.vocab_subset.cpu() if cfg.design == "feature" else subset
+        draft = draft.float().train().to(device)
+    else:
+        draft = build_draft(target, cfg, subset).to(device)
     covered = torch.zeros(vocab, dtype=torch.bool)
     covered[subset] = True
     coverage = float(covered[torch.cat([t[a:] for t, a, *_ in eval_seqs])].float().mean())  # of answer tokens
-    draft = build_draft(target, cfg, subset).to(device)
     distiller = Distiller(draft, target, cfg, subset.to(device))
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
@@ -256,6 +265,13 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     order: list[int] = []
     history = []
     best_score, best_state = -1.0, None  # the held-out best is what ships (the data is small: it can overfit)
+    if cfg.init is not None and step == 0:  # the warm start's own held-out score, in the same run: the bar
+        ev = heldout(distiller, eval_seqs, device, cfg.batch_size, layers, features)
+        history.append({"step": 0, "elapsed_s": 0.0, "train_loss": None, **{f"heldout_{k}": v for k, v in ev.items()}})
+        best_score, best_row = mean_agreement(ev), history[-1]
+        best_state = {k: v.detach().clone() for k, v in draft.state_dict().items()}
+        with log_path.open("a") as f:
+            f.write(json.dumps(history[-1]) + "\n")
     bar = tqdm(total=cfg.steps, initial=step, desc=f"train draft ({name})", unit="step")
     t_last = time.time()
     while step < cfg.steps:
@@ -286,7 +302,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
                 **{f"heldout_{k}": v for k, v in ev.items()},
             }
             history.append(row)
-            score = sum(v for k, v in ev.items() if k.startswith("agree")) / sum(1 for k in ev if k.startswith("agree"))
+            score = mean_agreement(ev)
             if score > best_score:
                 best_score, best_row = score, row
                 best_state = {k: v.detach().clone() for k, v in draft.state_dict().items()}
@@ -325,7 +341,15 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "features": "stored" if features is None else "online (bfloat16 prefill of the target)",
         },
         "training": {k: str(v) for k, v in cfg.__dict__.items()} | {"steps_done": step, "wall_s": round(elapsed, 1)},
-        "heldout": {k: round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
+        "init": None
+        if cfg.init is None
+        else {
+            "from": cfg.init.name,
+            "sha256": init_card.get("sha256", ""),
+            "train_answer_tokens": init_card.get("data", {}).get("train_answer_tokens"),
+            "data": init_card.get("data", {}).get("dir"),
+        },
+        "heldout": {k: v if v is None else round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
         "history": history,
         "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
         + (
@@ -336,6 +360,22 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         + (f"; input feature fuses target layers {list(cfg.feature_layers)} (EAGLE-3)" if cfg.feature_layers else ""),
     }
     return save_draft(draft, name, card, cfg.out_dir)
+
+
+def mean_agreement(ev: dict[str, float]) -> float:
+    """The held-out score a run keeps its best step by: agreement averaged over the drafted positions."""
+    return sum(v for k, v in ev.items() if k.startswith("agree")) / sum(1 for k in ev if k.startswith("agree"))
+
+
+def check_init(cfg: DraftTrainConfig, card: dict, path: Path) -> None:
+    """Refuse a warm start whose draft is not the one ``cfg`` describes (design, layers, fused layers)."""
+    want = {"design": cfg.design, "num_layers": cfg.num_layers, "feature_layers": list(cfg.feature_layers)}
+    have = {"design": card.get("design"), "num_layers": int(card.get("num_layers", 0))}
+    have["feature_layers"] = list(card.get("feature_layers", [])) if cfg.design == "feature" else []
+    if cfg.design != "feature":
+        want["feature_layers"] = []
+    if want != have:
+        raise SystemExit(f"--init {path}: that draft is {have}, the run asks for {want}; pass matching options")
 
 
 def data_dirs(cfg: DraftTrainConfig) -> tuple[Path, ...]:
@@ -405,6 +445,13 @@ def main(argv: list[str] | None = None) -> int:
         default=defaults.train_fraction,
         help="train on this fraction of the training shards; the held-out shards stay the same (data scaling)",
     )
+    ap.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from this draft's weights and trimmed head (a .safetensors with its .json card), e.g. "
+        "assets/drafts/feature.safetensors",
+    )
     ap.add_argument("--seed", type=int, default=defaults.seed)
     add_threads(ap, defaults.threads)
     ap.add_argument("--device", default=defaults.device)
@@ -414,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.train_fraction <= 1:
         ap.error(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     args.data_dir = tuple(args.data_dir)
+    if args.init is not None and not args.init.with_suffix(".json").is_file():
+        ap.error(f"--init {args.init}: no draft there (its card {args.init.with_suffix('.json')} is missing)")
     if not any(args.data_dir[0].glob("shard_*.safetensors")):
         from spec_core.models import load_target
         from spec_core.train.data import DataConfig, generate_dataset

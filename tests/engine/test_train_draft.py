@@ -207,3 +207,35 @@ def test_train_fraction_shrinks_the_training_set_and_keeps_the_heldout_set(tmp_p
         cards[fraction] = json.loads(train(cfg, target=pair.target).with_suffix(".json").read_text())["data"]
     assert cards[1.0]["train_sequences"] == 4 * 2 and cards[0.5]["train_sequences"] == 2 * 2
     assert cards[1.0]["heldout_sequences"] == cards[0.5]["heldout_sequences"] == 2
+
+
+def test_a_warm_start_scores_its_init_first_and_keeps_its_trimmed_head(tmp_path):
+    """``--init``: the run starts from the given draft (same weights, same trimmed head), records that draft's
+    held-out score as step 0 in the same run, and names it in the card; a draft of another shape is refused."""
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data")
+    base = dict(
+        data_dir=tmp_path / "data",
+        heldout_shards=1,
+        head_size=12,
+        threads=1,
+        warmup=2,
+        batch_size=4,
+        out_dir=tmp_path / "assets",
+    )
+    first = train(DraftTrainConfig(**base, steps=3, eval_every=3, name="first", work_dir=tmp_path / "w1"), pair.target)
+    init_draft, init_card = load_draft(pair.target, "first", tmp_path / "assets")
+    cfg = DraftTrainConfig(**base, steps=2, eval_every=2, lr=0.0, name="warm", init=first, work_dir=tmp_path / "w2")
+    card = json.loads(train(cfg, pair.target).with_suffix(".json").read_text())
+    assert card["init"]["from"] == "first.safetensors" and card["init"]["sha256"] == init_card["sha256"]
+    assert [row["step"] for row in card["history"]] == [0, 2]
+    # the card's score was taken before its weights were stored as bf16: close, not equal
+    assert card["history"][0]["heldout_agree0"] == pytest.approx(init_card["heldout"]["heldout_agree0"], abs=0.05)
+    before, after = ({k: v for k, v in row.items() if k.startswith("heldout")} for row in card["history"])
+    assert before == after  # lr 0: step 0 scored the very weights the run went on with
+    warm, _ = load_draft(pair.target, "warm", tmp_path / "assets")
+    assert torch.equal(warm.vocab_subset, init_draft.vocab_subset)
+    for (k, a), b in zip(init_draft.state_dict().items(), warm.state_dict().values()):
+        assert torch.equal(a, b), k  # lr 0: the weights never moved
+    with pytest.raises(SystemExit, match="pass matching options"):
+        train(DraftTrainConfig(**base, steps=1, num_layers=2, init=first, work_dir=tmp_path / "w3"), pair.target)
