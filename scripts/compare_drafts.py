@@ -1,39 +1,112 @@
-"""Feature drafts side by side on the benchmark prompts: first-token acceptance (fixed:1), τ at fixed:4 and 6.
+"""Feature drafts side by side, in one run: acceptance and τ of fixed windows on held-out prompts.
 
-Usage: ``PYTHONPATH=. .venv/bin/python scripts/compare_drafts.py THREADS DIR:NAME [DIR:NAME ...]``, for example
-``scripts/compare_drafts.py 2 runs/old_assets/drafts:feature assets/drafts:feature``. Acceptance and τ are
-counts, not timings, so the figures do not depend on the machine's load.
+Counts, not timings: acceptance (kept ÷ drafted) and τ (new tokens ÷ target forwards) of each draft, on the same
+target, precision and prompts, so the figures do not depend on the machine's load. Every run is checked to write
+``ar``'s text (the methods are lossless and greedy). Two prompt sets, the ones issue #43 is judged on:
+
+- ``chat``: the benchmark prompts (``prompts/specscope.jsonl``, never trained on), 64 new tokens;
+- ``spec-bench``: held-out Spec-Bench first turns (``spec_bench.select(N, offset)``; offset 70 is past every
+  question the project has tuned on), 128 new tokens, with a row per category.
+
+Usage::
+
+    PYTHONPATH=. .venv/bin/python scripts/compare_drafts.py assets/drafts:feature runs/s18/out:feature \\
+        --set chat --methods fixed:1,fixed:2,fixed:4
+    PYTHONPATH=. .venv/bin/python scripts/compare_drafts.py assets/drafts:feature runs/s18/out:feature \\
+        --set spec-bench --per-category 3 --offset 70 --methods fixed:2
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
+import pandas as pd
 import torch
 
+from spec_core.analysis import spec_bench
 from spec_core.drafters.assets import load_draft
 from spec_core.engine import generate
+from spec_core.errors import SpecScopeError
+from spec_core.int8 import int8_draft
 from spec_core.jsonl import read_objects
-from spec_core.models import ModelPair, load_pair
+from spec_core.models import INT8, load_pair
 
 
-def main(threads: int, specs: list[str]) -> None:
-    torch.set_num_threads(threads)
-    base = load_pair("embedded", device="cpu", dtype="bfloat16")
-    prompts = [o["prompt"] for _, o in read_objects(Path("prompts/specscope.jsonl"), "prompt file")]
-    for spec in specs:
-        directory, name = spec.split(":")
-        draft, card = load_draft(base.target, name, Path(directory))
-        pair = ModelPair(name, base.target, draft, card["design"], base.tokenizer, base.device, base.dtype)
-        for method in ("fixed:1", "fixed:4", "fixed:6"):
-            drafted = accepted = forwards = tokens = 0
-            for prompt in prompts:
-                s = generate(pair, prompt, method, max_new_tokens=64).stats
-                drafted, accepted = drafted + s.drafted_tokens, accepted + s.accepted_tokens
-                forwards, tokens = forwards + s.target_forwards, tokens + s.new_tokens
-            print(f"{spec:40s} {method:8s} alpha {accepted / drafted:.3f} tau {tokens / forwards:.3f}", flush=True)
+def prompts_of(args) -> list[dict]:
+    if args.set == "chat":
+        return [{"category": "chat", **o} for _, o in read_objects(Path("prompts/specscope.jsonl"), "prompt file")]
+    return [p for p in spec_bench.select(args.per_category, args.offset) if not p.get("history")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("drafts", nargs="+", help="DIR:NAME of each draft (NAME.safetensors with its NAME.json)")
+    ap.add_argument("--set", choices=["chat", "spec-bench"], default="chat")
+    ap.add_argument("--methods", default="fixed:1,fixed:2,fixed:4")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default: 64 (chat), 128 (spec-bench)")
+    ap.add_argument("--per-category", type=int, default=3)
+    ap.add_argument("--offset", type=int, default=70)
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="CSV of every (draft, method, prompt)")
+    args = ap.parse_args(argv)
+    specs = []
+    for spec in args.drafts:
+        directory, sep, name = spec.rpartition(":")
+        if not sep or not (Path(directory) / f"{name}.json").is_file():
+            ap.error(f"{spec!r}: give DIR:NAME with DIR/NAME.json and DIR/NAME.safetensors")
+        specs.append((spec, Path(directory), name))
+    tokens = args.max_new_tokens or (64 if args.set == "chat" else 128)
+    if tokens < 1 or args.per_category < 1 or args.offset < 0:
+        ap.error("--max-new-tokens and --per-category must be at least 1, --offset at least 0")
+    torch.set_num_threads(args.threads)
+    try:
+        base = load_pair("embedded", device="cpu", dtype=args.dtype)
+    except SpecScopeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    prompts = prompts_of(args)
+    ar = {p["id"]: generate(base, p["prompt"], "ar", max_new_tokens=tokens).token_ids for p in prompts}
+    rows = []
+    for spec, directory, name in specs:
+        draft, card = load_draft(base.parts_target, name, directory)
+        if base.precision == INT8:  # as the pair loader does: the same draft step the engine runs
+            draft = int8_draft(draft)
+        pair = dataclasses.replace(base, name=name, draft=draft.to(base.device), draft_card=card, extras={})
+        for method in args.methods.split(","):
+            for p in prompts:
+                run = generate(pair, p["prompt"], method, max_new_tokens=tokens)
+                if run.token_ids != ar[p["id"]]:
+                    raise SystemExit(f"{spec} {method} wrote another text than ar on {p['id']}: not lossless")
+                s = run.stats
+                rows.append(
+                    {
+                        "draft": spec,
+                        "method": method,
+                        "category": p["category"],
+                        "id": p["id"],
+                        "drafted": s.drafted_tokens,
+                        "accepted": s.accepted_tokens,
+                        "forwards": s.target_forwards,
+                        "tokens": s.new_tokens,
+                    }
+                )
+            print(f"{spec} {method} done", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    groups = ["draft", "method"] + (["category"] if args.set == "spec-bench" else [])
+    for keys in (groups, ["draft", "method"]) if args.set == "spec-bench" else (groups,):
+        g = df.groupby(keys, sort=False)[["drafted", "accepted", "forwards", "tokens"]].sum()
+        g["acceptance"] = (g.accepted / g.drafted).round(3)
+        g["tau"] = (g.tokens / g.forwards).round(3)
+        print(g[["acceptance", "tau"]].to_string())
+    print(f"{len(prompts)} prompts, {tokens} new tokens, precision {base.precision}; every run wrote ar's text")
+    return 0
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2:])
+    raise SystemExit(main())

@@ -9,6 +9,9 @@
   number (``shard_00042`` is 42), so the gaps of a run still under way come back as gaps;
 - ``meta`` (a JSON string): each shard's metadata and the folder's ``config.json``.
 
+``--first K`` packs only the shards numbered K or more, so each session's new shards can go in a file of their
+own; unpacking every pack into one folder gives the whole run back.
+
 ``python -m spec_core.train.pack unpack assets/data/tokens-NAME.npz OUT_DIR`` writes the shards back, token for
 token, with the same metadata: the trainers then recompute the target's features online
 (:mod:`spec_core.train.features`). A shard of the first format is packed without its features.
@@ -30,11 +33,12 @@ from spec_core.train.data import shard_paths, write_shard
 TOKEN_LIMIT = 2**16  # uint16 ids
 
 
-def pack(shard_dir: Path, out: Path) -> dict:
-    """Pack every shard of ``shard_dir`` into ``out``; returns a summary (shards, sequences, tokens, bytes)."""
-    paths = shard_paths(shard_dir)
+def pack(shard_dir: Path, out: Path, first: int = 0) -> dict:
+    """Pack the shards of ``shard_dir`` numbered ``first`` or more into ``out`` (a session's new shards go in a
+    file of their own, the earlier packs stay as they are); returns a summary (shards, sequences, tokens, bytes)."""
+    paths = [p for p in shard_paths(shard_dir) if int(p.stem.split("_")[1]) >= first]
     if not paths:
-        raise SystemExit(f"no shard_*.safetensors in {shard_dir}")
+        raise SystemExit(f"no shard_*.safetensors numbered {first} or more in {shard_dir}")
     tokens, lengths, answer_starts, per_shard, index, metas = [], [], [], [], [], []
     for path in paths:
         with safe_open(str(path), framework="pt") as f:
@@ -102,12 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pack", help="shards -> one compressed file")
     p.add_argument("shard_dir", type=Path)
     p.add_argument("out", type=Path)
+    p.add_argument("--first", type=int, default=0, help="pack only the shards numbered this or more")
     u = sub.add_parser("unpack", help="one compressed file -> shards")
     u.add_argument("pack", type=Path)
     u.add_argument("out_dir", type=Path)
     a = ap.parse_args(argv)
     if a.command == "pack":
-        summary = pack(a.shard_dir, a.out)
+        summary = pack(a.shard_dir, a.out, a.first)
         print(json.dumps(summary))
     else:
         paths = unpack(a.pack, a.out_dir)
