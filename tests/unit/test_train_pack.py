@@ -60,3 +60,19 @@ def test_the_command_line_round_trip_and_ids_past_uint16_are_refused(tmp_path, c
         pack(src, tmp_path / "q.npz")
     with pytest.raises(SystemExit, match="no shard"):
         pack(tmp_path / "empty", tmp_path / "r.npz")
+
+
+def test_packs_split_by_first_shard_unpack_into_one_folder(tmp_path):
+    src = tmp_path / "s"
+    src.mkdir()
+    for i in range(4):
+        write_shard(src / f"shard_{i:05d}.safetensors", [[5, 6, 7 + i, 2]], [2], metadata={"format": "tokens-1"})
+    assert pack(src, tmp_path / "old.npz")["shards"] == 4
+    assert main(["pack", str(src), str(tmp_path / "new.npz"), "--first", "2"]) == 0
+    assert pack(src, tmp_path / "new2.npz", first=2)["shards"] == 2
+    unpack(tmp_path / "old.npz", tmp_path / "u")
+    back = unpack(tmp_path / "new.npz", tmp_path / "u")
+    assert [p.name for p in back] == ["shard_00002.safetensors", "shard_00003.safetensors"]
+    assert contents(tmp_path / "u" / "shard_00003.safetensors")[0]["tokens"].tolist() == [5, 6, 10, 2]
+    with pytest.raises(SystemExit, match="numbered 9 or more"):
+        pack(src, tmp_path / "none.npz", first=9)
