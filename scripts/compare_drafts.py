@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from spec_core.drafters.assets import load_draft
-from spec_core.engine import generate
-from spec_core.jsonl import read_objects
-from spec_core.models import ModelPair, load_pair
+from spec_core.core.jsonl import read_objects
+from spec_core.engine.loop import generate
+from spec_core.model.draft_assets import load_draft
+from spec_core.model.models import ModelPair, load_pair
 
 
 def main(threads: int, specs: list[str]) -> None:

@@ -1,7 +1,7 @@
 """Where a live-tab Generate spends its time on the server: models, lane HTML, figures, pauses for the page.
 
 Runs the default Generate (the tab's prompt, methods and settings) the way the app does — frames from
-``spec_core.live.live_frames``, lanes from ``visuals.live_page``, figures from the view registry once at the
+``spec_core.serve.live.live_frames``, lanes from ``visuals.live_page``, figures from the view registry once at the
 end — and, beside it, the same three methods alone, one after the other. Prints one line per repeat:
 
     solo total, live total, models (Σ the lanes' own rounds), HTML, figures, pauses, speedups (solo vs live)
@@ -17,8 +17,8 @@ import argparse
 import time
 
 import app
-from spec_core import live, requests
-from spec_core.types import Stats
+from spec_core.core.types import Stats
+from spec_core.serve import live, requests
 from ui.live import N_LANES
 from visuals import live_page, views
 

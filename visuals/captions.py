@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
 from visuals import plots
 
 Lanes = Mapping[str, Sequence[RoundEvent]]

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from spec_core.core.types import RoundEvent
 from spec_core.heads.ensemble import head_for
-from spec_core.types import RoundEvent
 from visuals.labels import POSITIONS, Canvas, Point, place_labels
 from visuals.plots import Lanes, base_layout, drafting_lanes
 from visuals.style import OKABE_ITO, series_style
@@ -311,7 +311,7 @@ def sweep_summary(df: pd.DataFrame) -> str:
 
 
 def sweep_view(df: pd.DataFrame) -> list:
-    """[the sentence, the figure] for one checked sweep (``spec_core.analysis.pareto.read_sweep``)."""
+    """[the sentence, the figure] for one checked sweep (``spec_core.serve.sweeps.read_sweep``)."""
     return [sweep_summary(df), pareto_figure(df)]
 
 

@@ -6,11 +6,11 @@ cross-entropy −log q_j; the schedules differ in the weight each position's los
 
 - uniform — every position the same;
 - DFlash's decay, w_k = exp(−(k − 1)/γ_w) (DFlash, arXiv 2602.06036; γ_w = 4 for B ≤ 8, 7 for B ≥ 16, linear
-  between: :func:`spec_core.rules.decay_gamma`);
+  between: :func:`spec_core.core.rules.decay_gamma`);
 - D-PACE, w_j = Σ_{k≥j} Π_{i≤k} q̃_i with q̃ = (1 − α)q + α (arXiv 2605.18810; docs/ALGORITHMS.md §3):
   positions the verifier is likely to reach, and whose acceptance would unlock a long continuation, weigh most.
 
-The weights come from :mod:`spec_core.rules` (the same functions training uses); the figure shows each schedule
+The weights come from :mod:`spec_core.core.rules` (the same functions training uses); the figure shows each schedule
 as a share of its block's total weight so that the three are comparable (D-PACE's own weights are not
 normalised; their raw values are in the hover).
 """
@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 import torch
 
-from spec_core import rules
-from spec_core.types import RoundEvent
+from spec_core.core import rules
+from spec_core.core.types import RoundEvent
 from visuals.plots import base_layout, round_source
 from visuals.style import OKABE_ITO, SCHEME_COLOURS
 

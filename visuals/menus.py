@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spec_core import guards
-from spec_core.methods import known_methods, spec_of
+from spec_core.core import guards
+from spec_core.engine.methods import known_methods, spec_of
 from visuals.stepthrough import step_css
 from visuals.style import token_css
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from spec_core.methods import spec_of
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import spec_of
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_round_note, register_rule, register_view

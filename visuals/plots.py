@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from spec_core.quotes import Quote
-from spec_core.types import RoundEvent
+from spec_core.core.quotes import Quote
+from spec_core.core.types import RoundEvent
 from visuals.style import OKABE_ITO, series_style
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
@@ -59,7 +59,7 @@ def base_layout(
 
 def measured_lane_trace(values: Sequence[Quote], names: Sequence[str], hovers: Sequence[str]) -> go.Scatter:
     """The Live lanes' measured speedups (◆ with their 10–90% whiskers) beside a view's predicted bars: the same
-    methods' figures from another view, so that a reader sees whether they agree (:func:`spec_core.quotes.
+    methods' figures from another view, so that a reader sees whether they agree (:func:`spec_core.core.quotes.
     compare_quotes` says it in ``hovers``)."""
     return go.Scatter(
         x=[q.value for q in values],

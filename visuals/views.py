@@ -6,7 +6,7 @@ fills the slots in order (hiding the rest). A method with its own internals — 
 that calls :func:`register_view` (and, for a new acceptance rule, :func:`register_rule`) and one import line in
 :data:`PLUGIN_MODULES`; no UI code changes.
 
-A *prefix* is the family of one part the method name writes (:attr:`~spec_core.methods.MethodSpec.heads`):
+A *prefix* is the family of one part the method name writes (:attr:`~spec_core.engine.methods.MethodSpec.heads`):
 ``pacer`` matches ``pacer``, ``pacer:b=2`` and ``pacer+diversed``; ``block`` matches ``block:dpace``; the empty
 tuple matches every drafting method. A name that does not parse (a lane showing its error) gets no view.
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import spec_of
-from spec_core.types import RoundEvent
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import spec_of
 from visuals import captions, lens, plots
 
 Lanes = Mapping[str, Sequence[RoundEvent]]

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
 
 DEFAULT_PROMPTS = (
     "What is the capital of France? Answer in one word.",
@@ -380,10 +380,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SpecScopeError(f"--temperatures: {err}") from err
     prompts = list(DEFAULT_PROMPTS)
     if args.prompts:
-        from spec_core.jsonl import read_objects
+        from spec_core.core.jsonl import read_objects
 
         prompts = [str(obj.get("prompt", "")) for _, obj in read_objects(args.prompts, "prompt file")]
-    from spec_core.methods import split_methods
+    from spec_core.engine.methods import split_methods
 
     methods = split_methods(args.methods)  # a name's own settings may hold commas (pacer:b=2,t=0.5)
     plan = plan_requests(args.users, args.requests, methods, temperatures, prompts, args.max_new_tokens, args.seed)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.assets import HEADS_DIR, file_sha256
+from spec_core.core.assets import HEADS_DIR, file_sha256
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 from spec_core.policies.pacer_tuning import RESULTS_DIR, prediction_key, rounds_name
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
@@ -77,7 +77,7 @@ def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blo
 
 def main(argv: list[str]) -> int:
     """``python -m spec_core.analysis.pacer_rounds SHARDS_DIR``: score and write the rounds asset."""
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
 
     if len(argv) != 1:
         print("usage: python -m spec_core.analysis.pacer_rounds SHARDS_DIR (from `train pacer --simulate-only`)")

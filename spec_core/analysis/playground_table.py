@@ -1,6 +1,6 @@
 """The policy playground over a prompt set: ``python -m spec_core analyze policies --prompts FILE``.
 
-One recorded pass per prompt (:func:`spec_core.analysis.playground.record_text`), every policy replayed on it, and
+One recorded pass per prompt (:func:`spec_core.serve.playground.record_text`), every policy replayed on it, and
 optionally real engine runs of the same policies beside the replay: one CSV row per policy and prompt, and the
 table pooled over the prompts with the oracle's gain over the best fixed window and the share each policy
 captures.
@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from spec_core.analysis.playground import _heads, record_text
-from spec_core.cost_model import CostProfile
-from spec_core.methods import is_fixed_window
-from spec_core.replay import (
+from spec_core.core.cost_model import CostProfile
+from spec_core.engine.methods import is_fixed_window
+from spec_core.engine.replay import (
     ORACLE,
     PolicyReplay,
     TextRecord,
@@ -29,9 +28,10 @@ from spec_core.replay import (
     save_record,
     standard_policies,
 )
+from spec_core.serve.playground import _heads, record_text
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 # -- the prompt-set table (`python -m spec_core analyze policies --prompts FILE`) ------------------------------------
 
@@ -59,8 +59,8 @@ CSV_COLUMNS = [
 
 def measure_runs(pair: ModelPair, prompt: str, policies: Sequence[str], max_new_tokens: int) -> dict[str, Any]:
     """Real greedy engine runs of ``ar`` and each policy on one prompt: per policy, its events and tokens/s."""
-    from spec_core.engine import Generation
-    from spec_core.types import SamplingConfig
+    from spec_core.core.types import SamplingConfig
+    from spec_core.engine.loop import Generation
 
     out = {}
     for name in ["ar", *policies]:
@@ -121,10 +121,10 @@ def prompts_main(args) -> int:
     """The prompt-set mode of ``analyze policies`` (arguments parsed in :mod:`spec_core.analysis.policies`)."""
     import pandas as pd
 
-    from spec_core.analysis.bench import load_prompts
     from spec_core.analysis.costs import measure_round_costs
-    from spec_core.methods import split_methods
-    from spec_core.models import load_pair
+    from spec_core.engine.methods import split_methods
+    from spec_core.model.models import load_pair
+    from spec_core.serve.prompts import load_prompts
 
     torch.set_num_threads(args.threads)
     prompts = load_prompts(args.prompts)[: args.limit or None]

@@ -1,7 +1,7 @@
 """``python -m spec_core analyze policies``: draft-length policies replayed on recorded rounds, against an oracle.
 
 With ``--prompts FILE`` it records each prompt's own greedy answer instead and replays every policy on it exactly
-(:mod:`spec_core.analysis.playground`, the policy playground); below, the training-rounds mode.
+(:mod:`spec_core.serve.playground`, the policy playground); below, the training-rounds mode.
 
 PACER (arXiv 2602.01274) motivates adaptive lengths with an oracle that knows each step's accepted length and
 reports up to 1.4× over the best fixed window in theory. Here, from rounds recorded with a long window on
@@ -36,13 +36,13 @@ import pandas as pd
 import torch
 
 from spec_core.analysis.costs import measure_round_costs
-from spec_core.cli_args import add_threads
-from spec_core.cost_model import CostProfile
-from spec_core.errors import SpecScopeError
-from spec_core.methods import is_fixed_window, spec_of
+from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.methods import is_fixed_window, spec_of
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
     from spec_core.policies.pacer import PacerParams
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -74,8 +74,8 @@ def load_rounds(
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
     variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
     scores each block on its own: its predictions are kept per block size in ``blocks``."""
+    from spec_core.engine.replay import paper_key
     from spec_core.policies.pacer import PacerParams
-    from spec_core.replay import paper_key
     from spec_core.train.pacer import load_data, load_meta, paper_predictions, token_embeddings
 
     if not paths:
@@ -124,7 +124,7 @@ def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.T
         raise SpecScopeError(
             f"replaying {params.describe()} needs the predictions of its head ({params.head or 'shipped'})"
         )
-    from spec_core.replay import paper_key
+    from spec_core.engine.replay import paper_key
 
     per_round = rounds.per_round(
         rounds.predicted.get(paper_key(params.head, params.block), rounds.predicted[params.head])
@@ -179,7 +179,7 @@ def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]
 
 def preverifier_share(pair: ModelPair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
     """The pre-verifier's share of decode time, measured in real generations: Σ head time / Σ wall time."""
-    from spec_core.engine import generate
+    from spec_core.engine.loop import generate
 
     head_ms = wall_ms = 0.0
     calls = 0
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write the results as JSON here (with --prompts: a CSV, one row per policy and prompt)",
     )
-    new = ap.add_argument_group("per-prompt records (the policy playground, spec_core.analysis.playground)")
+    new = ap.add_argument_group("per-prompt records (the policy playground, spec_core.serve.playground)")
     new.add_argument(
         "--prompts",
         default=None,
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         return prompts_main(args)
     torch.set_num_threads(args.threads)
     from spec_core.heads.preverifier import find_head, load_head
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
     from spec_core.train.pacer import RUNS_DIR, TrainConfig
 
     pair = load_pair("embedded", draft=args.draft)
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         result["tuned"] = tuned.head(30).to_dict("records")
         result["default"] = asdict(PacerParams())
     if args.overhead_prompts:
-        from spec_core.analysis.bench import load_prompts
+        from spec_core.serve.prompts import load_prompts
 
         texts = [p["prompt"] for p in load_prompts(args.overhead_prompts)]
         share = preverifier_share(pair, texts, next(iter(settings), "pacer"))

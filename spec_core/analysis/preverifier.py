@@ -15,11 +15,11 @@ better than those probabilities, on rounds no head trained on (docs/PACER.md, do
 - **columns**: ``auc`` and ``ece`` of â against the cumulative label (the token and every one before it kept),
   ``auc_position1`` (the first drafted token), and ``predicted_speedup`` over ``ar``: PACER's stop rule
   (:func:`spec_core.policies.pacer.replay_length`) on the predictor's â, replayed on the held-out rounds with
-  :func:`spec_core.analysis.policies.replay` and the one cost model (:class:`spec_core.cost_model.CostProfile`:
+  :func:`spec_core.analysis.policies.replay` and the one cost model (:class:`spec_core.core.cost_model.CostProfile`:
   this machine's cached costs at the pair's precision, or ``--costs FILE``, plus each head's own measured call
   time). The threshold t of each row is the best one on the *training* rounds (never the held-out ones), at the
   row's b and ρ; ``speedup_accelerator_model`` is the same replay under the memory-bound accelerator model
-  (:func:`spec_core.cost_model.accelerator_profile`), its t tuned under that model the same way.
+  (:func:`spec_core.core.cost_model.accelerator_profile`), its t tuned under that model the same way.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ import torch
 
 from spec_core.analysis.costs import median_ms
 from spec_core.analysis.policies import RecordedRounds, replay
-from spec_core.cli_args import add_threads
-from spec_core.cost_model import CostProfile, accelerator_profile
-from spec_core.errors import SpecScopeError
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_model import CostProfile, accelerator_profile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_headroom import headroom
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB, FIXED_WINDOWS
@@ -47,7 +47,7 @@ from spec_core.policies.pacer_tuning import prediction_key, replay_rule, rule_le
 
 if TYPE_CHECKING:
     from spec_core.heads.preverifier import BlockPreVerifier, PreVerifier
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
 COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup", "headroom", "headroom_low", "headroom_high"]
@@ -311,7 +311,7 @@ def this_machine_costs(pair: ModelPair, path: str | None) -> CostProfile:
     ``python -m spec_core costs --machine`` writes, else the one shipped for its CPU kind; never timed here)."""
     if path:
         return CostProfile.from_dict(json.loads(Path(path).read_text()))
-    from spec_core.cost_tables import run_costs
+    from spec_core.core.cost_tables import run_costs
 
     return run_costs(pair)[0]
 
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
 
     table = analyze(load_pair("embedded", draft=args.draft), args)
     print(table.to_string(index=False))
@@ -366,7 +366,7 @@ def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
     card = next(iter(shipped.values()))[1]  # `pacer`'s head
     heldout_every = card.get("training", {}).get("heldout_every", TrainConfig.heldout_every)
     if args.prompts:  # rounds on these prompts, all held out; t is still tuned on the training rounds if present
-        from spec_core.analysis.bench import load_prompts
+        from spec_core.serve.prompts import load_prompts
 
         texts = [p["prompt"] for p in load_prompts(args.prompts)][: args.limit or None]
         # one folder per prompt list and length: a folder is only resumed with the settings it was simulated with

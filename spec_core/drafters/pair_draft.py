@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.base import Drafter
-from spec_core.errors import SpecScopeError
 
 if TYPE_CHECKING:
-    from spec_core.drafters.networks import FeatureDraft
-    from spec_core.models import ModelPair
+    from spec_core.model.draft_networks import FeatureDraft
+    from spec_core.model.models import ModelPair
 
 
 class PairDraft:

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core.cost_model import CostProfile
-from spec_core.errors import SpecScopeError
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer_rule import PacerParams, parse_params, replay_length
-from spec_core.types import RoundInputs
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 HEAD_KEY = "head:pacer"  # pair.extras key prefix of the loaded pre-verifiers
 

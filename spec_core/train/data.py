@@ -40,7 +40,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from spec_core.prompting import chat_ids
+from spec_core.model.prompting import chat_ids
 from spec_core.train.features import target_features
 from spec_core.train.prompts import SOURCES, training_prompts
 
@@ -256,14 +256,14 @@ def split_sequences(shards: list[dict[str, torch.Tensor]]):
 
 def load_generator(precision: str, device: str = "cpu"):
     """The target (and tokenizer) that writes the data: bfloat16, float32 or weight-only int8
-    (:func:`spec_core.int8.int8_target`, built from the bfloat16 target)."""
-    from spec_core.models import load_target
+    (:func:`spec_core.model.int8.int8_target`, built from the bfloat16 target)."""
+    from spec_core.model.models import load_target
 
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r} (one of {PRECISIONS})")
     target, tokenizer = load_target(device, "float32" if precision == "float32" else "bfloat16")
     if precision == "int8":
-        from spec_core.int8 import int8_target
+        from spec_core.model.int8 import int8_target
 
         target = int8_target(target)
     return target, tokenizer
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from spec_core.cli_args import add_threads, apply_threads
+    from spec_core.core.cli_args import add_threads, apply_threads
 
     defaults = DataConfig(out_dir=Path("data/train"))
     ap = argparse.ArgumentParser(prog="python -m spec_core train data", description=__doc__.split("\n\n")[0])

@@ -31,10 +31,10 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from spec_core.assets import DRAFTS_DIR
-from spec_core.cli_args import add_threads
-from spec_core.drafters.assets import save_draft
-from spec_core.drafters.networks import FeatureDraft, build_standalone
+from spec_core.core.assets import DRAFTS_DIR
+from spec_core.core.cli_args import add_threads
+from spec_core.model.draft_assets import save_draft
+from spec_core.model.draft_networks import FeatureDraft, build_standalone
 from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
 from spec_core.train.features import OnlineFeatures
 
@@ -209,7 +209,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
     if target is None:
-        from spec_core.models import load_target
+        from spec_core.model.models import load_target
 
         target, _ = load_target(device, torch.float32)
     target = target.float().eval().requires_grad_(False)
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     args.data_dir = tuple(args.data_dir)
     if not any(args.data_dir[0].glob("shard_*.safetensors")):
-        from spec_core.models import load_target
+        from spec_core.model.models import load_target
         from spec_core.train.data import DataConfig, generate_dataset
 
         target, tok = load_target(args.device, "bfloat16")

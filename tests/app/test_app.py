@@ -16,8 +16,8 @@ import pytest
 from conftest_app import tiny_loader
 
 import app
-from spec_core import live, requests
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
+from spec_core.serve import live, requests
 from ui import analyzer, shared
 from ui.live import N_LANES
 from visuals.menus import live_method_choices
@@ -116,7 +116,7 @@ def test_view_updates_fill_slots_from_the_registry():
 def test_replay_outputs_route_a_record_to_the_analyzer_slots():
     from test_visuals import AR, LANE
 
-    from spec_core.analysis.records import PromptRecord
+    from spec_core.serve.records import PromptRecord
 
     records = {"p1": PromptRecord("p1", "Why is the sky blue?", "qa", 0.0, {"ar": tuple(AR), "fixed:4": tuple(LANE)})}
     out = analyzer.replay_outputs(records, "p1")
@@ -184,8 +184,8 @@ def test_client_bad_arguments(client, args, message):
 
 @pytest.mark.embedded
 def test_embedded_pair_end_to_end():
-    from spec_core.errors import SpecScopeError
-    from spec_core.models import embedded_target_dir
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model.models import embedded_target_dir
 
     try:
         embedded_target_dir()

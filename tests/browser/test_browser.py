@@ -361,7 +361,7 @@ def run_default_generate(page) -> float:
 
 
 def default_loader():
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
 
     try:
         app.get_pair()  # loaded and warmed before anything is timed

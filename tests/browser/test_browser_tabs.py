@@ -200,7 +200,7 @@ def test_two_visitors_at_once_take_about_one_visit_each():
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_two_visitors_generate_at_once_on_the_embedded_pair():
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
 
     try:
         app.get_pair()  # loaded and warmed before anything is timed
@@ -235,11 +235,11 @@ def test_pareto_labels_do_not_overlap(tmp_path):
     in the Analyzer at 1400×900: no label covers another, and lossless and DIVERSED keep theirs."""
     from playwright.sync_api import sync_playwright
 
-    from spec_core.analysis import pareto
+    from spec_core.serve import sweeps
     from visuals.diversed import pareto_figure
 
-    sweeps = pareto.shipped_sweeps()
-    assert sweeps
+    shipped = sweeps.shipped_sweeps()
+    assert shipped
     demo, url = serve(tiny_loader)
     try:
         with sync_playwright() as pw:
@@ -249,9 +249,9 @@ def test_pareto_labels_do_not_overlap(tmp_path):
                 page.get_by_text("DIVERSED: acceptance vs quality (Pareto sweep)").click()
                 seen = {"Analyzer": pareto_labels(page, "#an-pareto")}
                 page.set_viewport_size({"width": 760, "height": 600})
-                for name, path in sweeps.items():
+                for name, path in shipped.items():
                     html = tmp_path / f"{path.stem}.html"
-                    pareto_figure(pareto.read_sweep(path)).write_html(html)
+                    pareto_figure(sweeps.read_sweep(path)).write_html(html)
                     page.goto(html.as_uri())
                     seen[name] = pareto_labels(page, "body")
             finally:

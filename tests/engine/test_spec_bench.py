@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 
 from spec_core.__main__ import main
-from spec_core.analysis import spec_bench
-from spec_core.analysis.bench import accepted_by_source, load_prompts, run_bench
+from spec_core.analysis.bench import accepted_by_source, run_bench
 from spec_core.analysis.peers import run_peer
-from spec_core.engine import DRAFT_OVERSHOOT
-from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method
-from spec_core.prompting import prompt_ids
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.loop import DRAFT_OVERSHOOT
+from spec_core.engine.methods import parse_method
+from spec_core.model.prompting import prompt_ids
+from spec_core.serve import spec_bench
+from spec_core.serve.prompts import load_prompts
 
 
 def questions_per_category(rows: list[dict]) -> Counter:

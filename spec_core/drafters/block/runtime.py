@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.cached_lm import LMOutput
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.rules import BLOCK_LOSSES
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, draw
 from spec_core.drafters.block.network import BlockDraftModel
-from spec_core.errors import SpecScopeError
-from spec_core.rules import BLOCK_LOSSES
-from spec_core.types import SamplingConfig
+from spec_core.model.cached_lm import LMOutput
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 class BlockDrafter:
