@@ -48,6 +48,7 @@ from spec_core.types import RoundEvent, SamplingConfig, Stats
 
 if TYPE_CHECKING:
     from spec_core.models import ModelPair
+    from spec_core.replay import PolicyReplay
 
 UPDATE_EVERY_S = 1.0  # seconds of decoding between two page updates (the page's own work not counted)
 PAGE_SHARE = 0.1  # at most this share of a run goes to page updates: a slow page (a busy machine) updates less often
@@ -101,6 +102,8 @@ class LiveFrame:
     precision: str = "bfloat16"  # as requested ("auto" included): a run at the same setting reuses this one
     arithmetic: str = ""  # what the pair ran ("auto" resolved): the precision the notes and the verdicts name
     divergences: Mapping[str, Divergence] = field(default_factory=dict)  # lossless lane → its first divergence
+    baseline: PolicyReplay | None = None  # a fixed window replayed on this run's greedy text, set by the app when no
+    #   fixed-window lane ran (ui/live_baseline.py): the seeds' views draw it beside their method
 
     def stats(self, method: str) -> Stats:
         return Stats.from_events(self.lanes.get(method, ()), method=method)
