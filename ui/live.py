@@ -14,6 +14,7 @@ import gradio as gr
 
 from spec_core.core.types import MAX_TEMPERATURE
 from spec_core.serve import gpu_slot, live, requests
+from ui.live_baseline import with_baseline
 from ui.live_export import LiveExport, export_panel, wire_export
 from ui.live_steps import StepThrough, after_run, step_through_panel, wire_step_through
 from ui.playground_record import remember_greedy
@@ -32,7 +33,7 @@ from visuals import live_page, tokens
 from visuals.glossary import glossary_html
 from visuals.menus import EXAMPLE_LABELS, EXAMPLES, PRESETS, live_method_choices
 
-DEFAULT_METHODS = PRESETS[0].methods  # the first task's: the hybrid draft · a fixed window · plain decoding
+DEFAULT_METHODS = PRESETS[0].methods  # the first task's: the hybrid draft · PACER with DIVERSED · plain decoding
 N_LANES = 3  # methods side by side
 
 
@@ -147,8 +148,9 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
         stop_request.requested = False
         for k, frame in enumerate(live.live_frames(pair_loader, request, should_stop=stop_request.asked)):
             lanes = live_page.lanes_parts(frame, N_LANES, show_rejected)
-            if frame.done:  # text and counters first, the figures right after (drawing them takes a while)
+            if frame.done:  # text and counters first, then the replayed baseline and the figures (they take a while)
                 yield [frame.status, *lanes, *[gr.update()] * (3 * N_VIEW_SLOTS), frame]
+                frame = with_baseline(frame, pair_loader, request, stop_request.asked())
             yield [frame.status, *lanes, *figure_updates(frame, k == 0), frame]
 
     plots, outputs = tab.slots[2::3], [tab.status, *tab.lanes, *tab.slots, tab.frame]

@@ -118,17 +118,18 @@ def named_upload(load: Callable) -> Callable:
     return functools.wraps(load)(call)
 
 
-def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
+def view_updates(lanes, slots: int = N_VIEW_SLOTS, replayed=None) -> list[Any]:
     """For each figure slot: (visibility, caption, figure) from the view registry; unused slots hidden. The
-    caption says what this run's data shows (with its counts), then how to read the figure."""
+    caption says what to look for, what this run's data shows (with its counts), then how to read the figure.
+    ``replayed``: the run's fixed window replayed on its text (:attr:`spec_core.serve.live.LiveFrame.baseline`)."""
     active = views.views_for(list(lanes))[:slots]
     out: list[Any] = []
     for i in range(slots):
         v = active[i] if i < len(active) else None
         out += [
             gr.update(visible=v is not None),
-            f"**{v.title}** — {folded(views.caption_for(v, lanes))}" if v else "",
-            views.build(v, lanes) if v else None,
+            f"**{v.title}** — {folded(views.caption_for(v, lanes, replayed))}" if v else "",
+            views.build(v, lanes, replayed) if v else None,
         ]
     return out
 
@@ -137,7 +138,7 @@ def figure_updates(frame, first: bool) -> list[Any]:
     """A live stream's figure slots (``frame``: a :class:`spec_core.serve.live.LiveFrame`): hidden at its first update,
     untouched while it runs, drawn once when it is done (drawing them at every update cost the models their cores)."""
     if frame.done:
-        return view_updates(frame.lanes)
+        return view_updates(frame.lanes, replayed=frame.baseline)
     return [gr.update(visible=False), "", None] * N_VIEW_SLOTS if first else [gr.update()] * (3 * N_VIEW_SLOTS)
 
 

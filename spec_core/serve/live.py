@@ -48,6 +48,7 @@ from spec_core.model.pass_timing import probe_profile
 from spec_core.serve.requests import GenerateRequest, LiveRequest
 
 if TYPE_CHECKING:
+    from spec_core.engine.replay import PolicyReplay
     from spec_core.model.models import ModelPair
 
 UPDATE_EVERY_S = 1.0  # seconds of decoding between two page updates (the page's own work not counted)
@@ -102,6 +103,8 @@ class LiveFrame:
     precision: str = "bfloat16"  # as requested ("auto" included): a run at the same setting reuses this one
     arithmetic: str = ""  # what the pair ran ("auto" resolved): the precision the notes and the verdicts name
     divergences: Mapping[str, Divergence] = field(default_factory=dict)  # lossless lane → its first divergence
+    baseline: PolicyReplay | None = None  # a fixed window replayed on this run's greedy text, set by the app when no
+    #   fixed-window lane ran (ui/live_baseline.py): the seeds' views draw it beside their method
 
     def stats(self, method: str) -> Stats:
         return Stats.from_events(self.lanes.get(method, ()), method=method)
