@@ -17,11 +17,11 @@ __all__ = ["load_pair", "stream", "generate"]
 
 def __getattr__(name: str):
     if name == "load_pair":
-        from spec_core.model.models import load_pair
+        from spec_core.model.models import load_pair  # on first use: `import spec_core` stays light
 
         return load_pair
     if name in ("stream", "generate"):
-        from spec_core.engine import loop as engine
+        from spec_core.engine import loop as engine  # on first use: torch loads after the wait policy
 
         return getattr(engine, name)
     raise AttributeError(name)

@@ -6,13 +6,32 @@ Bad input ends with a one-line ``error: ...`` and exit status 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
+
+from spec_core.analysis.bench import run_bench, summarize
+from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
+from spec_core.analysis.machine import machine_costs
+from spec_core.core import precision
 from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_tables import run_costs
 from spec_core.core.errors import SpecScopeError
+from spec_core.core.precision import PRECISION_ENV
+from spec_core.core.threads import apply_threads
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.methods import parse_method, split_methods
+from spec_core.model.invariance import is_batch_invariant
+from spec_core.model.models import load_pair
+from spec_core.model.prompting import check_prompt, prompt_ids
+from spec_core.serve import spec_bench
+from spec_core.serve.prompts import load_prompts
 
 if TYPE_CHECKING:
     from torch import nn
@@ -54,11 +73,6 @@ def _add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pair(args):
-    from spec_core.core.cost_tables import run_costs
-    from spec_core.core.precision import PRECISION_ENV
-    from spec_core.core.threads import apply_threads
-    from spec_core.model.models import load_pair
-
     apply_threads(args.threads)  # --threads, else the cores this process may use
     pair = load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
     _, table = run_costs(pair)  # read, never timed: the runs are priced with it (spec_core/core/cost_tables.py)
@@ -69,11 +83,6 @@ def _pair(args):
 
 
 def cmd_generate(args) -> int:
-    from spec_core.core.types import SamplingConfig
-    from spec_core.engine.loop import Generation
-    from spec_core.engine.methods import parse_method
-    from spec_core.model.prompting import check_prompt
-
     sampling = SamplingConfig(args.temperature, args.top_p, args.top_k, args.seed).validate()
     check_prompt(args.prompt)  # bad input is refused before the pair loads
     parse_method(args.method)
@@ -96,13 +105,6 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from pathlib import Path
-
-    from spec_core.analysis.bench import run_bench, summarize
-    from spec_core.engine.methods import parse_method, split_methods
-    from spec_core.serve import spec_bench
-    from spec_core.serve.prompts import load_prompts
-
     methods = split_methods(args.methods)
     if not methods:
         raise SpecScopeError("--methods is empty")
@@ -117,7 +119,6 @@ def cmd_bench(args) -> int:
     if args.temperature < 0:
         raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
     pair = _pair(args)
-    from spec_core.model.models import load_pair
 
     def pair_for(precision: str) -> ModelPair:
         return load_pair(args.pair, device=args.device, dtype=precision, draft=args.draft, operator=True)
@@ -140,20 +141,10 @@ def cmd_bench(args) -> int:
 
 
 def cmd_costs(args) -> int:
-    import torch
-
-    from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
-    from spec_core.engine.methods import split_methods
-    from spec_core.model.draft_assets import available_drafts, load_draft
-    from spec_core.model.draft_networks import build_truncated
-    from spec_core.model.invariance import is_batch_invariant
-    from spec_core.model.prompting import prompt_ids
-    from spec_core.serve.prompts import load_prompts
+    from spec_core.model.draft_assets import available_drafts, load_draft  # transformers' modeling code (~2 s)
+    from spec_core.model.draft_networks import build_truncated  # only `costs` on the embedded pair needs it
 
     if args.machine:  # the table `auto` picks from: every precision measured, cached, explained
-        from spec_core.analysis.machine import machine_costs
-        from spec_core.core import precision
-
         if args.threads:
             torch.set_num_threads(args.threads)
         table = machine_costs(args.pair, refresh=True)
@@ -230,7 +221,6 @@ HELP = {
 
 def cmd_delegated(module: str, rest: list[str]) -> int:
     """Hand the rest of the command line (``--help`` included) to the module that owns the command."""
-    import importlib
 
     return importlib.import_module(module).main(rest)
 

@@ -25,6 +25,7 @@ from spec_core.core.cost_model import CostProfile, expected_tau, round_shape
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
+from spec_core.engine.loop import Generation, generate
 from spec_core.model.cached_lm import CachedLM, LMOutput
 from spec_core.model.pass_timing import interleaved_median_ms, target_calls
 
@@ -161,7 +162,6 @@ def round_breakdown(
 
     Rounds run as the benchmark runs them (``display=False``); ``display_ms`` is what the numbers a viewer reads
     (p(x), q of the target's choice, p of the next token) add per round, from one more run with them."""
-    from spec_core.engine.loop import Generation
 
     methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
     for m in methods:  # warm-up: allocations, lazy loads
@@ -209,7 +209,6 @@ def round_breakdown(
 def measure_round_costs(pair: ModelPair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
     """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
     generation) and one pre-verifier call on a block of ``block`` tokens."""
-    from spec_core.engine.loop import generate
 
     assert pair.draft is not None  # a speculative pair
     df = measure_costs(pair, {"draft": pair.draft}, repeats)

@@ -25,6 +25,10 @@ from spec_core.core.precision import (
     cpu_name,
     save_table,
 )
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model.invariance import is_batch_invariant
+from spec_core.model.models import load_pair
 from spec_core.model.pass_timing import CONTEXT, target_forward_ms
 
 if TYPE_CHECKING:
@@ -42,9 +46,6 @@ PROBE_TOKENS = 32
 def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
     (``extra["acceptance"]``) on the probe prompts."""
-    from spec_core.core.types import SamplingConfig
-    from spec_core.engine.loop import Generation
-    from spec_core.model.invariance import is_batch_invariant
 
     widths = target_forward_ms(pair, repeats=repeats, fastest=True)
     lanes, drafted, accepted = {}, 0, 0
@@ -132,7 +133,6 @@ def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[st
     cached = None if refresh else cached_machine_costs()
     if cached:
         return cached  # (a damaged table reads as None: measured again)
-    from spec_core.model.models import load_pair  # models loads transformers: only a measurement needs it
 
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
     before, own = cpu_times(), time.process_time()

@@ -17,24 +17,31 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from spec_core.core import rules
+from spec_core.core.assets import HEADS_DIR, available
 from spec_core.core.cli_args import add_threads
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
 from spec_core.engine.methods import parse_method, spec_of
 from spec_core.engine.rewards import TASKS, load_items, run_item
+from spec_core.heads.ensemble import shipped_head
+from spec_core.model.models import load_pair
 from spec_core.serve.sweeps import with_frontier
 
 if TYPE_CHECKING:
@@ -163,10 +170,6 @@ def run_pareto(
     process running all configurations on its items in turn. Item n is always generated with seed ``seed + n``,
     so the table does not depend on the number of workers.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    from tqdm import tqdm
 
     for c in configs:
         parse_method(c.full(policy))  # fail before any generation
@@ -260,7 +263,6 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
     mean of their task qualities (macro, as in the sweep). Returns the points no other point beats on both
     axes, by acceptance, with column ``weights`` ("arithmetic=0.8 summary=0.4 ...").
     """
-    import itertools
 
     records, methods = finished_records(paths)
     cells: dict[str, dict[str, tuple[int, int, float]]] = {}  # task -> W -> (accepted, drafted, quality)
@@ -383,9 +385,6 @@ def main(argv: list[str]) -> int:
     try:
         SamplingConfig(temperature=a.temperature).validate()
         torch.set_num_threads(a.threads)
-        from spec_core.core.assets import HEADS_DIR, available
-        from spec_core.heads.ensemble import shipped_head
-        from spec_core.model.models import load_pair
 
         wanted = shipped_head(a.temperature) if a.head == "shipped" else a.head
         head = wanted if wanted and wanted in available(HEADS_DIR) else None

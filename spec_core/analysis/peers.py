@@ -39,8 +39,8 @@ class PeerResult:
 def _assistant(pair: ModelPair):
     if pair.draft_design in ("standalone", "truncated"):
         return pair.draft
-    from spec_core.model.draft_assets import available_drafts, load_draft
-    from spec_core.model.draft_networks import build_truncated
+    from spec_core.model.draft_assets import available_drafts, load_draft  # transformers' modeling code (~2 s)
+    from spec_core.model.draft_networks import build_truncated  # only a peer on the embedded pair needs it
 
     def load():
         if "standalone" in available_drafts():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import torch
@@ -73,7 +74,6 @@ def load_asset(name: str, directory: Path, what: str = "asset", hint: str = "") 
 def source_commit(root: Path | None = None) -> str:
     """The commit the code that trains an asset ran at (``git rev-parse HEAD``; ``+dirty`` when the tree had
     uncommitted changes), or ``"unknown"`` outside a git checkout: what a card's ``commit`` field records."""
-    import subprocess
 
     where = str(root or Path(__file__).resolve().parents[2])
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import torch
+
 
 def add_threads(parser: argparse.ArgumentParser, default: int | None = None) -> None:
     """``--threads N``: torch's CPU threads for this command (None or 0: torch's own choice, all cores)."""
@@ -14,6 +16,4 @@ def add_threads(parser: argparse.ArgumentParser, default: int | None = None) -> 
 def apply_threads(threads: int | None) -> None:
     """Set torch's CPU threads when ``--threads`` asked for a number."""
     if threads:
-        import torch
-
         torch.set_num_threads(int(threads))

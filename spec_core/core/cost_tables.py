@@ -35,6 +35,7 @@ from spec_core.core import precision
 from spec_core.core.assets import ASSETS_DIR
 from spec_core.core.cost_model import CostProfile, accelerator_profile
 from spec_core.core.errors import SpecScopeError
+from spec_core.core.lane_speed import draft_ratio
 from spec_core.core.precision import cpu_flags, read_table, table_path
 
 SHIPPED_DIR = ASSETS_DIR / "results" / "costs"
@@ -197,7 +198,6 @@ def table_for(device: torch.device | str = "cpu", draft_ratio: float | None = No
 
 def run_costs(pair) -> tuple[CostProfile, CostTable]:
     """(profile, table) for one run on ``pair``: the table for its device, the profile for its precision."""
-    from spec_core.core.lane_speed import draft_ratio  # the pair's parameter ratio (data, not a timing)
 
     model = pair.device.type != "cpu" and not os.environ.get(COSTS_ENV, "").strip()  # the GPU model needs the ratio
     ratio = draft_ratio(pair) if model and getattr(pair, "draft", None) is not None else None

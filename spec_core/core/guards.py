@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
+from safetensors import safe_open
 
 from spec_core.core.errors import SpecScopeError
 
@@ -183,8 +184,6 @@ def weights_problem(path: str | Path) -> str:
     if head == LFS_POINTER_PREFIX:
         return f"{path} is a Git LFS pointer, not the weights (the clone was made without git-lfs): {LFS_FIX}"
     try:
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="pt") as f:  # reads the header; checks it against the file size
             f.keys()
     except Exception as err:  # safetensors raises its own SafetensorError (not an OSError) for a bad header

@@ -55,7 +55,7 @@ class BlockDraft:
 
     @classmethod
     def build(cls, loss: str, pair: ModelPair) -> Drafter:
-        from spec_core.drafters.block.runtime import make_block_drafter
+        from spec_core.drafters.block.runtime import make_block_drafter  # transformers' modeling code (~2 s)
 
         return make_block_drafter(pair, loss)
 

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from spec_core.core.cost_model import CostProfile, rounds_spread
+from spec_core.core.cost_model import CostProfile, profile_from_events, rounds_spread
+from spec_core.core.cost_tables import machine_table
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.quotes import Quote
 from spec_core.engine.methods import spec_of
@@ -422,7 +423,6 @@ def load_record(path: str | Path) -> TextRecord:
 def default_costs(precision: str | None = None) -> CostProfile:
     """The costs a record without its own is replayed under: this machine's own table for ``precision``
     (``costs --machine``; never measured here, a view must not wait), else :data:`DEFAULT_COSTS`."""
-    from spec_core.core.cost_tables import machine_table  # cost_tables reads assets: kept off this module's import
 
     table = machine_table()
     profile = table.profiles.get(precision or "") if table is not None else None
@@ -437,7 +437,6 @@ def default_costs(precision: str | None = None) -> CostProfile:
 def costs_from_events(lanes) -> CostProfile | None:
     """The costs measured in a run's own rounds (:func:`spec_core.core.cost_model.profile_from_events`: medians per
     width, made monotone, the engine's work and PACER's head per call); None if too little ran."""
-    from spec_core.core.cost_model import profile_from_events
 
     profile = profile_from_events(lanes, name="this run", about="medians of the live run's own rounds")
     if profile is None or not profile.draft_ms:

@@ -95,7 +95,7 @@ def arithmetic_reward(output: str, reference: str) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _rouge():
-    from rouge_score import rouge_scorer
+    from rouge_score import rouge_scorer  # rouge_score loads nltk: only a summary's reward needs it
 
     return rouge_scorer.RougeScorer(["rouge2"], use_stemmer=True)
 

@@ -44,7 +44,7 @@ def grouped_sdpa(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature; returns ``([B, Q, H, D], None)`` like its SDPA path."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward  # loads sympy (~1 s)
 
     groups = getattr(module, "num_key_value_groups", 1)
     batch, heads, q_len, dim = query.shape
@@ -71,8 +71,8 @@ def grouped_sdpa(
 
 def register() -> str:
     """Make :data:`NAME` known to transformers (idempotent); returns it."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers import AttentionInterface  # in modeling_utils: transformers' modeling code (~2 s)
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # loads sympy (~1 s)
 
     AttentionInterface.register(NAME, grouped_sdpa)
     AttentionMaskInterface.register(NAME, sdpa_mask)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import torch
 from torch import nn
 
+from spec_core.core.precision import cpu_flags
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
@@ -74,7 +76,6 @@ def native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices natively (AMX or AVX-512 BF16, not capped by
     ``ONEDNN_MAX_CPU_ISA``). There a prefill over a whole prompt runs faster in bf16 than in weight-only int8,
     whose kernel spends compute on every row (measured: 200 tokens 150 ms against 587 ms, one thread)."""
-    from spec_core.core.precision import cpu_flags
 
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
     if cap and cap != "ALL" and "AMX" not in cap and "BF16" not in cap:

@@ -229,8 +229,8 @@ class RowInvariantLinear(nn.Linear):
 
 def register() -> str:
     """Make :data:`NAME` known to transformers (idempotent); returns it."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers import AttentionInterface  # in modeling_utils: transformers' modeling code (~2 s)
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # loads sympy (~1 s)
 
     attention.register()
     AttentionInterface.register(NAME, invariant_sdpa)

@@ -23,18 +23,29 @@ import functools
 import importlib.util
 import os
 import re
+import shutil
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import torch
+from huggingface_hub.errors import HfHubHTTPError
+from safetensors import SafetensorError
+from safetensors.torch import save_file
 from torch import nn
 
+from spec_core.core import assets
 from spec_core.core.assets import cache_dir
+from spec_core.core.cost_tables import auto_precision
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.guards import weights_problem
+from spec_core.core.precision import check_int8_device
 from spec_core.model.attention import use_grouped_sdpa
+from spec_core.model.int8 import int8_draft, int8_target, native_bf16
+from spec_core.model.invariance import enabled_by_default, set_batch_invariant
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -94,7 +105,6 @@ class ModelPair:
         whole prompt. Every method of the pair shares it, so lossless lanes still equal this precision's ``ar``."""
         if self.base_target is None or self.precision != INT8 or self.device.type != "cpu":
             return None
-        from spec_core.model.int8 import native_bf16
 
         return self.base_target if native_bf16() else None
 
@@ -210,11 +220,8 @@ def embedded_target_dir() -> Path:
         problem = weights_problem(out / "model.safetensors")
         if not problem:
             return out
-        import warnings
-
         warnings.warn(f"the cached embedded target is broken ({problem}); converting it again", stacklevel=2)
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # transformers' model loading: only a conversion
 
     gguf = embedded_gguf_path()
     try:
@@ -237,8 +244,6 @@ def embedded_target_dir() -> Path:
     model.generation_config.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     if out.exists():
-        import shutil
-
         shutil.rmtree(out)
     tmp.rename(out)
     return out
@@ -248,20 +253,14 @@ def _load_errors() -> tuple[type[BaseException], ...]:
     """What a load from the hub or a folder raises when the id, the network or the files are wrong."""
     errors: list[type[BaseException]] = [OSError, ValueError]
     try:
-        from safetensors import SafetensorError
-
         errors.append(SafetensorError)
     except ImportError:  # an older safetensors: its errors are OSErrors
         pass
     try:
-        from huggingface_hub.errors import HfHubHTTPError
-
         errors.append(HfHubHTTPError)
     except ImportError:
         pass
     try:
-        import httpx
-
         errors.append(httpx.HTTPError)
     except ImportError:
         pass
@@ -275,7 +274,7 @@ def _first_line(err: BaseException, limit: int) -> str:
 
 def _load_causal_lm(name_or_path: str | Path, device: torch.device, dtype: torch.dtype, device_map=None):
     """A causal LM from safetensors only, never running code from its repository."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # transformers' model loading: only loading weights
 
     try:
         model = AutoModelForCausalLM.from_pretrained(
@@ -294,7 +293,7 @@ def _load_causal_lm(name_or_path: str | Path, device: torch.device, dtype: torch
 
 
 def _load_tokenizer(name_or_path: str | Path):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # transformers' tokenizer loading: only loading a pair
 
     try:
         return AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=False)
@@ -322,15 +321,11 @@ def resolve_precision(dtype: str | torch.dtype | None, device: torch.device | No
     """A precision name: ``bfloat16``, ``float32``, ``float16`` or ``int8``; ``auto`` (and None, the default)
     asks :func:`spec_core.core.cost_tables.auto_precision` which one this machine's cost table predicts fastest."""
     if dtype is None or dtype == AUTO:
-        from spec_core.core.cost_tables import auto_precision
-
         chosen = auto_precision(device or resolve_device(None))
         if chosen == AUTO:
             raise SpecScopeError("the precision 'auto' could not be resolved")
         return resolve_precision(chosen, device)
     if dtype == INT8:
-        from spec_core.core.precision import check_int8_device
-
         check_int8_device(device)  # the CPU's path: refused on a GPU
         return INT8
     return PRECISION_OF.get(resolve_dtype(dtype), "bfloat16")
@@ -372,14 +367,10 @@ def _load_pair_uncached(name: str, dev: torch.device, precision: str | torch.dty
     dt = torch.bfloat16 if precision == INT8 else DTYPES[precision]
     pair = _load_float_pair(name, dev, dt, draft)
     if precision == INT8:
-        from spec_core.model.int8 import int8_draft, int8_target
-
         pair.base_target, pair.target, pair.precision = pair.target, int8_target(pair.target), INT8
         if pair.draft is not None:
             pair.draft = int8_draft(pair.draft)  # a feature draft's step reads half the bytes (same acceptance)
     if dev.type == "cpu":  # measured on the CPU's kernels only (a GPU's GEMMs pick their tiling by width too)
-        from spec_core.model.invariance import enabled_by_default, set_batch_invariant
-
         # a 1-token step, a k-token chain and a tree pass give each row the same logits, so greedy lossless lanes
         # write ``ar``'s text (the drafts, built above, keep the faster grouped attention)
         set_batch_invariant(pair.target, enabled_by_default())
@@ -407,9 +398,8 @@ def _load_float_pair(name: str, dev: torch.device, dt: torch.dtype, draft: str |
 
 
 def _load_embedded(dev: torch.device, dt: torch.dtype, draft: str | None) -> ModelPair:
-    from spec_core.core import assets
-    from spec_core.model.draft_assets import available_drafts, load_draft
-    from spec_core.model.draft_networks import build_truncated
+    from spec_core.model.draft_assets import available_drafts, load_draft  # transformers' modeling code (~2 s)
+    from spec_core.model.draft_networks import build_truncated  # only the embedded pair's draft needs it
 
     target, tokenizer = load_target(dev, dt)
     drafts_dir = assets.DRAFTS_DIR  # read at call time (tests point it at a folder of broken files)

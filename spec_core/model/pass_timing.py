@@ -17,6 +17,7 @@ import torch
 
 from spec_core.core.cost_model import CostProfile, profile_from_events
 from spec_core.core.types import RoundEvent
+from spec_core.model.cached_lm import CachedLM
 
 if TYPE_CHECKING:
     from spec_core.model.models import ModelPair
@@ -44,7 +45,6 @@ def target_calls(pair: ModelPair, widths=WIDTHS, context: int = CONTEXT, hidden:
     """Width → a call that runs one target forward over that many new tokens after ``context`` cached ones, then
     crops back (ordinary token ids, seeded; any id fits a tiny test model). ``costs`` times them beside its
     draft steps; :func:`target_forward_ms` alone."""
-    from spec_core.model.cached_lm import CachedLM
 
     context = max(2, int(context))
     vocab = pair.target.config.vocab_size

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
 from spec_core.core.assets import ASSETS_DIR, HEADS_DIR, file_sha256
 from spec_core.core.cost_model import CostProfile
@@ -63,7 +64,6 @@ class TuningRounds:
 
 def load_rounds(draft_design: str, directory: Path = RESULTS_DIR) -> TuningRounds | None:
     """The shipped rounds for a draft design, or None."""
-    from safetensors.torch import load_file
 
     path = directory / f"{rounds_name(draft_design)}.safetensors"
     card_path = path.with_suffix(".json")

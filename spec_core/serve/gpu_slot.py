@@ -26,6 +26,11 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
+
+from spec_core.core.errors import SpecScopeError
+from spec_core.model.models import load_pair
+
 PER_TOKEN_S = 0.05  # slot seconds per requested token per lane (≈ 3× a GPU token of the embedded pair)
 BASE_S = 10.0  # the worker's start, the pair's warm-up, the run's closing analysis
 CAP_S = 120.0  # never ask for more: a long slot waits longer for a GPU and spends the visitor's quota
@@ -39,7 +44,7 @@ SLOT_END_NOTE = (
 def spaces_module() -> Any | None:
     """The ``spaces`` package when it can be imported (it is preinstalled on Hugging Face Gradio Spaces), else None."""
     try:
-        import spaces
+        import spaces  # optional: present on a ZeroGPU Space only
     except ImportError:  # absent; or imported while Gradio was half-initialised (spaces refuses then)
         return None
     return spaces
@@ -106,12 +111,9 @@ def place_on_gpu(
     it on. Returns the precisions placed; a pair that cannot load is left to the first request, which says why."""
     if spaces_module() is None:
         return []
-    import torch
 
     if not torch.cuda.is_available():
         return []
-    from spec_core.core.errors import SpecScopeError
-    from spec_core.model.models import load_pair
 
     load = load or (lambda precision: load_pair("embedded", dtype=precision))
 

@@ -44,7 +44,10 @@ from spec_core.core.types import RoundEvent, SamplingConfig, Stats
 from spec_core.engine.loop import Generation
 from spec_core.engine.methods import is_lossy
 from spec_core.engine.session import first_divergence, interleave
+from spec_core.model.models import load_pair
 from spec_core.model.pass_timing import probe_profile
+from spec_core.policies.pacer_heads import shipped_replays
+from spec_core.policies.pacer_rule import PacerParams
 from spec_core.serve.requests import GenerateRequest, LiveRequest
 
 if TYPE_CHECKING:
@@ -208,8 +211,6 @@ def warm_pair(name: str = "embedded", precision: str = "bfloat16"):
 
 @functools.lru_cache(maxsize=2)
 def _warm_pair(name: str, precision: str):
-    from spec_core.model.models import load_pair  # models loads transformers' peers: kept off the app's import
-
     try:
         pair = load_pair(name, dtype=precision)
     except SpecScopeError as err:
@@ -266,8 +267,6 @@ def _lowly_child() -> None:
 def warm_views() -> None:
     """The price-free part of PACER's "which pre-verifier" view (each rule's replays of the shipped rounds at the
     default b, ρ and max: a few seconds on one core), computed once at load rather than during the first Live run."""
-    from spec_core.policies.pacer_heads import shipped_replays
-    from spec_core.policies.pacer_rule import PacerParams
 
     p = PacerParams()
     shipped_replays("feature", p.block, p.rho, p.max_len)

@@ -41,9 +41,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from spec_core.core.cost_model import CostProfile
 from spec_core.core.errors import SpecScopeError
+from spec_core.core.lane_speed import draft_ratio, lane_quotes
+from spec_core.drafters.feature import FeatureDrafter
+from spec_core.drafters.lookup import special_ids
+from spec_core.drafters.tree import attention_mask
+from spec_core.engine.loop import generate
+from spec_core.engine.methods import parse_method
 from spec_core.engine.replay import (  # noqa: F401  (the replay's names, re-exported for the analysis tools)
     DEFAULT_COSTS,
     DEFAULT_MAX_LEN,
@@ -63,7 +70,10 @@ from spec_core.engine.replay import (  # noqa: F401  (the replay's names, re-exp
     save_record,
     standard_policies,
 )
-from spec_core.policies.pacer import PacerParams
+from spec_core.model.cached_lm import CachedLM
+from spec_core.model.prompting import prompt_ids
+from spec_core.policies.pacer import PacerLength, PacerParams
+from spec_core.serve.records import records_from_file
 
 if TYPE_CHECKING:
     from spec_core.model.draft_networks import FeatureDraft
@@ -75,7 +85,6 @@ if TYPE_CHECKING:
 def _mask(prefix: torch.Tensor, cached: int, own: list[int], n: int, model, device) -> torch.Tensor:
     """``[1, 1, n, cached + n]``: row i sees the cached text positions ``< prefix[i]``, its own earlier drafts
     (cache columns ``c + i`` for ``c`` in ``own``) and itself."""
-    from spec_core.drafters.tree import attention_mask
 
     rows = torch.arange(n)
     visible = torch.arange(cached + n)[None, :] < prefix[:, None]  # [n, cached + n]
@@ -96,22 +105,18 @@ def _pick(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
     """Drafts ``[n, m]``, their probabilities ``[n, m]`` and the draft's hidden states ``[n, m, H]`` from each of
     the ``n`` prefixes ``seq[:p + i]``: depth 1 from one forward over the text, then one forward per depth."""
-    from spec_core.model.cached_lm import CachedLM
 
     device, text = pair.device, torch.tensor(seq[:-1])
     start = torch.arange(n) + p  # prefix length of each row
     assert pair.draft is not None  # a pair with a draft (the record's drafts come from it)
     mask_model: torch.nn.Module  # the model whose attention implementation the tree masks are made for
     if pair.draft_design == "feature":
-        from spec_core.drafters.feature import FeatureDrafter
-
         draft = cast("FeatureDraft", pair.draft)  # the feature design
         lm = CachedLM(pair.target, layers=FeatureDrafter(draft).target_layers, hidden=True)
         out = lm.forward(text, all_logits=False)
         assert out.hidden is not None  # hidden=True
         layers = out.layer_hidden
         feats = draft.target_features(out.hidden, layers).to(next(draft.parameters()).dtype)  # [T-1, H]
-        from transformers import DynamicCache
 
         cache = DynamicCache(config=draft.config)
         # pair j = (feature j − 1, token j) at cache index j − 1, rotary position j − 1
@@ -151,7 +156,6 @@ def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
 
 def _heads(pair: ModelPair, variants: Sequence[str]) -> dict[str, Any]:
     """The pre-verifiers PACER would use on this pair (built the engine's way, cached in ``pair.extras``)."""
-    from spec_core.policies.pacer import PacerLength
 
     heads = {}
     for variant in variants:
@@ -180,8 +184,6 @@ def record_text(
     ``heads`` that matches the pair's draft) and what the greedy verifier keeps. ``meta["record_s"]`` is the
     recording's time (the answer's generation apart, in ``meta["text_s"]``).
     """
-    from spec_core.engine.loop import generate
-    from spec_core.model.prompting import prompt_ids
 
     if not 1 <= max_len <= 64:
         raise SpecScopeError(f"max_len must be in [1, 64], got {max_len}")
@@ -215,8 +217,6 @@ def record_text(
         predicted[variant] = head.predict(hidden, positions, feats).float().cpu().numpy()
     drafts_np = drafts.numpy().astype(np.int64)
     t2 = time.perf_counter()
-    from spec_core.core.lane_speed import draft_ratio
-    from spec_core.drafters.lookup import special_ids
 
     meta = {
         "pair": pair.name,
@@ -247,7 +247,6 @@ def record_text(
 
 def greedy_lane(lanes, temperature: float) -> tuple[str, tuple[int, ...]]:
     """(method, tokens) of the run's greedy text: ``ar``'s if it ran, else the first lossless lane's."""
-    from spec_core.engine.methods import parse_method
 
     if temperature != 0:
         raise SpecScopeError("the playground replays greedy decoding: generate at temperature 0 first")
@@ -262,7 +261,6 @@ def record_lanes(
     pair: ModelPair, prompt: str, lanes, temperature: float, max_new_tokens: int, max_len: int = DEFAULT_MAX_LEN
 ) -> TextRecord:
     """Record a finished run's greedy text (the live tab's last frame), with the costs its rounds measured."""
-    from spec_core.model.prompting import prompt_ids
 
     if not lanes:
         raise SpecScopeError("nothing to record yet: generate on the Live tab (temperature 0), then record")
@@ -286,7 +284,6 @@ def record_lanes(
 def live_quotes(lanes, prompt: str) -> dict[str, dict]:
     """The Live run's measured speedups (method → :class:`~spec_core.core.quotes.Quote` as a dict, for a record's meta and
     its JSON), which the Playground sets beside its replays of the same methods."""
-    from spec_core.core.lane_speed import lane_quotes
 
     return {method: quote.to_dict() for method, quote in lane_quotes(lanes, text=prompt).items()}
 
@@ -296,7 +293,6 @@ def record_upload(path: str | Path, pair_for: Callable[[], ModelPair]) -> TextRe
     with ``pair_for()``)."""
     if str(path).endswith(".json"):
         return load_record(path)
-    from spec_core.serve.records import records_from_file
 
     rec = next(iter(records_from_file(path).values()), None)
     if rec is None:

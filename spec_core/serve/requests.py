@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from spec_core.core.errors import SpecScopeError
-from spec_core.core.guards import check_text
+from spec_core.core.guards import check_text, check_upload
 from spec_core.core.types import SamplingConfig
 from spec_core.engine.loop import MAX_NEW_TOKENS_LIMIT
 from spec_core.engine.methods import MethodSpec, parse_method
+from spec_core.model.models import allowed_pairs
 
 PRECISIONS = ("auto", "int8", "bfloat16", "float32")  # the live tab's precision (auto: fastest here; float32: exact)
 NONE_METHOD = "(none)"  # an empty lane in the live tab
@@ -63,7 +64,6 @@ class GenerateRequest:
 
 def offered_pairs() -> list[str]:
     """The embedded pair, plus the operator's allowlist (``$SPECSCOPE_HUB_PAIRS``) unless the hub is offline."""
-    from spec_core.model.models import allowed_pairs
 
     return ["embedded", *(allowed_pairs() if os.environ.get("HF_HUB_OFFLINE") != "1" else ())]
 
@@ -175,8 +175,6 @@ def parse_analyzer_request(
     root,
     max_new: int,
 ) -> AnalyzerRequest:
-    from spec_core.core.guards import check_upload
-
     if upload:
         source = str(check_upload(upload, "the uploaded prompt set"))
     elif prompt_set:

@@ -27,6 +27,8 @@ import pandas as pd
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.guards import check_text
 from spec_core.core.jsonl import read_objects
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
 
 if TYPE_CHECKING:
     from spec_core.model.models import ModelPair
@@ -131,8 +133,6 @@ def parse_suite(text: str) -> int:
 def answer_first_turns(pair: ModelPair, prompts: Sequence[dict], max_new_tokens: int) -> list[dict]:
     """``prompts`` with every missing answer in a ``history`` filled in: the target's greedy ``ar`` output for the
     turns before it (itself with the answers before it), generated once per distinct context."""
-    from spec_core.core.types import SamplingConfig
-    from spec_core.engine.loop import Generation  # the engine loads torch: only a run needs it
 
     answers: dict[tuple, str] = {}
     out = []

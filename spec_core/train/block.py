@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from spec_core.core import rules
 from spec_core.core.assets import BLOCK_DIR
@@ -41,6 +43,7 @@ from spec_core.core.cli_args import add_threads
 from spec_core.core.rules import BLOCK_LOSSES
 from spec_core.drafters.block.assets import save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
+from spec_core.model.models import load_target
 from spec_core.train.data import TARGET_LAYERS, load_shards, split_sequences
 from spec_core.train.features import OnlineFeatures
 
@@ -89,7 +92,6 @@ class BlockTrainConfig:
 
 def load_training_target(dtype: torch.dtype):
     """The embedded target (only its embedding and head are used; both stay frozen)."""
-    from spec_core.model.models import load_target
 
     return load_target("cpu", dtype)[0]
 
@@ -289,8 +291,6 @@ def train(cfg: BlockTrainConfig) -> Path:
         )
         tmp.rename(ckpt_path)
 
-    from tqdm import tqdm
-
     bar = tqdm(total=cfg.steps, initial=step, desc=f"block:{cfg.asset_name}", disable=not cfg.progress)
     window: dict[str, Any] = {
         "w": torch.zeros(cfg.block_size - 1),
@@ -455,6 +455,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(main(sys.argv[1:]))

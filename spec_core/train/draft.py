@@ -35,7 +35,8 @@ from spec_core.core.assets import DRAFTS_DIR
 from spec_core.core.cli_args import add_threads
 from spec_core.model.draft_assets import save_draft
 from spec_core.model.draft_networks import FeatureDraft, build_standalone
-from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
+from spec_core.model.models import load_target
+from spec_core.train.data import TARGET_LAYERS, DataConfig, generate_dataset, read_shards, shard_paths, split_sequences
 from spec_core.train.features import OnlineFeatures
 
 
@@ -209,8 +210,6 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
     if target is None:
-        from spec_core.model.models import load_target
-
         target, _ = load_target(device, torch.float32)
     target = target.float().eval().requires_grad_(False)
     train_seqs, eval_seqs, layers, stored = [], [], None, list(TARGET_LAYERS)
@@ -415,9 +414,6 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     args.data_dir = tuple(args.data_dir)
     if not any(args.data_dir[0].glob("shard_*.safetensors")):
-        from spec_core.model.models import load_target
-        from spec_core.train.data import DataConfig, generate_dataset
-
         target, tok = load_target(args.device, "bfloat16")
         generate_dataset(target, tok, DataConfig(out_dir=args.data_dir[0], num_prompts=args.generate_prompts))
     cfg = DraftTrainConfig(**{k: v for k, v in vars(args).items() if k != "generate_prompts"})

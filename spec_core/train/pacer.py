@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
@@ -53,6 +54,7 @@ from spec_core.heads.preverifier import (
     head_name,
     save_head,
 )
+from spec_core.model.models import load_pair
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.fixed import FixedLength
 from spec_core.train.prompts import training_prompts, written_prompts
@@ -576,8 +578,6 @@ def data_summary(data: dict[str, torch.Tensor], paths: list[Path], sim: SimConfi
 
 
 def load_meta(path: Path) -> dict:
-    from safetensors import safe_open
-
     with safe_open(str(path), "pt") as f:
         return f.metadata() or {}
 
@@ -712,7 +712,6 @@ def main(argv: list[str] | None = None) -> int:
     if not blocks or min(blocks) < 1 or args.eval_block < 1 or args.seq_len < max(blocks):
         raise SpecScopeError("train pacer: block sizes and --eval-block must be >= 1, --seq-len >= the largest block")
     torch.set_num_threads(args.threads)
-    from spec_core.model.models import load_pair
 
     pair = load_pair("embedded", draft=args.draft)
     if pair.draft_design != args.draft:

@@ -91,7 +91,7 @@ def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert cost_tables.auto_precision(torch.device("cpu")) == precision.choose(dict(shipped.profiles))
     monkeypatch.setattr(machine, "measure_profile", fake_measure)
     monkeypatch.setattr(machine, "cpu_times", lambda: None)  # a quiet machine (the busy guard is tested below)
-    monkeypatch.setattr("spec_core.model.models.load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
+    monkeypatch.setattr(machine, "load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
     monkeypatch.setattr(machine, "_MEASURED_HERE", {})
     first = machine.machine_costs()
     assert sorted(calls) == sorted(precision.CPU_PRECISIONS)
@@ -128,7 +128,7 @@ def test_a_table_timed_on_a_busy_machine_is_kept_as_provisional(tmp_path, monkey
     monkeypatch.setattr(machine, "cpu_times", fake_times)
     monkeypatch.setattr(machine.time, "process_time", lambda: 0.0)  # our own work: none, for the arithmetic
     monkeypatch.setattr(machine, "measure_profile", lambda pair, repeats=6: _profile((40, 45, 55, 80, 130), 0.5))
-    monkeypatch.setattr("spec_core.model.models.load_pair", lambda name, device=None, dtype=None, **kw: object())
+    monkeypatch.setattr(machine, "load_pair", lambda name, device=None, dtype=None, **kw: object())
     monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(machine.torch, "get_num_threads", lambda: 1)
     others_s = (10, 8)  # 1.8 cores of others' work beside our one thread on two cores: busy
@@ -181,7 +181,7 @@ def test_int8_draft_reads_int8_weights_and_keeps_its_choices():
 
 
 def test_a_prompt_prefill_runs_on_the_prefill_model_and_nothing_after(tiny_pair, monkeypatch):
-    from spec_core.model import int8
+    from spec_core.model import models
     from spec_core.model.cached_lm import PREFILL_WIDE, CachedLM
 
     base = tiny_pair.target.to(torch.bfloat16)
@@ -198,9 +198,9 @@ def test_a_prompt_prefill_runs_on_the_prefill_model_and_nothing_after(tiny_pair,
     assert used == ["bf16", "int8", "int8"] and lm.length == PREFILL_WIDE - 1
 
     tiny_pair.target, tiny_pair.base_target, tiny_pair.precision = quant, base, "int8"
-    monkeypatch.setattr(int8, "native_bf16", lambda: True)
+    monkeypatch.setattr(models, "native_bf16", lambda: True)
     assert tiny_pair.prefill_target is base
-    monkeypatch.setattr(int8, "native_bf16", lambda: False)
+    monkeypatch.setattr(models, "native_bf16", lambda: False)
     assert tiny_pair.prefill_target is None
     tiny_pair.precision = "bfloat16"
     assert tiny_pair.prefill_target is None

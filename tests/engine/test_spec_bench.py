@@ -133,7 +133,7 @@ def test_bench_cli_runs_the_suite_and_prints_the_leaderboard(tmp_path, monkeypat
         return pd.DataFrame(rows, columns=bench.COLUMNS).assign(speedup_vs_best_ar=1.0, tau=1.0)
 
     monkeypatch.setattr(cli, "_pair", lambda args: SimpleNamespace(precision="float32", device="cpu", draft_design="x"))
-    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    monkeypatch.setattr(cli, "run_bench", fake_run_bench)
     out = tmp_path / "sb.csv"
     assert main(["bench", "--suite", "spec-bench:1", "--methods", "hf-lookup:4", "--out", str(out)]) == 0
     assert seen["prompts"] == spec_bench.select(1) and seen["methods"] == ["hf-lookup:4"]

@@ -358,3 +358,37 @@ def test_spec_core_imports_no_view_no_plot_and_no_gradio():
         for m in core
     }
     assert not {m: i for m, i in bad.items() if i}
+
+
+# -- imports at the top ----------------------------------------------------------------------------------------------
+
+MAX_FUNCTION_IMPORTS = 40
+
+
+def _function_imports() -> list[tuple[str, int, str]]:
+    """(file, line, source line) of every import in ``spec_core/`` below the module's top level (inside a function,
+    a class or an ``if``), except those under ``if TYPE_CHECKING:``, which never run."""
+    found = []
+    for path in sorted(ROOT.glob("spec_core/**/*.py")):
+        rel, lines = path.relative_to(ROOT).as_posix(), path.read_text().splitlines()
+
+        def visit(node: ast.AST, top: bool, rel: str = rel, lines: list[str] = lines) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue
+                if isinstance(child, (ast.Import, ast.ImportFrom)) and not top:
+                    found.append((rel, child.lineno, " ".join(lines[child.lineno - 1 : child.end_lineno])))
+                visit(child, False)
+
+        visit(ast.parse("\n".join(lines)), True)
+    return found
+
+
+def test_imports_sit_at_the_top_unless_they_keep_a_heavy_dependency_off_start_up():
+    """The import graph reads from the modules' tops. An import stays in a function only to keep a heavy or
+    optional dependency off start-up (transformers' modeling code, gradio_client, ZeroGPU's ``spaces``, …), and
+    says so in a comment on its line; at most :data:`MAX_FUNCTION_IMPORTS` of them."""
+    found = _function_imports()
+    assert len(found) <= MAX_FUNCTION_IMPORTS, "\n".join(f"{f}:{n}: {s}" for f, n, s in found)
+    silent = [f"{f}:{n}: {s}" for f, n, s in found if "#" not in s]
+    assert not silent, "a function-level import without its reason on the line:\n" + "\n".join(silent)

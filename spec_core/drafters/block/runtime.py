@@ -11,6 +11,7 @@ from spec_core.core.errors import SpecScopeError
 from spec_core.core.rules import BLOCK_LOSSES
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, draw
+from spec_core.drafters.block.assets import load_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.model.cached_lm import LMOutput
 
@@ -96,7 +97,6 @@ def make_block_drafter(pair: ModelPair, loss: str) -> BlockDrafter:
     A model already in ``pair.extras["block:LOSS"]`` is used as is (tests and ablations inject one there);
     otherwise the asset ``assets/block/LOSS`` is loaded, which exists for the embedded target only.
     """
-    from spec_core.drafters.block.assets import load_block_model
 
     if loss not in BLOCK_LOSSES:
         raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got 'block:{loss}'")
