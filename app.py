@@ -3,10 +3,10 @@
 Wiring only (docs/STYLE.md §6): this file builds the page from its three tabs, each laid out and wired in its own
 module (:mod:`ui.live`, :mod:`ui.analyzer`, :mod:`ui.playground`), and serves the ``/generate`` API. What flows
 from one tab to another is one :class:`ui.shared.Visitor`, created here once. Requests are parsed at the edge
-(:mod:`spec_core.requests`), runs stream from :mod:`spec_core.live`, and :mod:`visuals` makes the HTML and plotly
+(:mod:`spec_core.serve.requests`), runs stream from :mod:`spec_core.serve.live`, and :mod:`visuals` makes the HTML and plotly
 figures. No model loads at import: the pair is loaded on first use, warmed up and cached (:func:`get_pair`);
 ``build_demo(pair_loader=...)`` lets tests inject a tiny pair. On a ZeroGPU Space every handler that runs the model
-asks for a GPU slot sized by its request (:mod:`spec_core.gpu_slot`). Run: ``python app.py`` (honours
+asks for a GPU slot sized by its request (:mod:`spec_core.serve.gpu_slot`). Run: ``python app.py`` (honours
 GRADIO_SERVER_NAME / GRADIO_SERVER_PORT).
 """
 
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from spec_core import gpu_slot, guards, live, requests
-from spec_core.analysis.bench import prompt_sets
-from spec_core.threads import apply_threads
+from spec_core.core import guards
+from spec_core.core.threads import apply_threads
+from spec_core.serve import gpu_slot, live, requests
+from spec_core.serve.prompts import prompt_sets
 from ui.analyzer import analyzer_tab
 from ui.live import DEFAULT_METHODS, live_slot_s, live_tab
 from ui.playground import playground_tab
@@ -44,7 +45,7 @@ __all__ = [  # what scripts and tests read from here
 ROOT = Path(__file__).resolve().parent
 CSS_PATH = ROOT / "assets" / "app.css"
 
-PairLoader = live.PairLoader  # (pair name, precision) → spec_core.models.ModelPair
+PairLoader = live.PairLoader  # (pair name, precision) → spec_core.model.models.ModelPair
 get_pair = live.warm_pair  # the default loader: load once, warm up, cache
 pair_choices = requests.offered_pairs
 

@@ -1,6 +1,6 @@
 """The app's ``/generate`` quiet and beside a ``bench`` on the same machine, as one ratio in one run.
 
-Starts the app's server in this process (the app's own thread choice, ``spec_core/threads.py``), times
+Starts the app's server in this process (the app's own thread choice, ``spec_core/core/threads.py``), times
 ``/generate`` of one method (default a 48-token ``fixed:2``) ``--repeats`` times on a quiet machine, then starts a
 ``python -m spec_core bench`` beside it (its own process, its own default threads) and times the same calls again.
 Prints each call's seconds, the medians and their ratio, and the rounds of both (they must be identical: the rounds
@@ -30,13 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.repeats < 1 or a.max_new_tokens < 1:
         print("error: --repeats and --max-new-tokens must be at least 1")
         return 2
-    os.environ["GOMP_SPINCOUNT"] = a.spin  # before spec_core and torch load (spec_core/threads.py)
+    os.environ["GOMP_SPINCOUNT"] = a.spin  # before spec_core and torch load (spec_core/core/threads.py)
 
     from gradio_client import Client
 
     import app
-    from spec_core import guards
-    from spec_core.threads import apply_threads
+    from spec_core.core import guards
+    from spec_core.core.threads import apply_threads
 
     threads = apply_threads(at_once=guards.serving_limits().concurrency)
     app.get_pair("embedded", a.precision)  # loaded and warmed before anything is timed

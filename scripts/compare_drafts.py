@@ -26,13 +26,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from spec_core.analysis import spec_bench
-from spec_core.drafters.assets import load_draft
-from spec_core.engine import generate
-from spec_core.errors import SpecScopeError
-from spec_core.int8 import int8_draft
-from spec_core.jsonl import read_objects
-from spec_core.models import INT8, load_pair
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.jsonl import read_objects
+from spec_core.engine.loop import generate
+from spec_core.model.draft_assets import load_draft
+from spec_core.model.int8 import int8_draft
+from spec_core.model.models import INT8, load_pair
+from spec_core.serve import spec_bench
 
 
 def prompts_of(args) -> list[dict]:

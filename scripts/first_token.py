@@ -1,7 +1,7 @@
 """How soon a fresh app answers: start ``python app.py`` with a fresh cache (the converted target copied in, no
 cost table), wait for its page, then time the first ``/generate`` call's first streamed token.
 
-The app preloads the default pair in the background as it starts (``spec_core.live.start_background``) and times
+The app preloads the default pair in the background as it starts (``spec_core.serve.live.start_background``) and times
 nothing on a request's path, so the first call waits only for whatever of that preload is left. Prints the seconds
 from launch to the page, from the call to its first token and to its end, and whether the app left a cost table
 measurement running in the background (it does on a CPU with no table of its own, niced).
@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from gradio_client import Client
 
-    from spec_core.assets import cache_dir
-    from spec_core.models import EMBEDDED_NAME
+    from spec_core.core.assets import cache_dir
+    from spec_core.model.models import EMBEDDED_NAME
 
     converted = cache_dir() / EMBEDDED_NAME
     if not converted.exists():

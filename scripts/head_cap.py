@@ -30,11 +30,11 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --per-category and --max-new-tokens must be at least 1, --offset at least 0")
         return 2
 
-    from spec_core.analysis import spec_bench
+    from spec_core.core.types import SamplingConfig
     from spec_core.drafters import feature
-    from spec_core.engine import Generation
-    from spec_core.models import load_pair
-    from spec_core.types import SamplingConfig
+    from spec_core.engine.loop import Generation
+    from spec_core.model.models import load_pair
+    from spec_core.serve import spec_bench
 
     pair = load_pair("embedded", dtype=a.dtype)
     head = set(pair.draft.vocab_subset.tolist())

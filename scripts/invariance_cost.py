@@ -1,4 +1,4 @@
-"""What batch invariance (spec_core/invariance.py) costs: target passes per width, then decoding, with and without.
+"""What batch invariance (spec_core/model/invariance.py) costs: target passes per width, then decoding, with and without.
 
 Usage: ``PYTHONPATH=. taskset -c 0 .venv/bin/python scripts/invariance_cost.py PRECISIONS REPEATS TOKENS PROMPTS``,
 e.g. ``scripts/invariance_cost.py int8,bfloat16 9 48 2`` (docs/RESULTS.md, "2026-12-02, commit b54161d"). One
@@ -12,11 +12,11 @@ import time
 
 import torch
 
-from spec_core.engine import Generation
-from spec_core.invariance import set_batch_invariant
-from spec_core.models import load_pair
-from spec_core.precision import target_calls
-from spec_core.types import SamplingConfig
+from spec_core.core.precision import target_calls
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model.invariance import set_batch_invariant
+from spec_core.model.models import load_pair
 
 WIDTHS = (1, 2, 3, 5, 9, 33)
 METHODS = ("ar", "fixed:2", "fixed:4")

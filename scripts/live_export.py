@@ -2,7 +2,7 @@
 "why rejected" counts per lane (docs/EXPORT.md).
 
 Runs the tab's default Generate (its first task's prompt and methods, temperature 0, 96 new tokens, precision
-``auto``) unless told otherwise, the way the app does (``spec_core.live.live_frames`` on the warmed-up pair):
+``auto``) unless told otherwise, the way the app does (``spec_core.serve.live.live_frames`` on the warmed-up pair):
 
     PYTHONPATH=. .venv/bin/python scripts/live_export.py --out runs/live_export
 """
@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spec_core import live, requests
-from spec_core.analysis import live_export
-from spec_core.methods import split_methods
+from spec_core.engine.methods import split_methods
+from spec_core.serve import live, live_export, requests
 from ui.live import DEFAULT_METHODS
 from visuals.menus import EXAMPLES
 

@@ -1,7 +1,7 @@
 """Where a live-tab Generate spends its time on the server: models, lane HTML, figures, pauses for the page.
 
 Runs the default Generate (the tab's prompt, methods and settings) the way the app does — frames from
-``spec_core.live.live_frames``, lanes from ``visuals.live_page``, figures from the view registry once at the
+``spec_core.serve.live.live_frames``, lanes from ``visuals.live_page``, figures from the view registry once at the
 end — and, beside it, the same three methods alone, one after the other. Prints one line per repeat:
 
     solo total, live total, models (Σ the lanes' own rounds), HTML, figures, pauses, speedups (solo vs live)
@@ -9,17 +9,20 @@ end — and, beside it, the same three methods alone, one after the other. Print
 Browser and transport time are not here (no browser): ``tests/browser/test_browser.py`` measures click → Done.
 
     PYTHONPATH=. .venv/bin/python scripts/live_timing.py --repeats 2
+    PYTHONPATH=. .venv/bin/python scripts/live_timing.py --repeats 3 --before hybrid,fixed:2,ar   # before/after
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import app
-from spec_core import live, requests
-from spec_core.types import Stats
+from spec_core.core.types import Stats
+from spec_core.serve import live, requests
 from ui.live import N_LANES
+from ui.live_baseline import with_baseline
 from visuals import live_page, views
 
 
@@ -34,9 +37,10 @@ def solo(pair, prompt: str, methods, n: int) -> tuple[float, dict[str, Stats]]:
 
 
 def live_run(request) -> dict[str, float]:
-    """The live handler's server work, timed by part."""
+    """The live handler's server work, timed by part (the replayed fixed-window baseline included, as the tab
+    computes it after Done when no fixed-window lane ran: ui/live_baseline.py)."""
     t0 = time.perf_counter()
-    html_s = figures_s = 0.0
+    html_s = figures_s = baseline_s = 0.0
     frames = 0
     for frame in live.live_frames(app.get_pair, request):
         t = time.perf_counter()
@@ -44,8 +48,11 @@ def live_run(request) -> dict[str, float]:
         html_s += time.perf_counter() - t
         if frame.done:
             t = time.perf_counter()
+            frame = with_baseline(frame, app.get_pair, request)
+            baseline_s = time.perf_counter() - t
+            t = time.perf_counter()
             for v in views.views_for(list(frame.lanes)):
-                views.build(v, frame.lanes)
+                views.build(v, frame.lanes, frame.baseline)
             figures_s += time.perf_counter() - t
         frames += 1
     speeds = {m: s.measured for m, s in frame.speeds.items()}
@@ -56,6 +63,7 @@ def live_run(request) -> dict[str, float]:
         "models": models,
         "html": html_s,
         "figures": figures_s,
+        "baseline": baseline_s,
         "frames": frames,
         "pauses": (frames - 3) * live.SETTLE_S,
         "speeds": speeds,
@@ -68,12 +76,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument(
+        "--before",
+        default="",
+        help="another trio (e.g. hybrid,fixed:2,ar, the former default): each repeat runs it, then the tab's "
+        "default, on the same warm pair, and prints the ratio of their Generate times (no solo runs)",
+    )
     args = parser.parse_args()
     prompt, methods = app.EXAMPLES[0][0], list(app.DEFAULT_METHODS)
     pair = app.get_pair()
     request = requests.parse_live_request(
         prompt, methods, 0.0, 1.0, 0, args.max_new_tokens, "embedded", "bfloat16", ["embedded"]
     )
+    if args.before:
+        before = requests.parse_live_request(
+            prompt, args.before.split(","), 0.0, 1.0, 0, args.max_new_tokens, "embedded", "bfloat16", ["embedded"]
+        )
+        for r in range(args.repeats):
+            old, new = live_run(before), live_run(request)
+            print(
+                f"repeat {r}: {args.before} {old['total']:.2f} s (models {old['models']:.2f}, figures "
+                f"{old['figures']:.2f}, baseline {old['baseline']:.2f}) · {','.join(methods)} {new['total']:.2f} s "
+                f"(models {new['models']:.2f}, figures {new['figures']:.2f}, baseline {new['baseline']:.2f}) · "
+                f"ratio {new['total'] / old['total']:.2f} · load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+        return
     for r in range(args.repeats):
         solo_s, stats = solo(pair, prompt, methods, args.max_new_tokens)
         ratios = {m: round(stats[m].tokens_per_s / stats["ar"].tokens_per_s, 3) for m in methods}

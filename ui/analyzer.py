@@ -1,8 +1,8 @@
 """The Analyzer tab: a prompt set run with ``ar`` and one method, per-prompt records, replays, DIVERSED's panel.
 
 The tab owns its settings and shows them: temperature, top-p, seed and precision sit beside the method (they
-once came, unseen, from the Live tab's settings). Records are built by :mod:`spec_core.analysis.records`. A run
-uses the model: on ZeroGPU it runs in a GPU slot sized by :func:`analyzer_slot_s` (:mod:`spec_core.gpu_slot`), and
+once came, unseen, from the Live tab's settings). Records are built by :mod:`spec_core.serve.records`. A run
+uses the model: on ZeroGPU it runs in a GPU slot sized by :func:`analyzer_slot_s` (:mod:`spec_core.serve.gpu_slot`), and
 when the slot ends first the prompts done so far stay, with a message.
 """
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core import gpu_slot, guards, live, requests
-from spec_core.analysis import pareto, spec_bench
-from spec_core.analysis import records as rec
-from spec_core.analysis.bench import load_prompts
-from spec_core.types import MAX_TEMPERATURE
+from spec_core.core import guards
+from spec_core.core.types import MAX_TEMPERATURE
+from spec_core.serve import gpu_slot, live, requests, spec_bench, sweeps
+from spec_core.serve import records as rec
+from spec_core.serve.prompts import load_prompts
 from ui.shared import (
     UI_MAX_NEW_TOKENS,
     Visitor,
@@ -147,7 +147,7 @@ def analyzer_tab(visitor: Visitor, pair_loader, pairs: list[str], prompt_files, 
 
 
 def analyzer_slot_s(prompt_set, upload, method, n_prompts, max_new, *rest) -> int:
-    """The Analyzer's GPU slot on ZeroGPU (:mod:`spec_core.gpu_slot`): ``max_new`` tokens for each prompt, twice (ar
+    """The Analyzer's GPU slot on ZeroGPU (:mod:`spec_core.serve.gpu_slot`): ``max_new`` tokens for each prompt, twice (ar
     and the method); Spec-Bench's entry runs its own selection, not the first N."""
     if prompt_set == spec_bench.ANALYZER_CHOICE and not upload:
         n_prompts = len(spec_bench.select(spec_bench.DEFAULT_PER_CATEGORY))
@@ -165,7 +165,7 @@ def load_events(path) -> tuple[dict, str]:
 @named_upload
 def load_sweep(path) -> list:
     """A pareto CSV (checked: size, UTF-8 text, columns, numbers) → [the sentence, the figure]."""
-    return diversed_view.sweep_view(pareto.read_sweep(guards.check_upload(path, "the sweep")))
+    return diversed_view.sweep_view(sweeps.read_sweep(guards.check_upload(path, "the sweep")))
 
 
 def settings_text(sampling, precision: str, max_new: int) -> str:
@@ -175,15 +175,15 @@ def settings_text(sampling, precision: str, max_new: int) -> str:
 
 def pareto_panel() -> None:
     """DIVERSED's acceptance-vs-quality sweep (``python -m spec_core pareto``): a shipped one, or the user's CSV."""
-    sweeps = pareto.shipped_sweeps()
-    show = lambda path: diversed_view.sweep_view(pareto.read_sweep(path))  # noqa: E731
-    first = show(next(iter(sweeps.values()))) if sweeps else ["", None]
+    shipped = sweeps.shipped_sweeps()
+    show = lambda path: diversed_view.sweep_view(sweeps.read_sweep(path))  # noqa: E731
+    first = show(next(iter(shipped.values()))) if shipped else ["", None]
     with gr.Accordion("DIVERSED: acceptance vs quality (Pareto sweep)", open=False, elem_id="an-pareto"):
         with gr.Row():  # a measured sweep (embedded pair), or the user's own
-            sweep = gr.Dropdown(list(sweeps), value=next(iter(sweeps), None), label="measured sweep")
+            sweep = gr.Dropdown(list(shipped), value=next(iter(shipped), None), label="measured sweep")
             upload = gr.UploadButton("Load a pareto CSV", file_types=[".csv"], type="filepath", elem_id="an-pareto-up")
         outputs = [gr.Markdown(first[0], elem_id="an-pareto-text"), gr.Plot(first[1], show_label=False)]
-    pick = lambda key: show(sweeps[requests.parse_choice(key, "sweep", list(sweeps))])  # noqa: E731
+    pick = lambda key: show(shipped[requests.parse_choice(key, "sweep", list(shipped))])  # noqa: E731
     sweep.change(shown_errors(pick, 2), sweep, outputs, api_visibility="private")
     upload.upload(shown_errors(load_sweep, 2), upload, outputs, api_visibility="private")
 

@@ -1,7 +1,7 @@
 """The Live tab: up to three methods side by side on one prompt, streamed token by token, then its figures.
 
-Layout and wiring only (docs/STYLE.md §6): requests are parsed by :mod:`spec_core.requests`, frames come from
-:mod:`spec_core.live`, HTML from :mod:`visuals.live_page`; the step-through panel is :mod:`ui.live_steps`. Inputs
+Layout and wiring only (docs/STYLE.md §6): requests are parsed by :mod:`spec_core.serve.requests`, frames come from
+:mod:`spec_core.serve.live`, HTML from :mod:`visuals.live_page`; the step-through panel is :mod:`ui.live_steps`. Inputs
 are named (:class:`LiveInputs`), never read by position. A finished greedy run goes to the Playground through the
 page's :class:`ui.shared.Visitor`. On ZeroGPU the stream runs in a GPU slot sized by :func:`live_slot_s`."""
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core import gpu_slot, live, requests
-from spec_core.types import MAX_TEMPERATURE
+from spec_core.core.types import MAX_TEMPERATURE
+from spec_core.serve import gpu_slot, live, requests
+from ui.live_baseline import with_baseline
 from ui.live_export import LiveExport, export_panel, wire_export
 from ui.live_steps import StepThrough, after_run, step_through_panel, wire_step_through
 from ui.playground_record import remember_greedy
@@ -32,7 +33,7 @@ from visuals import live_page, tokens
 from visuals.glossary import glossary_html
 from visuals.menus import EXAMPLE_LABELS, EXAMPLES, PRESETS, live_method_choices
 
-DEFAULT_METHODS = PRESETS[0].methods  # the first task's: the hybrid draft · a fixed window · plain decoding
+DEFAULT_METHODS = PRESETS[0].methods  # the first task's: the hybrid draft · PACER with DIVERSED · plain decoding
 N_LANES = 3  # methods side by side
 
 
@@ -66,7 +67,7 @@ class LiveTab:
     show_rejected: gr.Checkbox
     lanes: list[Any]  # [header, tokens, counters] × N_LANES
     slots: list[Any]  # [column, caption, plot] × N_VIEW_SLOTS
-    frame: gr.State  # the last frame shown (spec_core.live.LiveFrame)
+    frame: gr.State  # the last frame shown (spec_core.serve.live.LiveFrame)
     steps: StepThrough
     export: LiveExport  # the finished run's downloads and "why rejected" figure
 
@@ -147,8 +148,9 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
         stop_request.requested = False
         for k, frame in enumerate(live.live_frames(pair_loader, request, should_stop=stop_request.asked)):
             lanes = live_page.lanes_parts(frame, N_LANES, show_rejected)
-            if frame.done:  # text and counters first, the figures right after (drawing them takes a while)
+            if frame.done:  # text and counters first, then the replayed baseline and the figures (they take a while)
                 yield [frame.status, *lanes, *[gr.update()] * (3 * N_VIEW_SLOTS), frame]
+                frame = with_baseline(frame, pair_loader, request, stop_request.asked())
             yield [frame.status, *lanes, *figure_updates(frame, k == 0), frame]
 
     plots, outputs = tab.slots[2::3], [tab.status, *tab.lanes, *tab.slots, tab.frame]
@@ -193,6 +195,6 @@ def wire(tab: LiveTab, visitor: Visitor, pair_loader: live.PairLoader, pairs: li
 
 
 def live_slot_s(prompt, method_a, method_b, method_c, temperature, top_p, seed, max_new, *rest) -> int:
-    """The Live tab's GPU slot on ZeroGPU (:mod:`spec_core.gpu_slot`): ``max_new`` tokens in each chosen lane."""
+    """The Live tab's GPU slot on ZeroGPU (:mod:`spec_core.serve.gpu_slot`): ``max_new`` tokens in each chosen lane."""
     lanes = sum(bool(m) and m != requests.NONE_METHOD for m in (method_a, method_b, method_c))
     return gpu_slot.budget_s(max_new, lanes)

@@ -1,6 +1,6 @@
 """The Live tab's export: a finished run's rounds (JSONL) and tokens (CSV) to download, and why drafts were rejected.
 
-Wiring only (docs/STYLE.md §6): the files and the counts come from :mod:`spec_core.analysis.live_export`, the
+Wiring only (docs/STYLE.md §6): the files and the counts come from :mod:`spec_core.serve.live_export`, the
 figure from :mod:`visuals.rejections`. The buttons appear once a run has rounds and hide while the next one runs,
 so a file never belongs to another run than the lanes shown. The rounds file loads back in the Analyzer tab.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core.analysis import live_export
+from spec_core.serve import live_export
 from visuals.rejections import why_rejected_figure
 
 

@@ -50,7 +50,7 @@ def lens_slots(frame, lane, rnd) -> list[Any]:
     if frame is None or not lane or lane not in frame.lanes:
         return [gr.update()] * N_VIEW_SLOTS
     active = views.views_for(list(frame.lanes))[:N_VIEW_SLOTS]
-    figs = [views.build_for_round(v, frame.lanes, lane, int(rnd)) for v in active]
+    figs = [views.build_for_round(v, frame.lanes, lane, int(rnd), frame.baseline) for v in active]
     return [f if f is not None else gr.update() for f in figs] + [gr.update()] * (N_VIEW_SLOTS - len(active))
 
 
@@ -67,9 +67,10 @@ def focus(frame, lane, step) -> list[Any]:
 
 
 def after_run(frame, step) -> list[Any]:
-    """After a run: its lanes to choose from, the first one focused → [lane, round, card, *plots]."""
+    """After a run: its lanes to choose from, the first with a block the training lens can weigh focused (else the
+    first) → [lane, round, card, *plots]. Focusing lane A always left the lens empty when A only copied."""
     lanes = live_page.step_lanes(frame)
-    lane = lanes[0] if lanes else None
+    lane = next((m for m in lanes if lens.block_rounds(frame.lanes[m])), lanes[0] if lanes else None)
     return [gr.update(choices=lanes, value=lane), *focus(frame, lane, step)]
 
 

@@ -4,15 +4,15 @@ The text is the tab's own (:mod:`ui.playground_record`): nothing the Live tab do
 stopped one) can take it away; the Live tab's last finished greedy run of the same prompt is reused when there
 is one (read from the page's :class:`ui.shared.Visitor`). Errors (an empty prompt, a bad file) show as one
 message in the tab's text, not as badges on every figure. Recording runs the model: on ZeroGPU it runs in a GPU
-slot sized by :func:`record_slot_s` (:mod:`spec_core.gpu_slot`).
+slot sized by :func:`record_slot_s` (:mod:`spec_core.serve.gpu_slot`).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from spec_core import gpu_slot, requests
-from spec_core.cost_tables import machine_table
+from spec_core.core.cost_tables import machine_table
+from spec_core.serve import gpu_slot, requests
 from ui import playground_record
 from ui.playground_record import PLAYGROUND_MAX_NEW, T_KNOB, on_upload, source_text
 from ui.shared import Visitor, named_upload, pair_and_precision, setting_box, shown_errors
@@ -101,7 +101,7 @@ def playground_tab(visitor: Visitor, pair_loader, pairs: list[str]) -> None:
 
 
 def record_slot_s(live_greedy, prompt, max_new, *rest) -> int:
-    """*Record this text*'s GPU slot on ZeroGPU (:mod:`spec_core.gpu_slot`): one lane of ``max_new`` tokens."""
+    """*Record this text*'s GPU slot on ZeroGPU (:mod:`spec_core.serve.gpu_slot`): one lane of ``max_new`` tokens."""
     return gpu_slot.budget_s(max_new)
 
 

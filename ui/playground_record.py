@@ -1,6 +1,6 @@
 """Where the Playground's text comes from: its own prompt, recorded greedily, never whatever the Live tab did last.
 
-The Playground replays draft-length policies on one greedy text (:mod:`spec_core.analysis.playground`). It used to
+The Playground replays draft-length policies on one greedy text (:mod:`spec_core.serve.playground`). It used to
 record "the Live tab's last run", so a later sampled or stopped Live run made *Record this text* answer "nothing
 to record yet" after earlier greedy runs had finished. Now the tab owns its text: its prompt, its number of new
 tokens and its precision. *Record* reuses the Live tab's last **finished greedy** run when that run had the same
@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from spec_core import requests
-from spec_core.analysis.playground import costs_from_events, live_quotes, record_frame, record_text, record_upload
-from spec_core.live import LiveFrame
+from spec_core.serve import requests
+from spec_core.serve.live import LiveFrame
+from spec_core.serve.playground import costs_from_events, live_quotes, record_frame, record_text, record_upload
 from visuals.playground import SLIDERS, playground_view
 
 PLAYGROUND_MAX_NEW = 256  # the recording pass grows with the text; 96 (the default) records in seconds on a CPU
@@ -67,7 +67,7 @@ T_KNOB = 1 + [k for k, *_ in SLIDERS].index("t")  # the knobs: the policy drawn,
 def pacer_threshold(pair, t_now: float) -> float:
     """The t that ``pacer`` runs with on ``pair`` (``t=auto``: tuned to this machine's costs for its precision), so
     the Playground's t slider starts where the Live tab's ``pacer`` was; ``t_now`` when there is no head to tune."""
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
     from spec_core.policies.pacer import PacerLength, PacerParams
 
     try:
@@ -104,7 +104,7 @@ def on_record(pair_loader, pairs: list[str], live: LiveGreedyRun | None, prompt,
 
 def _pair_for(pair_loader, pairs: list[str], name: str):
     """``precision → pair`` for the pair chosen on the Live tab (validated as every request is)."""
-    from spec_core import requests
+    from spec_core.serve import requests
 
     pair = requests.parse_choice(name, "model pair", pairs)
     return lambda precision: pair_loader(pair, requests.parse_choice(precision, "precision", requests.PRECISIONS))
@@ -112,7 +112,7 @@ def _pair_for(pair_loader, pairs: list[str], name: str):
 
 def on_upload(pair_loader, pairs: list[str], path, pair_name: str, precision: str, *knobs):
     """A saved record (no model call) or an events file (recorded on the Live tab's pair) → [record, *view]."""
-    from spec_core.guards import check_upload
+    from spec_core.core.guards import check_upload
 
     pair_for = _pair_for(pair_loader, pairs, pair_name)
     record = record_upload(check_upload(path, "the record"), lambda: pair_for(precision))

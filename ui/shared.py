@@ -19,7 +19,7 @@ from typing import Any
 
 import gradio as gr
 
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
 from visuals import views
 from visuals.captions import folded
 
@@ -67,7 +67,7 @@ def ui_errors(fn: Callable) -> Callable:
 
 
 def setting_box(label: str, value: float, low: float, high: float, elem_id: str | None = None, **kw: Any) -> gr.Number:
-    """A numeric setting the handler checks (:mod:`spec_core.requests`), with its range in its info. No minimum or
+    """A numeric setting the handler checks (:mod:`spec_core.serve.requests`), with its range in its info. No minimum or
     maximum goes to the browser: a slider or a bounded box there snaps what was typed into range without a word
     (0 new tokens ran 1, temperature −1 ran greedy); here an out-of-range value stays in the box and the run is
     refused with a message."""
@@ -118,26 +118,27 @@ def named_upload(load: Callable) -> Callable:
     return functools.wraps(load)(call)
 
 
-def view_updates(lanes, slots: int = N_VIEW_SLOTS) -> list[Any]:
+def view_updates(lanes, slots: int = N_VIEW_SLOTS, replayed=None) -> list[Any]:
     """For each figure slot: (visibility, caption, figure) from the view registry; unused slots hidden. The
-    caption says what this run's data shows (with its counts), then how to read the figure."""
+    caption says what to look for, what this run's data shows (with its counts), then how to read the figure.
+    ``replayed``: the run's fixed window replayed on its text (:attr:`spec_core.serve.live.LiveFrame.baseline`)."""
     active = views.views_for(list(lanes))[:slots]
     out: list[Any] = []
     for i in range(slots):
         v = active[i] if i < len(active) else None
         out += [
             gr.update(visible=v is not None),
-            f"**{v.title}** — {folded(views.caption_for(v, lanes))}" if v else "",
-            views.build(v, lanes) if v else None,
+            f"**{v.title}** — {folded(views.caption_for(v, lanes, replayed))}" if v else "",
+            views.build(v, lanes, replayed) if v else None,
         ]
     return out
 
 
 def figure_updates(frame, first: bool) -> list[Any]:
-    """A live stream's figure slots (``frame``: a :class:`spec_core.live.LiveFrame`): hidden at its first update,
+    """A live stream's figure slots (``frame``: a :class:`spec_core.serve.live.LiveFrame`): hidden at its first update,
     untouched while it runs, drawn once when it is done (drawing them at every update cost the models their cores)."""
     if frame.done:
-        return view_updates(frame.lanes)
+        return view_updates(frame.lanes, replayed=frame.baseline)
     return [gr.update(visible=False), "", None] * N_VIEW_SLOTS if first else [gr.update()] * (3 * N_VIEW_SLOTS)
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
+from spec_core.engine.replay import PolicyReplay
 from visuals import plots
+from visuals.baseline import replay_sentence, windows
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
 FEW = 5  # a point resting on fewer rounds than this is an anecdote, and the caption says so
@@ -31,14 +33,22 @@ def _rounds(n: int) -> str:
     return f"{n} round{'' if n == 1 else 's'}"
 
 
-def draft_lengths(lanes: Lanes) -> str:
+def draft_lengths(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
     parts = []
     for method, events in plots.drafting_lanes(lanes).items():
         if events:
             drafted = sum(e.draft_len for e in events) / len(events)
             kept = sum(e.accepted for e in events) / len(events)
             parts.append(f"{method} drafted {drafted:.1f} tokens a round and kept {kept:.1f} ({_rounds(len(events))})")
-    return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
+    replays = [b for b in windows(lanes, replayed) if b.replayed]
+    for b in replays:
+        parts.append(
+            f"{b.name} drafted {sum(b.drafted) / b.rounds:.1f} a round and kept {sum(b.kept) / b.rounds:.1f} "
+            f"({_rounds(b.rounds)})"
+        )
+    if not parts:
+        return "No drafted rounds yet."
+    return "; ".join(parts) + "." + (f" {replay_sentence(replays)}" if replays else "")
 
 
 def _trend(first: float, last: float) -> str:

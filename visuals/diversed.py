@@ -13,8 +13,10 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from spec_core.core.types import RoundEvent
+from spec_core.engine.replay import PolicyReplay
 from spec_core.heads.ensemble import head_for
-from spec_core.types import RoundEvent
+from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_sentence, windows
 from visuals.labels import POSITIONS, Canvas, Point, place_labels
 from visuals.plots import Lanes, base_layout, drafting_lanes
 from visuals.style import OKABE_ITO, series_style
@@ -47,9 +49,39 @@ def weight_points(events: Sequence[RoundEvent]) -> dict[str, list]:
     return out
 
 
-def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
-    """w_t of every drafted token along the text, one lane per method (diversed, static, lossless at w = 1)."""
+def replayed_weights_trace(base: WindowRounds, colour: str, dash: str, marker: str) -> go.Scatter:
+    """A replayed fixed window's drafted tokens along the text at w = 1 (lossless: the target's own rule), × where
+    the target did not keep them."""
+    x, kept = [], []
+    for start, drafted, k in zip(base.starts, base.drafted, base.kept):
+        x += [start + j for j in range(drafted)]
+        kept += [j < k for j in range(drafted)]
+    colours = [colour if ok else OKABE_ITO["vermillion"] for ok in kept]
+    return go.Scatter(
+        x=x,
+        y=[1.0] * len(x),
+        name=f"{base.name} · w = 1 (lossless)",
+        mode="markers",
+        marker={
+            "symbol": [marker if ok else "x-thin-open" for ok in kept],
+            "size": 7,
+            "color": colours,
+            "line": {"width": 1.5, "color": colours},
+        },
+        customdata=["kept" if ok else "not kept" for ok in kept],
+        hovertemplate="token %{x}: %{customdata}<br>w = 1: a lossless check is the target's own rule<br>"
+        + REPLAY_HOVER
+        + "<extra>"
+        + base.name
+        + "</extra>",
+    )
+
+
+def ensemble_weights_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figure:
+    """w_t of every drafted token along the text, one lane per method (diversed, static, lossless at w = 1); a
+    fixed window ``replayed`` on the run's text is the lossless baseline when no fixed-window lane ran."""
     fig = go.Figure()
+    replays = [b for b in windows(lanes, replayed) if b.replayed]
     lanes = drafting_lanes(lanes)
     for i, (method, events) in enumerate(lanes.items()):
         colour, dash, marker = series_style(i)
@@ -79,7 +111,12 @@ def ensemble_weights_figure(lanes: Lanes) -> go.Figure:
                 ),
             )
         )
-    note = " · ".join(f"{m}: {sum(e.draft_len for e in ev)} drafted tokens" for m, ev in lanes.items())
+    for j, base in enumerate(replays):
+        fig.add_trace(replayed_weights_trace(base, *series_style(len(lanes) + j)))
+    note = " · ".join(
+        [f"{m}: {sum(e.draft_len for e in ev)} drafted tokens" for m, ev in lanes.items()]
+        + [f"{b.name}: {sum(b.drafted)} drafted tokens" for b in replays]
+    )
     base_layout(
         fig,
         "Ensemble weight w_t of each drafted token (1 = the target's rule, 0 = keep the draft)",
@@ -102,9 +139,13 @@ def head_note(events: Sequence[RoundEvent]) -> str:
     return f" (head {trace['head']}" + (f", trained for {serves})" if serves else ")")
 
 
-def weights_caption(lanes: Lanes) -> str:
-    """Per lane: the mean w_t of its drafted tokens, and the rejections among them."""
+def weights_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
+    """Per lane: the mean w_t of its drafted tokens, and the rejections among them (a replayed fixed window: w = 1
+    by definition, and what it did not keep)."""
     parts = []
+    replays = [b for b in windows(lanes, replayed) if b.replayed]
+    for b in replays:
+        parts.append(f"{b.name}: w_t 1 over {sum(b.drafted)} drafted tokens, {sum(b.drafted) - sum(b.kept)} not kept")
     for method, events in drafting_lanes(lanes).items():
         pts = weight_points(events)
         if pts["w"]:
@@ -113,7 +154,9 @@ def weights_caption(lanes: Lanes) -> str:
                 f"{method}{head_note(events)}: mean w_t {sum(pts['w']) / len(pts['w']):.2f} over {len(pts['w'])} "
                 f"drafted tokens, {rejected} of them not kept"
             )
-    return ("; ".join(parts) + ".") if parts else "No drafted rounds yet."
+    if not parts:
+        return "No drafted rounds yet."
+    return "; ".join(parts) + "." + (f" {replay_sentence(replays)}" if replays else "")
 
 
 TASK_STATIC = "task-static"  # rows of the per-task static envelope in a sweep table (pareto --summarise)
@@ -311,7 +354,7 @@ def sweep_summary(df: pd.DataFrame) -> str:
 
 
 def sweep_view(df: pd.DataFrame) -> list:
-    """[the sentence, the figure] for one checked sweep (``spec_core.analysis.pareto.read_sweep``)."""
+    """[the sentence, the figure] for one checked sweep (``spec_core.serve.sweeps.read_sweep``)."""
     return [sweep_summary(df), pareto_figure(df)]
 
 
@@ -368,6 +411,9 @@ register_view(
         ensemble_weights_figure,
         prefixes=("diversed", "static", "lenient"),
         describe=weights_caption,
+        replayed=True,
+        look_for="Look for where DIVERSED's w_t dips below the lossless line at 1: there it trusts the draft more, "
+        "and keeps drafts the exact rule would reject.",
     )
 )
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import families, spec_of
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.methods import families, spec_of
 from visuals.lossy import BADGE
 
 GLOSSARY: tuple[tuple[str, str], ...] = (

@@ -2,7 +2,7 @@
 
 Whether speculation pays is a fact of the machine: the price of verifying k tokens against one plain step. The
 lens replays the chosen policy, the best fixed window and the oracle on the Playground's record under each
-:class:`~spec_core.cost_model.CostProfile` it is given — the run's own measured costs, this machine's measured
+:class:`~spec_core.core.cost_model.CostProfile` it is given — the run's own measured costs, this machine's measured
 table per precision, and the memory-bound accelerator *model* (labelled as a model, its parameters on screen) —
 so a student sees the same rounds win on one machine and lose on another.
 """
@@ -13,9 +13,9 @@ import dataclasses
 
 import plotly.graph_objects as go
 
-from spec_core.cost_model import CostProfile, accelerator_profile
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
-from spec_core.replay import ORACLE, TextRecord, best_fixed, policy_name, replay_all
+from spec_core.core.cost_model import CostProfile, accelerator_profile
+from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.engine.replay import ORACLE, TextRecord, best_fixed, policy_name, replay_all
 from visuals.plots import base_layout
 from visuals.style import OKABE_ITO
 

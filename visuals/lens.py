@@ -6,26 +6,30 @@ cross-entropy −log q_j; the schedules differ in the weight each position's los
 
 - uniform — every position the same;
 - DFlash's decay, w_k = exp(−(k − 1)/γ_w) (DFlash, arXiv 2602.06036; γ_w = 4 for B ≤ 8, 7 for B ≥ 16, linear
-  between: :func:`spec_core.rules.decay_gamma`);
+  between: :func:`spec_core.core.rules.decay_gamma`);
 - D-PACE, w_j = Σ_{k≥j} Π_{i≤k} q̃_i with q̃ = (1 − α)q + α (arXiv 2605.18810; docs/ALGORITHMS.md §3):
   positions the verifier is likely to reach, and whose acceptance would unlock a long continuation, weigh most.
 
-The weights come from :mod:`spec_core.rules` (the same functions training uses); the figure shows each schedule
+The weights come from :mod:`spec_core.core.rules` (the same functions training uses); the figure shows each schedule
 as a share of its block's total weight so that the three are comparable (D-PACE's own weights are not
 normalised; their raw values are in the hover).
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch
 
-from spec_core import rules
-from spec_core.types import RoundEvent
+from spec_core.core import rules
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import is_fixed_window
+from spec_core.engine.replay import PolicyReplay
+from visuals.baseline import REPLAY_HOVER, replay_note, replay_sentence, windows
 from visuals.plots import base_layout, round_source
-from visuals.style import OKABE_ITO, SCHEME_COLOURS
+from visuals.style import OKABE_ITO, SCHEME_COLOURS, series_style
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
 
@@ -63,19 +67,45 @@ def block_rounds(events: Sequence[RoundEvent]) -> list[int]:
 
 
 def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, RoundEvent] | None:
-    """The block to show: ``round_index`` of the first drafting lane, else its first block of 2 or more (the
-    round the step-through opens on)."""
-    for method, events in lanes.items():
+    """The block to show: ``round_index`` of the first lane (the step-through's), else the first block of 2 or
+    more that a model drafted, in the first lane that has one, a method's before a fixed window's (the window is
+    the baseline beside it); a lane whose blocks are all copied is passed over."""
+    if round_index is not None:
+        method, events = next(iter(lanes.items()), ("", ()))
+        chosen = [e for e in events if weighable(e) and e.index == round_index]
+        return (method, chosen[0]) if chosen else None
+    for method, events in sorted(lanes.items(), key=lambda kv: is_fixed_window(kv[0])):
         blocks = [e for e in events if weighable(e)]
-        if not blocks:
-            continue
-        if round_index is not None:
-            chosen = [e for e in blocks if e.index == round_index]
-            if chosen:
-                return method, chosen[0]
-            continue
-        return method, blocks[0]
+        if blocks:
+            return method, blocks[0]
     return None
+
+
+def window_traces(lanes: Lanes, replayed: PolicyReplay | None) -> list[go.Scatter]:
+    """The fixed-window baseline on the q_j axis: the share of its rounds that kept position j (a lane of the run,
+    else one ``replayed`` on its text), beside the one block's q_j."""
+    out = []
+    for j, base in enumerate(windows(lanes, replayed)):
+        colour, _, marker = series_style(j + 1)
+        positions, rates, counts = base.by_position()
+        out.append(
+            go.Scatter(
+                x=positions,
+                y=rates,
+                name=f"{base.name} · share kept at position j",
+                mode="lines+markers",
+                yaxis="y2",
+                line={"color": colour, "dash": "dash", "width": 1.5},
+                marker={"color": colour, "symbol": marker, "size": 8},
+                customdata=counts,
+                hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
+                + (f"<br>{REPLAY_HOVER}" if base.replayed else "")
+                + "<extra>"
+                + base.name
+                + "</extra>",
+            )
+        )
+    return out
 
 
 def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
@@ -100,11 +130,34 @@ def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
     )
 
 
-def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA) -> go.Figure:
-    """Bars: each schedule's share of the block's loss weight per position; markers: q_j (right axis).
+def lens_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
+    """Which block the lens weighs (lane, round, how many such blocks the lane drafted) and what D-PACE made of it,
+    then the baseline's sentence; why there is none when no lane drafted a block of 2 or more with a model."""
+    picked = pick_block(lanes)
+    if picked is None:
+        return f"No block to weigh: {_no_block_text(lanes, None)}."
+    method, event = picked
+    w = {k: shares(v) for k, v in lens_weights(event.gold_draft_probs).items()}
+    n = len(block_rounds(lanes[method]))
+    q = ", ".join(f"{x:.2f}" for x in event.gold_draft_probs[:4]) + ("…" if len(event.gold_draft_probs) > 4 else "")
+    text = (
+        f"It weighs {method}'s round {event.index}, the first of its {n} blocks of {MIN_BLOCK} or more drafted by "
+        f"the draft model (q_j {q}): D-PACE gives position 1 {w['dpace'][0]:.0%} of the block's weight, DFlash's "
+        f"decay {w['decay'][0]:.0%}, uniform {w['uniform'][0]:.0%}."
+    )
+    base = windows(lanes, replayed)
+    kept = [f"{b.name} kept position 1 in {b.by_position()[1][0]:.0%} of its rounds" for b in base if any(b.drafted)]
+    return " ".join([text, *(f"{k}." for k in kept[:1]), replay_sentence(base)]).strip()
+
+
+def training_lens_figure(
+    lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA, replayed: PolicyReplay | None = None
+) -> go.Figure:
+    """Bars: each schedule's share of the block's loss weight per position; markers: q_j (right axis); dashed: the
+    fixed window's share kept per position (right axis), a lane of the run or ``replayed`` on its text.
 
     ``round_index`` follows the round chosen in the step-through (of the first lane given); by default the
-    first block of 2 or more.
+    first block of 2 or more that a model drafted.
     """
     fig = go.Figure()
     picked = pick_block(lanes, round_index)
@@ -115,7 +168,7 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
             "position in the block",
             "share of the block's loss weight",
             empty=True,
-            empty_text=_no_block_text(lanes, round_index),
+            empty_text="<br>".join(textwrap.wrap(_no_block_text(lanes, round_index), 60)),
         )
     method, event = picked
     q = event.gold_draft_probs
@@ -147,6 +200,7 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
             hovertemplate="position %{x}<br>q_j = %{y:.3f}<extra></extra>",
         )
     )
+    fig.add_traces(window_traces(lanes, replayed))
     if event.accepted < event.draft_len:
         fig.add_vline(
             x=event.accepted + 0.5,
@@ -159,12 +213,19 @@ def training_lens_figure(lanes: Lanes, round_index: int | None = None, alpha: fl
         f"γ_w = {rules.decay_gamma(len(q) + 1):g})",
         "position in the block",
         "share of the block's loss weight",
-        note=f"rests on one block: round {event.index}'s {len(q)} drafted positions",
+        note=" · ".join(
+            n
+            for n in (
+                f"rests on one block: round {event.index}'s {len(q)} drafted positions",
+                replay_note(windows(lanes, replayed)),
+            )
+            if n
+        ),
     )
     fig.update_layout(
         barmode="group",
         yaxis={"tickformat": ".0%", "rangemode": "tozero"},
-        yaxis2={"title": "q_j (probability)", "overlaying": "y", "side": "right", "range": [0, 1.05]},
+        yaxis2={"title": "q_j · share kept", "overlaying": "y", "side": "right", "range": [0, 1.05]},
         margin={"l": 60, "r": 60, "t": 58, "b": 40},
     )
     fig.update_xaxes(dtick=1)

@@ -1,4 +1,4 @@
-"""The live tab's text and HTML, built from a :class:`~spec_core.live.LiveFrame` (no gradio: ``app.py`` wires it).
+"""The live tab's text and HTML, built from a :class:`~spec_core.serve.live.LiveFrame` (no gradio: ``app.py`` wires it).
 
 A lane is three pieces: its heading (method, family, a link to the glossary), its counters (speed measured and
 predicted, τ, α) and its coloured tokens, with the first divergence from ``ar`` marked where there is one.
@@ -9,9 +9,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from spec_core.live import LiveFrame
-from spec_core.methods import is_lossy
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import is_lossy
+from spec_core.serve.live import LiveFrame
 from visuals import tokens
 from visuals.glossary import lane_header
 from visuals.lossy import lossy_note

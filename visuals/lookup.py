@@ -1,7 +1,7 @@
 """Prompt lookup's view: on a recorded text, what a longer or shorter copy would have paid (no model call).
 
 The Playground's record holds the prompt and the target's greedy answer, which is all a lookup draft depends on
-(:mod:`spec_core.lookup_replay`). Bars: the predicted speedup over ``ar`` of copying up to k tokens a round for
+(:mod:`spec_core.engine.lookup_replay`). Bars: the predicted speedup over ``ar`` of copying up to k tokens a round for
 several k (transformers' and vLLM's usual 10 among them), of ``lookup`` as it runs (its length from this
 machine's costs and the copy's own evidence), and of the oracle that knows what the target keeps; each priced by
 the record's cost profile, named in the caption. Beside them, what the copies offer: how often a copy was there
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from spec_core.cost_model import accelerator_profile
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
-from spec_core.lookup_replay import COPY_WINDOWS, copies, copy_replays
-from spec_core.replay import TextRecord, default_costs
-from spec_core.types import RoundEvent
+from spec_core.core.cost_model import accelerator_profile
+from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.core.types import RoundEvent
+from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays
+from spec_core.engine.replay import TextRecord, default_costs
 from visuals.plots import Lanes, base_layout, drafted_line, drafting_lanes, per_round_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view

@@ -14,9 +14,9 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import is_lossy
-from spec_core.types import RoundEvent
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import is_lossy
 
 BADGE = '<span class="spec-badge spec-badge-lossy">lossy</span>'
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spec_core import guards
-from spec_core.methods import known_methods, spec_of
+from spec_core.core import guards
+from spec_core.engine.methods import known_methods, spec_of
 from visuals.stepthrough import step_css
 from visuals.style import token_css
 
@@ -45,7 +45,10 @@ class Preset:
         return f"{self.task}: {self.why}"
 
 
-# The first preset is what a new visitor sees: a task where copying pays, the hybrid beside a fixed window. Asked
+# The first preset is what a new visitor sees: a task where copying pays (the hybrid: the payoff against ar) and, in
+# lane B, the two papers' rules at once (PACER sets the length, DIVERSED's w_t decides what is kept), so that the
+# threshold, w_t and the training lens all have rounds without a setting changed; the fixed window they are drawn
+# beside is replayed on the run's own text (ui/live_baseline.py), one recorded pass instead of a fourth lane. Asked
 # only to quote key phrases, the embedded target's first token is an exact tie at bfloat16 between "The" (a
 # paraphrase that copies almost nothing) and "Four" (a quote): a change in summation order flipped it between
 # commits. Asked to begin with the opening words, it quotes at every precision (docs/RESULTS.md, 2026-12-02).
@@ -55,7 +58,7 @@ PRESETS = (
         "a summary that quotes the passage copies its phrases, so copied drafts are kept",
         "Summarize this passage in two sentences, quoting its key phrases. Begin with its opening words."
         f"\n\n{GETTYSBURG}",
-        ("hybrid", "fixed:2", "ar"),
+        ("hybrid", "pacer+diversed", "ar"),
     ),
     Preset(
         "Answer from a passage",

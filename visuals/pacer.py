@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from spec_core.methods import spec_of
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import spec_of
+from spec_core.engine.replay import PolicyReplay
+from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_note, replay_sentence, windows
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_round_note, register_rule, register_view
@@ -74,9 +76,54 @@ def position_curves(events: Sequence[RoundEvent]) -> dict[str, list]:
     }
 
 
-def threshold_figure(lanes: Lanes) -> go.Figure:
+def pacer_block(lanes: Lanes) -> int:
+    """The block size b of the first PACER lane (1 when none): the fixed window's blocks are counted in it."""
+    for method in lanes:
+        if is_pacer(method):
+            policy = spec_of(method).policy
+            return int(getattr(policy.params, "block", 1)) if policy is not None else 1
+    return 1
+
+
+def window_blocks(base: WindowRounds, b: int) -> tuple[list[int], list[float], list[int]]:
+    """A fixed window's blocks of ``b`` tokens: (block k, share of the rounds that drafted all of block k whose
+    block was kept whole, those rounds)."""
+    positions, rates, counts = base.by_position()
+    ks = [k for k in range(1, len(positions) // b + 1)]
+    return ks, [rates[k * b - 1] for k in ks], [counts[k * b - 1] for k in ks]
+
+
+def window_traces(lanes: Lanes, replayed: PolicyReplay | None, first_style: int) -> list[go.Scatter]:
+    """The fixed-window baseline: the share of its rounds whose block k the target kept (no threshold: it drafts
+    its K tokens whatever their score), on the same 0–1 scale as the predicted acceptance it would be held to."""
+    b, out = pacer_block(lanes), []
+    for j, base in enumerate(windows(lanes, replayed)):
+        colour, dash, marker = series_style(first_style + j)
+        ks, shares, counts = window_blocks(base, b)
+        out.append(
+            go.Scatter(
+                x=ks,
+                y=shares,
+                name=f"{base.name} · share kept at block k (no threshold)",
+                mode="lines+markers",
+                line={"color": colour, "dash": "dash", "width": 1.5},
+                marker={"color": colour, "symbol": marker, "size": 9},
+                customdata=counts,
+                hovertemplate="block %{x}: drafted in %{customdata} rounds, kept whole in %{y:.0%} of them<br>"
+                + "a fixed window never stops early"
+                + (f"<br>{REPLAY_HOVER}" if base.replayed else "")
+                + "<extra>"
+                + base.name
+                + "</extra>",
+            )
+        )
+    return out
+
+
+def threshold_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figure:
     """Per PACER lane: the threshold in force at each block of a round (line: t, ρ·t, ρ²·t, ...) and each
-    block's mean predicted acceptance (markers by decision)."""
+    block's mean predicted acceptance (markers by decision); beside it, the fixed window's share kept at each
+    block (a lane of the run, else ``replayed`` on its text)."""
     fig = go.Figure()
     shown = False
     for i, (method, events) in enumerate(lanes.items()):
@@ -124,8 +171,10 @@ def threshold_figure(lanes: Lanes) -> go.Figure:
                         + f"{decision}; kept %{{customdata[2]}} of %{{customdata[3]}}<extra></extra>",
                     )
                 )
+    fig.add_traces(window_traces(lanes, replayed, len(lanes)) if shown else [])
     counts = [(m, block_points(ev), len(ev)) for m, ev in lanes.items() if is_pacer(m)]
     note = " · ".join(f"{m}: {len(pts)} blocks in {n} rounds" for m, pts, n in counts)
+    note = " · ".join(n for n in (note, replay_note(windows(lanes, replayed))) if n)
     base_layout(
         fig,
         "PACER: the threshold grows after each block that passes",
@@ -194,7 +243,7 @@ def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
     return fig
 
 
-def threshold_caption(lanes: Lanes) -> str:
+def threshold_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
     """What the blocks did in this run, per PACER lane: blocks = passed + stopped + capped (the draft reached its
     maximum or the text's remaining budget, so no decision was needed), and, when nothing ever passed, why the
     rule did not adapt, from the numbers."""
@@ -212,7 +261,17 @@ def threshold_caption(lanes: Lanes) -> str:
             if capped:
                 text += f", {capped} reached the draft's cap (its maximum or the text's end: nothing to decide)"
             parts.append(text + why + not_adapting(events, points))
-    return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
+    if not parts:
+        return "No PACER rounds yet."
+    base = windows(lanes, replayed)
+    for w in base:
+        ks, shares, counts = window_blocks(w, pacer_block(lanes))
+        parts.append(
+            f"{w.name} drafted {len(ks)} blocks every round and kept "
+            + ", ".join(f"block {k} whole in {x:.0%}" for k, x in zip(ks, shares))
+            + f" of its {w.rounds} rounds"
+        )
+    return "; ".join(parts) + "." + (f" {replay_sentence(base)}" if replay_sentence(base) else "")
 
 
 def not_adapting(events: Sequence[RoundEvent], points: list[dict]) -> str:
@@ -295,8 +354,10 @@ register_view(
         "passes, so long drafts need ever more confident blocks.",
         threshold_figure,
         prefixes=("pacer",),
-        with_baselines=False,
         describe=threshold_caption,
+        replayed=True,
+        look_for="Look for the line stepping up after each block that passed, and for the blocks that stopped "
+        "under it, where the fixed window (dashed) drafted on regardless.",
     )
 )
 register_view(

@@ -5,11 +5,11 @@ PACER (arXiv 2602.01274) is only as good as its pre-verifier. This view draws
 ``pacer`` runs), the hybrid head, the draft's own Π q and a perfect pre-verifier, replayed on the shipped recorded
 rounds, beside the fixed windows and the oracle. The lane's own head is marked.
 
-Its prices are the ones the Live lanes' predictions use, the run's own rounds (:func:`spec_core.replay.costs_from_events`),
+Its prices are the ones the Live lanes' predictions use, the run's own rounds (:func:`spec_core.engine.replay.costs_from_events`),
 when the run had an ``ar`` lane to anchor them; else this machine's cost table for the lane's precision; else the
-accelerator model; the note and the caption name which (:data:`spec_core.cost_model.SOURCES`). Each bar carries its
+accelerator model; the note and the caption name which (:data:`spec_core.core.cost_model.SOURCES`). Each bar carries its
 10–90% spread over the recorded rounds, and a fixed window that also ran as a Live lane gets that lane's measured
-speedup beside its bar, with one sentence (:func:`spec_core.quotes.compare_quotes`): the two agree within their
+speedup beside its bar, with one sentence (:func:`spec_core.core.quotes.compare_quotes`): the two agree within their
 spreads, or why not.
 """
 
@@ -18,9 +18,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from spec_core.cost_model import CostProfile
-from spec_core.cost_tables import recorded_costs, table_for
-from spec_core.lane_speed import cost_source, lane_quote, lane_speeds
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.cost_tables import recorded_costs, table_for
+from spec_core.core.lane_speed import cost_source, lane_quote, lane_speeds
+from spec_core.core.quotes import Quote, compare_quotes
+from spec_core.engine.replay import costs_from_events
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_heads import (
     HeadRow,
@@ -29,8 +31,6 @@ from spec_core.policies.pacer_heads import (
     recorded_rounds,
     shipped_comparison,
 )
-from spec_core.quotes import Quote, compare_quotes
-from spec_core.replay import costs_from_events
 from visuals.labels import row_label_top, row_label_x
 from visuals.pacer import is_pacer
 from visuals.plots import Lanes, base_layout, measured_lane_trace, value_labels
@@ -86,7 +86,7 @@ def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | No
 
 def lane_checks(lanes: Lanes, rows: list[HeadRow], costs: CostProfile) -> list[tuple[HeadRow, Quote, str]]:
     """(row, the Live lane's quote, the sentence) for each fixed window that ran as a Live lane beside ``ar``: its
-    measured speedup against the comparison's replay of the same window (:func:`spec_core.quotes.compare_quotes`)."""
+    measured speedup against the comparison's replay of the same window (:func:`spec_core.core.quotes.compare_quotes`)."""
     fixed = {r.method: r for r in rows if r.kind == "fixed"}
     shown = [m for m in lanes if m in fixed]
     if not shown:

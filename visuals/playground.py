@@ -1,7 +1,7 @@
 """The policy playground's figures: one recorded pass, every policy replayed at once (no model call).
 
 :func:`playground_view` is the one function the app's sliders call: from a
-:class:`~spec_core.analysis.playground.TextRecord` and the slider values it draws the chosen policy's rounds
+:class:`~spec_core.serve.playground.TextRecord` and the slider values it draws the chosen policy's rounds
 against the oracle and the best fixed window, the predicted speed of every policy, and PACER's t × ρ grid
 coloured by predicted speedup with the defaults marked, plus a few sentences a student can follow.
 """
@@ -13,10 +13,9 @@ import dataclasses
 import numpy as np
 import plotly.graph_objects as go
 
-from spec_core.lane_speed import cost_source
-from spec_core.policies.pacer import PacerParams
-from spec_core.quotes import Quote, compare_quotes
-from spec_core.replay import (
+from spec_core.core.lane_speed import cost_source
+from spec_core.core.quotes import Quote, compare_quotes
+from spec_core.engine.replay import (
     DEFAULT_COSTS,
     FIXED_WINDOWS,
     ORACLE,
@@ -27,6 +26,7 @@ from spec_core.replay import (
     pacer_grid,
     replay_all,
 )
+from spec_core.policies.pacer import PacerParams
 from visuals.labels import row_label_top, row_label_x
 from visuals.plots import base_layout, measured_lane_trace, value_labels
 from visuals.style import OKABE_ITO
@@ -144,7 +144,7 @@ def rounds_figure(record: TextRecord, chosen: PolicyReplay, oracle: PolicyReplay
 def live_checks(record: TextRecord, replays: list[PolicyReplay]) -> list[tuple[PolicyReplay, Quote, str]]:
     """(replay, the Live lane's quote, the sentence) for each replayed policy that also ran as a lane of the Live run
     the record carries (``meta["live_quotes"]``): its measured speedup against this replay's, agreeing within their
-    spreads or with the reason why not (:func:`spec_core.quotes.compare_quotes`)."""
+    spreads or with the reason why not (:func:`spec_core.core.quotes.compare_quotes`)."""
     lanes = {m: Quote.from_dict(q) for m, q in (record.meta.get("live_quotes") or {}).items()}
     out = []
     for r in replays:

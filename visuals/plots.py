@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from spec_core.quotes import Quote
-from spec_core.types import RoundEvent
+from spec_core.core.quotes import Quote
+from spec_core.core.types import RoundEvent
+from spec_core.engine.replay import PolicyReplay
+from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_note, windows
 from visuals.style import OKABE_ITO, series_style
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
@@ -59,7 +61,7 @@ def base_layout(
 
 def measured_lane_trace(values: Sequence[Quote], names: Sequence[str], hovers: Sequence[str]) -> go.Scatter:
     """The Live lanes' measured speedups (◆ with their 10–90% whiskers) beside a view's predicted bars: the same
-    methods' figures from another view, so that a reader sees whether they agree (:func:`spec_core.quotes.
+    methods' figures from another view, so that a reader sees whether they agree (:func:`spec_core.core.quotes.
     compare_quotes` says it in ``hovers``)."""
     return go.Scatter(
         x=[q.value for q in values],
@@ -110,10 +112,38 @@ def drafted_line(method: str, events: Sequence[RoundEvent], colour: str, dash: s
     )
 
 
-def draft_lengths_figure(lanes: Lanes) -> go.Figure:
-    """Per round: how many tokens were drafted (line) and how many of them were accepted (markers)."""
+def replayed_window_traces(base: WindowRounds, colour: str, dash: str, marker: str) -> list[go.Scatter]:
+    """A replayed fixed window per round: drafted (line) and kept (markers), as a lane's (it has no timing)."""
+    rounds = list(range(base.rounds))
+    hover = "<br>" + REPLAY_HOVER + "<extra>" + base.name + "</extra>"
+    return [
+        go.Scatter(
+            x=rounds,
+            y=list(base.drafted),
+            name=f"{base.name} · drafted",
+            mode="lines",
+            line={"color": colour, "dash": dash, "shape": "hv", "width": 2},
+            legendgroup=base.name,
+            hovertemplate="round %{x}<br>drafted %{y} tokens" + hover,
+        ),
+        go.Scatter(
+            x=rounds,
+            y=list(base.kept),
+            name=f"{base.name} · accepted",
+            mode="markers",
+            marker={"color": colour, "symbol": marker, "size": 7},
+            legendgroup=base.name,
+            hovertemplate="round %{x}<br>accepted %{y} tokens" + hover,
+        ),
+    ]
+
+
+def draft_lengths_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figure:
+    """Per round: how many tokens were drafted (line) and how many of them were accepted (markers); ``replayed``:
+    a fixed window replayed on the run's text, drawn as the baseline when no fixed-window lane ran."""
     fig = go.Figure()
     spec = drafting_lanes(lanes)
+    replays = [b for b in windows(lanes, replayed) if b.replayed]
     for i, (method, events) in enumerate(spec.items()):
         colour, dash, marker = series_style(i)
         rounds = [e.index for e in events]
@@ -129,14 +159,16 @@ def draft_lengths_figure(lanes: Lanes) -> go.Figure:
                 hovertemplate="round %{x}<br>accepted %{y} tokens<extra>" + method + "</extra>",
             )
         )
-    return per_round_layout(fig, "Draft length and accepted length per round", spec)
+    for j, base in enumerate(replays):
+        fig.add_traces(replayed_window_traces(base, *series_style(len(spec) + j)))
+    return per_round_layout(fig, "Draft length and accepted length per round", spec, replay_note(replays))
 
 
-def per_round_layout(fig: go.Figure, title: str, spec: Lanes) -> go.Figure:
-    """The house layout of a figure drawn round by round: tokens against the round, both from zero."""
-    base_layout(
-        fig, title, "round (target forward pass)", "tokens", empty=not any(spec.values()), note=rounds_note(spec)
-    )
+def per_round_layout(fig: go.Figure, title: str, spec: Lanes, more: str = "") -> go.Figure:
+    """The house layout of a figure drawn round by round: tokens against the round, both from zero; ``more``: a
+    further sample for the note (a replayed baseline's rounds)."""
+    note = " · ".join(n for n in (rounds_note(spec), more) if n)
+    base_layout(fig, title, "round (target forward pass)", "tokens", empty=not any(spec.values()), note=note)
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(tickformat="d", rangemode="tozero")
     return fig

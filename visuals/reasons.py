@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import spec_of
-from spec_core.types import RoundEvent
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import spec_of
 from spec_core.verifiers import VERIFIERS
 from spec_core.verifiers.lossless import LosslessVerifier
 

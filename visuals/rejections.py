@@ -1,8 +1,8 @@
 """The "why rejected" figure: per drafting lane, how many of its rejected drafts each cause explains.
 
-The counts come from the run's token table (:func:`spec_core.analysis.live_export.cause_counts`: lane,
+The counts come from the run's token table (:func:`spec_core.serve.live_export.cause_counts`: lane,
 rejection_cause, count, examples), so the figure and the downloaded CSV never disagree. The rule that names a
-cause is :mod:`spec_core.analysis.rejections` (docs/EXPORT.md); the hover quotes a few of the rejections.
+cause is :mod:`spec_core.serve.rejections` (docs/EXPORT.md); the hover quotes a few of the rejections.
 """
 
 from __future__ import annotations

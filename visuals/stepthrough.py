@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
 from visuals.style import TOKEN_STYLE, tint
 from visuals.tokens import is_special, span_html, token_spans
 from visuals.views import explain, round_notes

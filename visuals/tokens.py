@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from spec_core.lane_speed import TOO_FEW, LaneSpeed
-from spec_core.types import RoundEvent, Stats
+from spec_core.core.lane_speed import TOO_FEW, LaneSpeed
+from spec_core.core.types import RoundEvent, Stats
 from visuals.reasons import recovered_title, token_reason
 from visuals.style import TOKEN_STYLE
 

@@ -1,7 +1,7 @@
 """The token-tree view: one round's tree, drawn level by level (EAGLE-2, arXiv 2406.16858).
 
 A tree round (method ``tree``) drafts several candidates per position and verifies all of them in one target
-forward. The figure reads ``RoundEvent.tree`` (a :class:`~spec_core.types.TreeRound`): node tokens and pieces,
+forward. The figure reads ``RoundEvent.tree`` (a :class:`~spec_core.core.types.TreeRound`): node tokens and pieces,
 parents, depths, the draft's probability q of each node given its parent, the target's probability p, the
 accepted path and the children the verifier tried. Green = the accepted path; vermillion = a child the target
 tried and rejected; grey = drafted but never reached. Hover a node for its q, p and acceptance probability.
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from spec_core.methods import spec_of
-from spec_core.types import RoundEvent
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import spec_of
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO
 from visuals.views import ROUND_VIEWS, View, register_rule, register_view

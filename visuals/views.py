@@ -6,7 +6,7 @@ fills the slots in order (hiding the rest). A method with its own internals — 
 that calls :func:`register_view` (and, for a new acceptance rule, :func:`register_rule`) and one import line in
 :data:`PLUGIN_MODULES`; no UI code changes.
 
-A *prefix* is the family of one part the method name writes (:attr:`~spec_core.methods.MethodSpec.heads`):
+A *prefix* is the family of one part the method name writes (:attr:`~spec_core.engine.methods.MethodSpec.heads`):
 ``pacer`` matches ``pacer``, ``pacer:b=2`` and ``pacer+diversed``; ``block`` matches ``block:dpace``; the empty
 tuple matches every drafting method. A name that does not parse (a lane showing its error) gets no view.
 """
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import spec_of
-from spec_core.types import RoundEvent
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundEvent
+from spec_core.engine.methods import is_fixed_window, spec_of
+from spec_core.engine.replay import PolicyReplay
 from visuals import captions, lens, plots
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
@@ -42,6 +43,9 @@ class View:
     #   its figures beside the lanes' measured ones
     footnote: Callable[[Lanes], str] | None = None  # lanes → a last paragraph under the caption (e.g. whether its
     #   figures agree with the Live lanes' measured ones, and if not why)
+    replayed: bool = False  # its build and describe also take ``replayed=``: a fixed window replayed on the run's
+    #   text (visuals/baseline.py), drawn as the baseline when no fixed-window lane ran
+    look_for: str = ""  # one sentence: what to look for in it (the caption's first, so never folded away)
 
 
 VIEWS: list[View] = []
@@ -52,6 +56,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "visuals.diversed",
     "visuals.tree",
     "visuals.lookup",
+    "visuals.block",
 )  # imported once by views_for
 
 
@@ -117,28 +122,38 @@ def lanes_for(view: View, lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
     return keep
 
 
-def build(view: View, lanes: Lanes) -> go.Figure:
-    return view.build(lanes_for(view, lanes))
+def _replay_kw(view: View, replayed: PolicyReplay | None) -> dict:
+    """``{"replayed": ...}`` for a view that draws a replayed baseline, else nothing (its functions take lanes only)."""
+    return {"replayed": replayed} if view.replayed else {}
 
 
-def caption_for(view: View, lanes: Lanes) -> str:
+def build(view: View, lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figure:
+    """The view's figure; ``replayed``: the run's replayed fixed window (:attr:`spec_core.serve.live.LiveFrame.baseline`)."""
+    return view.build(lanes_for(view, lanes), **_replay_kw(view, replayed))
+
+
+def caption_for(view: View, lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
     """What the data shows (computed from it, with its counts), then how to read the figure, then its footnote."""
     mine = lanes_for(view, lanes)
-    said = view.describe(mine) if view.describe is not None else ""
+    said = view.describe(mine, **_replay_kw(view, replayed)) if view.describe is not None else ""
     after = view.footnote(mine) if view.footnote is not None else ""
-    return f"{said} {view.caption}".strip() + (f"\n\n{after}" if after else "")
+    return f"{view.look_for} {said} {view.caption}".strip() + (f"\n\n{after}" if after else "")
 
 
 ROUND_VIEWS = {"training_lens": lens.training_lens_figure}  # views that can follow one chosen round: key → builder
 
 
-def build_for_round(view: View, lanes: Lanes, method: str, round_index: int) -> go.Figure | None:
-    """The view redrawn for round ``round_index`` of ``method`` (the step-through's choice); None for a view
-    that shows whole runs."""
+def build_for_round(
+    view: View, lanes: Lanes, method: str, round_index: int, replayed: PolicyReplay | None = None
+) -> go.Figure | None:
+    """The view redrawn for round ``round_index`` of ``method`` (the step-through's choice), beside the same
+    fixed-window baseline as its whole-run figure; None for a view that shows whole runs."""
     builder = ROUND_VIEWS.get(view.key)
     if builder is None or method not in lanes or not _serves(view, method):  # the tree view follows tree lanes only
         return None
-    return builder({method: lanes[method]}, round_index)
+    mine = lanes_for(view, lanes).items() if view.replayed else ()
+    fixed = {m: ev for m, ev in mine if m != method and is_fixed_window(m)}
+    return builder({method: lanes[method], **fixed}, round_index, **_replay_kw(view, replayed))
 
 
 ROUND_NOTES: list[Callable[[RoundEvent], str]] = []  # event → a sentence on what a method's parts did this round
@@ -180,6 +195,8 @@ register_view(
         "is wasted draft work, which an adaptive policy tries to close.",
         plots.draft_lengths_figure,
         describe=captions.draft_lengths,
+        replayed=True,
+        look_for="Look for the rounds where an adaptive method drafts more than the fixed window and keeps it.",
     )
 )
 register_view(
@@ -210,6 +227,10 @@ register_view(
         captions.TRAINING_LENS,
         lens.training_lens_figure,
         with_baselines=False,
+        describe=lens.lens_caption,
+        replayed=True,
+        look_for="Look for D-PACE's bars leaning to the positions the target is likely to reach, where the fixed "
+        "window's dashed line of kept shares is still high.",
     )
 )
 register_view(

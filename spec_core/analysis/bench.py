@@ -11,27 +11,24 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 from tqdm import tqdm
 
-from spec_core.analysis import spec_bench
 from spec_core.analysis.peers import run_peer
-from spec_core.cost_model import CostProfile
-from spec_core.cost_tables import run_costs
-from spec_core.engine import Generation, prompt_ids
-from spec_core.errors import SpecScopeError
-from spec_core.guards import check_text
-from spec_core.jsonl import read_objects
-from spec_core.methods import parse_method, split_precision
-from spec_core.prompting import History
-from spec_core.session import divergence_token
-from spec_core.types import RoundEvent, SamplingConfig
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.cost_tables import run_costs
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundEvent, SamplingConfig
+from spec_core.engine.loop import Generation, prompt_ids
+from spec_core.engine.methods import parse_method, split_precision
+from spec_core.engine.session import divergence_token
+from spec_core.model.prompting import History
+from spec_core.serve import spec_bench
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 COLUMNS = [
     "method",
@@ -57,34 +54,8 @@ COLUMNS = [
     "speedup_vs_best_ar",
     "lookup_tokens",
     "model_tokens",
-    "costs",  # the cost table the run's choices were priced with (spec_core/cost_tables.py)
+    "costs",  # the cost table the run's choices were priced with (spec_core/core/cost_tables.py)
 ]
-
-
-def prompt_sets(root: Path) -> list[str]:
-    """The prompt sets under ``root/prompts`` (paths relative to ``root``), the project's own first."""
-    folder = root / "prompts"
-    first = [p for p in (folder / "specscope.jsonl", folder / "examples.jsonl") if p.exists()]
-    rest = sorted(p for p in folder.glob("*.jsonl") if p not in first) if folder.exists() else []
-    return [str(p.relative_to(root)) for p in first + rest]
-
-
-def load_prompts(path: str | Path) -> list[dict]:
-    """Read a JSON-lines prompt file (``id``, ``category``, ``prompt`` per line), or a Spec-Bench question file
-    (``question_id``, ``category``, ``turns``: :func:`spec_bench.to_prompts`, both turns of an MT-bench question)."""
-    objects = read_objects(path, "prompt file")
-    if spec_bench.is_question_row(objects[0][1]):
-        return spec_bench.to_prompts(spec_bench.check_questions(objects, Path(path).name))
-    rows = []
-    for n, row in objects:
-        if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-            raise SpecScopeError(f"prompt file {Path(path).name}, line {n}: needs a non-empty 'prompt' string")
-        check_text(row["prompt"], f"prompt file {Path(path).name}, line {n}: the prompt")
-        rows.append({"id": str(row.get("id", n)), "category": str(row.get("category", "")), "prompt": row["prompt"]})
-    ids = [r["id"] for r in rows]
-    if len(set(ids)) != len(ids):
-        raise SpecScopeError(f"prompt file {str(path)!r} repeats an id")
-    return rows
 
 
 def output_sha(token_ids) -> str:

@@ -3,7 +3,7 @@ each schedule gives along a real block (DFlash, arXiv 2602.06036; D-PACE, arXiv 
 
 ``python -m spec_core analyze block [--extra runs/block/assets] [--n-prompts 6] [--max-new-tokens 96]``
 
-For every drafter it runs ``spec_core.engine.generate`` (greedy, bf16 by default) on the evaluation prompts
+For every drafter it runs ``spec_core.engine.loop.generate`` (greedy, bf16 by default) on the evaluation prompts
 and records per prompt: τ (new tokens / target forwards), tokens/s, and whether the text equals ``ar``'s.
 From the rounds it builds the acceptance curve P(accepted ≥ k) for k = 1..B−1, and from the events'
 ``gold_draft_probs`` (the draft's probability of the target's own token at each block position, D-PACE's q_j)
@@ -14,22 +14,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core import rules
-from spec_core.assets import BLOCK_DIR
-from spec_core.cli_args import add_threads
+from spec_core.core import rules
+from spec_core.core.assets import BLOCK_DIR
+from spec_core.core.cli_args import add_threads
+from spec_core.core.rules import BLOCK_LOSSES
 from spec_core.drafters.block.assets import load_block_model
-from spec_core.rules import BLOCK_LOSSES
+from spec_core.engine.loop import generate
+from spec_core.model.models import load_pair
+from spec_core.train import block as tb
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
-    from spec_core.types import RoundEvent
+    from spec_core.core.types import RoundEvent
+    from spec_core.model.models import ModelPair
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_PROMPTS = [  # used only when prompts/specscope.jsonl is absent; none of them is a training prompt
@@ -85,7 +90,6 @@ def run_method(
     pair: ModelPair, prompts, method: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
 ) -> dict:
     """Every prompt through the engine (prompt n sampled with seed ``seed + n`` when ``temperature`` > 0)."""
-    from spec_core.engine import generate
 
     rows: list[dict] = []
     events: list[RoundEvent] = []
@@ -115,9 +119,6 @@ def measure_overhead(steps: int, data: str, shards: int, seed: int = 0) -> dict:
     Two identical drafters train on the same batches, one step of each in turn (the order alternates), so
     that load from other processes hits both alike; returns median step times and their ratio.
     """
-    import random
-
-    from spec_core.train import block as tb
 
     cfgs = {loss: tb.BlockTrainConfig(loss=loss, data=data, shards=shards) for loss in ("decay", "dpace")}
     train_seqs, _, _ = tb.load_sequences(Path(data), cfgs["decay"].heldout_shards, shards)
@@ -191,7 +192,6 @@ def main(argv: list[str]) -> int:
             "of a D-PACE step)",
             flush=True,
         )
-    from spec_core.models import load_pair
 
     pair = load_pair("embedded", "cpu", a.dtype)
     prompts = eval_prompts(Path(a.prompts), a.n_prompts)
@@ -207,8 +207,6 @@ def main(argv: list[str]) -> int:
     held_seqs: list = []
     held_features = None
     if a.heldout_blocks:
-        from spec_core.train import block as tb
-
         _, held_seqs, _ = tb.load_sequences(Path(a.data), tb.BlockTrainConfig(loss="dpace").heldout_shards, a.shards)
         held_features = tb.online_features(pair.parts_target, held_seqs, tb.TARGET_LAYERS)  # token-id shards
     if a.temperature < 0:
@@ -315,6 +313,4 @@ def markdown_table(analysis: dict) -> str:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(main(sys.argv[1:]))

@@ -36,12 +36,18 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from spec_core.cli_args import add_threads
-from spec_core.errors import SpecScopeError
+from spec_core.core.cli_args import add_threads
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.rules import BLOCK_LOSSES
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.methods import split_methods
 from spec_core.heads.metrics import calibration_summary, prefix_confidence
+from spec_core.model.models import load_pair
+from spec_core.serve.prompts import load_prompts
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 CHAIN_DRAFTS = ("feature", "standalone")  # the pair's own drafts, drafting a chain token by token
 CHAIN_WINDOW = 8  # fixed:8: the window PACER's rounds are recorded with (its head scores positions 1..8)
@@ -75,7 +81,6 @@ def all_drafts() -> tuple[str, ...]:
 
 def block_drafts() -> tuple[str, ...]:
     """``block:LOSS`` for every shipped block drafter's loss."""
-    from spec_core.rules import BLOCK_LOSSES
 
     return tuple(f"block:{loss}" for loss in BLOCK_LOSSES)
 
@@ -84,7 +89,6 @@ def parse_drafts(text: str) -> list[str]:
     """``feature,standalone,block,block:dpace`` → draft names (``block`` = every block drafter), in order, once."""
     known = all_drafts()
     out: list[str] = []
-    from spec_core.methods import split_methods
 
     for name in split_methods(text):
         names = list(block_drafts()) if name == "block" else [name]
@@ -127,8 +131,6 @@ def record_rounds(
     pair: ModelPair, method: str, prompts: list[str], max_new_tokens: int, temperature: float, top_p: float, seed: int
 ) -> list[tuple[list[float], int, int]]:
     """(q of each drafted token, accepted, prompt index) per drafted round of each prompt's generation."""
-    from spec_core.engine import Generation
-    from spec_core.types import SamplingConfig
 
     out = []
     for j, prompt in enumerate(prompts):
@@ -173,8 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_prompt_texts(path: str, limit: int) -> list[str]:
-    from spec_core.analysis.bench import load_prompts
-
     if not Path(path).is_file():
         raise SpecScopeError(f"--prompts: no such file {path}")
     texts = [p["prompt"] for p in load_prompts(path)][: limit or None]
@@ -192,7 +192,6 @@ def main(argv: list[str] | None = None) -> int:
         raise SpecScopeError(f"--top-p must be in (0, 1], got {args.top_p}")
     texts = load_prompt_texts(args.prompts, args.limit)
     torch.set_num_threads(args.threads)
-    from spec_core.models import load_pair
 
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)

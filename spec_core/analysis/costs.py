@@ -21,16 +21,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spec_core.cached_lm import CachedLM, LMOutput
-from spec_core.cost_model import CostProfile, expected_tau, round_shape
+from spec_core.core.cost_model import CostProfile, expected_tau, round_shape
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
-from spec_core.pass_timing import interleaved_median_ms, target_calls
-from spec_core.types import SamplingConfig
+from spec_core.engine.loop import Generation, generate
+from spec_core.model.cached_lm import CachedLM, LMOutput
+from spec_core.model.pass_timing import interleaved_median_ms, target_calls
 
 if TYPE_CHECKING:
-    from spec_core.drafters.networks import FeatureDraft
-    from spec_core.models import ModelPair
+    from spec_core.model.draft_networks import FeatureDraft
+    from spec_core.model.models import ModelPair
 
 CONTEXT = 200  # tokens already in the cache when a forward is timed
 WIDTHS = (1, 2, 4, 8, 16, 33)  # target forward widths timed (33: the default token tree, 32 nodes + pending)
@@ -89,7 +90,7 @@ def measure_costs(
 
 
 def profile_from_table(costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0) -> CostProfile:
-    """A :func:`measure_costs` table as the one cost model's :class:`~spec_core.cost_model.CostProfile`."""
+    """A :func:`measure_costs` table as the one cost model's :class:`~spec_core.core.cost_model.CostProfile`."""
     target = costs[costs["what"] == "target forward"]
     step = costs.loc[costs["what"] == f"draft step ({draft})", "ms"]
     return CostProfile(
@@ -103,7 +104,7 @@ def profile_from_table(costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0
 
 def window_speedup(alpha, k: int, costs: pd.DataFrame, draft: str, overhead_ms: float = 0.0) -> np.ndarray:
     """Expected speedup of ``fixed:k`` over ``ar`` at i.i.d. acceptance α, from a :func:`measure_costs` table
-    (:meth:`spec_core.cost_model.CostProfile.window_speedup`; the engine's ``overhead_ms`` per round, plain
+    (:meth:`spec_core.core.cost_model.CostProfile.window_speedup`; the engine's ``overhead_ms`` per round, plain
     steps included)."""
     return profile_from_table(costs, draft, overhead_ms).window_speedup(alpha, k)
 
@@ -138,8 +139,8 @@ def acceptance_needed(
 
 
 def predicted_ms(events, costs: pd.DataFrame, draft: str) -> float:
-    """The cost model's time for these rounds (:class:`~spec_core.cost_model.CostProfile` priced by each round's
-    :func:`~spec_core.cost_model.round_shape`). Nothing for the engine's own work."""
+    """The cost model's time for these rounds (:class:`~spec_core.core.cost_model.CostProfile` priced by each round's
+    :func:`~spec_core.core.cost_model.round_shape`). Nothing for the engine's own work."""
     shapes = [round_shape(e) for e in events]
     profile = profile_from_table(costs, draft)
     return float(profile.round_ms([r.width for r in shapes], [r.draft_forwards for r in shapes]).sum())
@@ -161,7 +162,6 @@ def round_breakdown(
 
     Rounds run as the benchmark runs them (``display=False``); ``display_ms`` is what the numbers a viewer reads
     (p(x), q of the target's choice, p of the next token) add per round, from one more run with them."""
-    from spec_core.engine import Generation
 
     methods = ["ar", *[m for m in dict.fromkeys(methods) if m != "ar"]]
     for m in methods:  # warm-up: allocations, lazy loads
@@ -209,7 +209,6 @@ def round_breakdown(
 def measure_round_costs(pair: ModelPair, head=None, block: int = 2, repeats: int = 10) -> CostProfile:
     """Forward costs on this machine, the engine's per-round overhead (median over a short ``fixed:4``
     generation) and one pre-verifier call on a block of ``block`` tokens."""
-    from spec_core.engine import generate
 
     assert pair.draft is not None  # a speculative pair
     df = measure_costs(pair, {"draft": pair.draft}, repeats)

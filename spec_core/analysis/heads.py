@@ -14,17 +14,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spec_core.cost_model import CostProfile, accelerator_profile
-from spec_core.errors import SpecScopeError
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.core.cost_model import CostProfile, accelerator_profile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.core.precision import read_table as table_file
 from spec_core.policies.pacer_heads import HeadRow, shipped_comparison
-from spec_core.precision import read_table as table_file
 
 ACCELERATOR = "accelerator"
 
 
 def read_table(path: Path, precision: str) -> CostProfile:
-    """One precision's profile from a cost table file (:func:`spec_core.precision.read_table`)."""
+    """One precision's profile from a cost table file (:func:`spec_core.core.precision.read_table`)."""
     profiles = table_file(path)
     if precision not in profiles:
         raise SpecScopeError(f"{path} has no {precision!r} profile (it has: {', '.join(sorted(profiles)) or 'none'})")

@@ -34,7 +34,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from spec_core.errors import SpecScopeError
+import httpx
+import psutil
+
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.jsonl import read_objects
+from spec_core.engine.methods import split_methods
 
 DEFAULT_PROMPTS = (
     "What is the capital of France? Answer in one word.",
@@ -180,8 +185,6 @@ def server_pid(url: str) -> int | None:
     if host not in LOCAL_HOSTS and host != os.uname().nodename:
         return None
     try:
-        import psutil
-
         for conn in psutil.net_connections(kind="inet"):
             if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
                 return conn.pid
@@ -222,8 +225,6 @@ def rss_bytes(pid: int | None) -> int | None:
     if pid is None:
         return None
     try:
-        import psutil
-
         return psutil.Process(pid).memory_info().rss
     except ImportError:
         pass
@@ -262,8 +263,7 @@ HTTP_TIMEOUT_S = 60.0  # connecting / sending; httpx's own default of 5 s counte
 
 
 def _client(url: str):
-    import httpx
-    from gradio_client import Client
+    from gradio_client import Client  # optional: only a load test against a running app
 
     try:  # no read timeout: the result stream is bounded by --timeout per request (job.result)
         return Client(url, verbose=False, httpx_kwargs={"timeout": httpx.Timeout(HTTP_TIMEOUT_S, read=None)})
@@ -380,10 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SpecScopeError(f"--temperatures: {err}") from err
     prompts = list(DEFAULT_PROMPTS)
     if args.prompts:
-        from spec_core.jsonl import read_objects
-
         prompts = [str(obj.get("prompt", "")) for _, obj in read_objects(args.prompts, "prompt file")]
-    from spec_core.methods import split_methods
 
     methods = split_methods(args.methods)  # a name's own settings may hold commas (pacer:b=2,t=0.5)
     plan = plan_requests(args.users, args.requests, methods, temperatures, prompts, args.max_new_tokens, args.seed)

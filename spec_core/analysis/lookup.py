@@ -1,7 +1,7 @@
 """``analyze lookup``: how far prompt lookup could go on Spec-Bench's answers, at every copy length.
 
 The target answers Spec-Bench questions greedily (first turns; ``--per-category`` of each category after
-``--offset``), then prompt lookup is replayed on each answer with no model call (:mod:`spec_core.lookup_replay`):
+``--offset``), then prompt lookup is replayed on each answer with no model call (:mod:`spec_core.engine.lookup_replay`):
 fixed copy lengths, ``lookup``'s own cost policy, and an oracle that knows what the target keeps, each priced by
 this machine's cost table for the pair's precision (``costs --machine``; measured once when none is cached). The
 prefill is left out: the table says what the decoding rounds could gain. Rows go to a CSV; the printed table is
@@ -16,19 +16,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+import torch
 
-from spec_core.cli_args import add_threads
-from spec_core.errors import SpecScopeError
+from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_tables import run_costs
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
+from spec_core.drafters.lookup import special_ids
+from spec_core.engine.lookup_replay import copy_replays
+from spec_core.engine.loop import Generation
+from spec_core.model.models import load_pair
+from spec_core.serve import spec_bench
+from spec_core.serve.spec_bench import CATEGORIES
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 def record_answers(pair: ModelPair, prompts: list[dict], max_new_tokens: int) -> list[dict]:
     """Each prompt's greedy answer with its prompt ids (``ar``, no display numbers)."""
-    from spec_core.drafters.lookup import special_ids
-    from spec_core.engine import Generation
-    from spec_core.types import SamplingConfig
 
     out = []
     for p in prompts:
@@ -41,7 +47,6 @@ def record_answers(pair: ModelPair, prompts: list[dict], max_new_tokens: int) ->
 
 def replay_rows(answers: list[dict], profile, max_new_tokens: int) -> pd.DataFrame:
     """One row per (answer, way of choosing the copy's length): τ and predicted speedup over ``ar``."""
-    from spec_core.lookup_replay import copy_replays
 
     rows = []
     for a in answers:
@@ -64,7 +69,6 @@ def replay_rows(answers: list[dict], profile, max_new_tokens: int) -> pd.DataFra
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
     """Median speedup per policy: overall, then per category (Spec-Bench's order)."""
-    from spec_core.analysis.spec_bench import CATEGORIES
 
     order = list(dict.fromkeys(df["policy"]))
     out = pd.DataFrame(index=order)
@@ -86,11 +90,6 @@ def main(argv: list[str]) -> int:
     try:
         if a.per_category < 1 or a.offset < 0 or a.max_new_tokens < 1:
             raise SpecScopeError("--per-category and --max-new-tokens must be at least 1, --offset at least 0")
-        import torch
-
-        from spec_core.analysis import spec_bench
-        from spec_core.cost_tables import run_costs
-        from spec_core.models import load_pair
 
         if a.threads:
             torch.set_num_threads(a.threads)

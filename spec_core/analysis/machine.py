@@ -3,8 +3,8 @@
 Whether speculation pays depends on the price of verifying: a target pass over k tokens against one plain step.
 :func:`machine_costs` measures, per precision, the target's forward over 1…8 tokens, one draft step, the engine's
 own work and the draft's acceptance on two short prompts (it runs the engine, so it lives here, above it), and
-writes the table that :mod:`spec_core.precision` reads and ``auto`` chooses from. It is
-never on a request's path: the runs read tables as data (:mod:`spec_core.cost_tables`).
+writes the table that :mod:`spec_core.core.precision` reads and ``auto`` chooses from. It is
+never on a request's path: the runs read tables as data (:mod:`spec_core.core.cost_tables`).
 """
 
 from __future__ import annotations
@@ -18,17 +18,21 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.cost_model import CostProfile, profile_from_events
-from spec_core.pass_timing import CONTEXT, target_forward_ms
-from spec_core.precision import (
+from spec_core.core.cost_model import CostProfile, profile_from_events
+from spec_core.core.precision import (
     CPU_PRECISIONS,
     cached_machine_costs,
     cpu_name,
     save_table,
 )
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model.invariance import is_batch_invariant
+from spec_core.model.models import load_pair
+from spec_core.model.pass_timing import CONTEXT, target_forward_ms
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 PROBE_PROMPTS = (  # the first prompts of the project's benchmark set (prompts/specscope.jsonl), code and math
     "Write a Python function that returns the list of prime numbers below n.",
@@ -42,9 +46,6 @@ PROBE_TOKENS = 32
 def measure_profile(pair: ModelPair, repeats: int = 6) -> CostProfile:
     """This machine's :class:`CostProfile` for ``pair`` at its precision, with the acceptance its draft reached
     (``extra["acceptance"]``) on the probe prompts."""
-    from spec_core.engine import Generation
-    from spec_core.invariance import is_batch_invariant
-    from spec_core.types import SamplingConfig
 
     widths = target_forward_ms(pair, repeats=repeats, fastest=True)
     lanes, drafted, accepted = {}, 0, 0
@@ -119,7 +120,7 @@ _MEASURED_HERE: dict[str, dict[str, CostProfile]] = {}  # pair name → the tabl
 
 
 def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[str, CostProfile]:
-    """Precision → this machine's measured profile, written where :mod:`spec_core.cost_tables` reads it. Explicit
+    """Precision → this machine's measured profile, written where :mod:`spec_core.core.cost_tables` reads it. Explicit
     only (``costs --machine``, ``make costs``, the app's background task): no request's path calls it. A cached
     table (or the one this process measured) answers unless ``refresh`` asks to measure again.
 
@@ -132,7 +133,6 @@ def machine_costs(pair_name: str = "embedded", refresh: bool = False) -> dict[st
     cached = None if refresh else cached_machine_costs()
     if cached:
         return cached  # (a damaged table reads as None: measured again)
-    from spec_core.models import load_pair  # models loads transformers: only a measurement needs it
 
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
     before, own = cpu_times(), time.process_time()

@@ -10,27 +10,28 @@ and kept counts and â per token, with the heads' sha256 (a retrained head must 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+from safetensors.torch import save_file
 
-from spec_core.assets import HEADS_DIR, file_sha256
+from spec_core.analysis.preverifier import head_call_ms, head_scorer, rounds_seen_in_training, shipped_heads
+from spec_core.core.assets import HEADS_DIR, file_sha256
+from spec_core.heads.preverifier import BlockPreVerifier
+from spec_core.model.models import load_pair
 from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 from spec_core.policies.pacer_tuning import RESULTS_DIR, prediction_key, rounds_name
+from spec_core.train.pacer import load_data, token_embeddings
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
     """Score the simulated rounds in ``shards`` with the shipped pre-verifiers for ``pair``'s draft and write the
     asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
-    from safetensors.torch import save_file
-
-    from spec_core.analysis.preverifier import head_call_ms, head_scorer, rounds_seen_in_training, shipped_heads
-    from spec_core.heads.preverifier import BlockPreVerifier
-    from spec_core.train.pacer import load_data, token_embeddings
 
     paths = sorted(shards.glob("shard_*.safetensors"))
     if not paths:
@@ -77,7 +78,6 @@ def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blo
 
 def main(argv: list[str]) -> int:
     """``python -m spec_core.analysis.pacer_rounds SHARDS_DIR``: score and write the rounds asset."""
-    from spec_core.models import load_pair
 
     if len(argv) != 1:
         print("usage: python -m spec_core.analysis.pacer_rounds SHARDS_DIR (from `train pacer --simulate-only`)")
@@ -89,6 +89,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(main(sys.argv[1:]))

@@ -17,27 +17,35 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
+from tqdm import tqdm
 
-from spec_core import rules
-from spec_core.cli_args import add_threads
-from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method, spec_of
-from spec_core.rewards import TASKS, load_items, run_item
-from spec_core.types import SamplingConfig
+from spec_core.core import rules
+from spec_core.core.assets import HEADS_DIR, available
+from spec_core.core.cli_args import add_threads
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.methods import parse_method, spec_of
+from spec_core.engine.rewards import TASKS, load_items, run_item
+from spec_core.heads.ensemble import shipped_head
+from spec_core.model.models import load_pair
+from spec_core.serve.sweeps import with_frontier
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 COLUMNS = [
     "method",
@@ -130,64 +138,6 @@ def summarise(config: Config, policy: str, temperature: float, raw: list[dict]) 
     }
 
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "results"  # measured sweeps the app shows
-REQUIRED = ("method", "param", "acceptance_rate", "quality")
-
-
-def shipped_sweeps(directory: Path = RESULTS_DIR) -> dict[str, Path]:
-    """The measured sweeps shipped with the app (``pareto_t<T>.csv``), labelled by temperature."""
-    found = sorted(directory.glob("pareto_t*.csv"))
-    return {f"temperature {p.stem.removeprefix('pareto_t')}": p for p in found}
-
-
-def read_sweep(path: str | Path) -> pd.DataFrame:
-    """A ``pareto`` CSV, checked: the required columns, numbers where numbers belong, a static sweep to compare
-    with; the frontier columns are (re)computed."""
-    try:
-        df = pd.read_csv(path, dtype={"param": str}, keep_default_na=False)
-    except (OSError, ValueError, pd.errors.ParserError) as e:
-        raise SpecScopeError(f"could not read the sweep {Path(str(path)).name}: {e}") from e
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise SpecScopeError(
-            f"not a pareto table: missing column(s) {', '.join(missing)} "
-            "(write one with `python -m spec_core pareto --out FILE.csv`)"
-        )
-    for column in ("acceptance_rate", "quality"):
-        df[column] = pd.to_numeric(df[column], errors="coerce")
-    numeric = df.dropna(subset=["acceptance_rate", "quality"])
-    if (numeric["method"] == "static").sum() < 2:
-        dropped = len(df) - len(numeric)
-        why = f" ({dropped} row(s) dropped: acceptance_rate and quality must be numbers)" if dropped else ""
-        raise SpecScopeError(f"the sweep needs at least two static:W rows to draw the frontier{why}")
-    df = numeric
-    return with_frontier(df)
-
-
-def interpolate_frontier(static: pd.DataFrame, acceptance: float) -> float:
-    """Quality of the static frontier at ``acceptance``, linear between sweep points (NaN outside the sweep)."""
-    pts = static.sort_values("acceptance_rate")
-    xs, ys = pts["acceptance_rate"].tolist(), pts["quality"].tolist()
-    if not xs or acceptance < xs[0] or acceptance > xs[-1]:
-        return float("nan")
-    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
-        if x0 <= acceptance <= x1:
-            return y0 if x1 == x0 else y0 + (y1 - y0) * (acceptance - x0) / (x1 - x0)
-    return ys[-1]
-
-
-def with_frontier(df: pd.DataFrame) -> pd.DataFrame:
-    """Add ``frontier_quality`` (the static sweep interpolated at each row's acceptance), ``above_frontier``
-    (quality − frontier) and ``acceptance_vs_lossless`` (acceptance / the lossless row's)."""
-    static = df[df["method"] == "static"]
-    lossless = df.loc[df["method"] == "lossless", "acceptance_rate"]
-    out = df.copy()
-    out["frontier_quality"] = [interpolate_frontier(static, a) for a in out["acceptance_rate"]]
-    out["above_frontier"] = out["quality"] - out["frontier_quality"]
-    out["acceptance_vs_lossless"] = out["acceptance_rate"] / float(lossless.iloc[0]) if len(lossless) else float("nan")
-    return out
-
-
 _WORKER: dict = {}  # the pair a worker process loaded once (see run_pareto)
 
 
@@ -220,10 +170,6 @@ def run_pareto(
     process running all configurations on its items in turn. Item n is always generated with seed ``seed + n``,
     so the table does not depend on the number of workers.
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    from tqdm import tqdm
 
     for c in configs:
         parse_method(c.full(policy))  # fail before any generation
@@ -317,7 +263,6 @@ def task_mix_envelope(paths: list[Path], family: str = "static") -> pd.DataFrame
     mean of their task qualities (macro, as in the sweep). Returns the points no other point beats on both
     axes, by acceptance, with column ``weights`` ("arithmetic=0.8 summary=0.4 ...").
     """
-    import itertools
 
     records, methods = finished_records(paths)
     cells: dict[str, dict[str, tuple[int, int, float]]] = {}  # task -> W -> (accepted, drafted, quality)
@@ -440,9 +385,6 @@ def main(argv: list[str]) -> int:
     try:
         SamplingConfig(temperature=a.temperature).validate()
         torch.set_num_threads(a.threads)
-        from spec_core.assets import HEADS_DIR, available
-        from spec_core.heads.ensemble import shipped_head
-        from spec_core.models import load_pair
 
         wanted = shipped_head(a.temperature) if a.head == "shipped" else a.head
         head = wanted if wanted and wanted in available(HEADS_DIR) else None

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import spec_of
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.methods import spec_of
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 LOOKUP_NGRAM = 2  # hf-lookup matches the last 2 tokens (transformers' default is 2 too; said here, not inherited)
 
@@ -39,8 +39,8 @@ class PeerResult:
 def _assistant(pair: ModelPair):
     if pair.draft_design in ("standalone", "truncated"):
         return pair.draft
-    from spec_core.drafters.assets import available_drafts, load_draft
-    from spec_core.drafters.networks import build_truncated
+    from spec_core.model.draft_assets import available_drafts, load_draft  # transformers' modeling code (~2 s)
+    from spec_core.model.draft_networks import build_truncated  # only a peer on the embedded pair needs it
 
     def load():
         if "standalone" in available_drafts():

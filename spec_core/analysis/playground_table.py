@@ -1,6 +1,6 @@
 """The policy playground over a prompt set: ``python -m spec_core analyze policies --prompts FILE``.
 
-One recorded pass per prompt (:func:`spec_core.analysis.playground.record_text`), every policy replayed on it, and
+One recorded pass per prompt (:func:`spec_core.serve.playground.record_text`), every policy replayed on it, and
 optionally real engine runs of the same policies beside the replay: one CSV row per policy and prompt, and the
 table pooled over the prompts with the oracle's gain over the best fixed window and the share each policy
 captures.
@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 import torch
 
-from spec_core.analysis.playground import _heads, record_text
-from spec_core.cost_model import CostProfile
-from spec_core.methods import is_fixed_window
-from spec_core.replay import (
+from spec_core.analysis.costs import measure_round_costs
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.methods import is_fixed_window, split_methods
+from spec_core.engine.replay import (
     ORACLE,
     PolicyReplay,
     TextRecord,
@@ -29,9 +32,12 @@ from spec_core.replay import (
     save_record,
     standard_policies,
 )
+from spec_core.model.models import load_pair
+from spec_core.serve.playground import _heads, record_text
+from spec_core.serve.prompts import load_prompts
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 # -- the prompt-set table (`python -m spec_core analyze policies --prompts FILE`) ------------------------------------
 
@@ -59,8 +65,6 @@ CSV_COLUMNS = [
 
 def measure_runs(pair: ModelPair, prompt: str, policies: Sequence[str], max_new_tokens: int) -> dict[str, Any]:
     """Real greedy engine runs of ``ar`` and each policy on one prompt: per policy, its events and tokens/s."""
-    from spec_core.engine import Generation
-    from spec_core.types import SamplingConfig
 
     out = {}
     for name in ["ar", *policies]:
@@ -94,7 +98,6 @@ def prompt_rows(record: TextRecord, replays: Sequence[PolicyReplay], prompt: dic
 def summary(df):
     """Per policy over the prompts: τ and predicted speedup pooled (Σ tokens / Σ rounds, Σ ar time / Σ time),
     drafted and wasted tokens, the measured speedup of the sample, and the oracle's gain captured."""
-    import pandas as pd
 
     g = df.groupby("policy", sort=False)
     out = pd.DataFrame(
@@ -119,12 +122,6 @@ def summary(df):
 
 def prompts_main(args) -> int:
     """The prompt-set mode of ``analyze policies`` (arguments parsed in :mod:`spec_core.analysis.policies`)."""
-    import pandas as pd
-
-    from spec_core.analysis.bench import load_prompts
-    from spec_core.analysis.costs import measure_round_costs
-    from spec_core.methods import split_methods
-    from spec_core.models import load_pair
 
     torch.set_num_threads(args.threads)
     prompts = load_prompts(args.prompts)[: args.limit or None]

@@ -1,7 +1,7 @@
 """``python -m spec_core analyze policies``: draft-length policies replayed on recorded rounds, against an oracle.
 
 With ``--prompts FILE`` it records each prompt's own greedy answer instead and replays every policy on it exactly
-(:mod:`spec_core.analysis.playground`, the policy playground); below, the training-rounds mode.
+(:mod:`spec_core.serve.playground`, the policy playground); below, the training-rounds mode.
 
 PACER (arXiv 2602.01274) motivates adaptive lengths with an oracle that knows each step's accepted length and
 reports up to 1.4× over the best fixed window in theory. Here, from rounds recorded with a long window on
@@ -28,21 +28,31 @@ import argparse
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
+from safetensors import safe_open
 
 from spec_core.analysis.costs import measure_round_costs
-from spec_core.cli_args import add_threads
-from spec_core.cost_model import CostProfile
-from spec_core.errors import SpecScopeError
-from spec_core.methods import is_fixed_window, spec_of
+from spec_core.analysis.playground_table import prompts_main
+from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.loop import generate
+from spec_core.engine.methods import is_fixed_window, spec_of
+from spec_core.engine.replay import paper_key
+from spec_core.heads.preverifier import find_head, load_head
+from spec_core.model.models import load_pair
+from spec_core.policies.pacer import PacerParams, replay_length
+from spec_core.serve.prompts import load_prompts
+from spec_core.train.pacer import RUNS_DIR, TrainConfig, load_data, load_meta, paper_predictions, token_embeddings
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
     from spec_core.policies.pacer import PacerParams
 
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
@@ -74,9 +84,6 @@ def load_rounds(
     """The rounds of PACER data shards (``spec_core.train.pacer``), with the predictions of ``heads`` (head
     variant → pre-verifier), if given. A paper head (it reads the drafted tokens' embeddings, from ``pair``)
     scores each block on its own: its predictions are kept per block size in ``blocks``."""
-    from spec_core.policies.pacer import PacerParams
-    from spec_core.replay import paper_key
-    from spec_core.train.pacer import load_data, load_meta, paper_predictions, token_embeddings
 
     if not paths:
         raise SpecScopeError("no recorded rounds: run `python -m spec_core train pacer` first (it writes runs/pacer/)")
@@ -103,7 +110,6 @@ def load_rounds(
 
 def shard_rounds(path: Path) -> int:
     """How many rounds one shard holds."""
-    from safetensors import safe_open
 
     with safe_open(str(path), "pt") as f:
         return f.get_slice("round_gamma").get_shape()[0]
@@ -118,13 +124,11 @@ def replay(rounds: RecordedRounds, lengths: torch.Tensor, costs: CostProfile, he
 
 def pacer_lengths(rounds: RecordedRounds, params) -> tuple[torch.Tensor, torch.Tensor]:
     """PACER's stop rule replayed on every round: (draft lengths [R], pre-verifier calls [R])."""
-    from spec_core.policies.pacer import replay_length
 
     if params.head not in rounds.predicted:
         raise SpecScopeError(
             f"replaying {params.describe()} needs the predictions of its head ({params.head or 'shipped'})"
         )
-    from spec_core.replay import paper_key
 
     per_round = rounds.per_round(
         rounds.predicted.get(paper_key(params.head, params.block), rounds.predicted[params.head])
@@ -161,9 +165,6 @@ def policy_table(
 
 def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]) -> pd.DataFrame:
     """Every PACER setting of ``grid`` (keys of :class:`PacerParams`) replayed, best first."""
-    from itertools import product
-
-    from spec_core.policies.pacer import PacerParams
 
     rows = []
     keys = list(grid)
@@ -179,7 +180,6 @@ def tune_pacer(rounds: RecordedRounds, costs: CostProfile, grid: dict[str, list]
 
 def preverifier_share(pair: ModelPair, prompts: list[str], method: str = "pacer", max_new_tokens: int = 96) -> dict:
     """The pre-verifier's share of decode time, measured in real generations: Σ head time / Σ wall time."""
-    from spec_core.engine import generate
 
     head_ms = wall_ms = 0.0
     calls = 0
@@ -209,8 +209,6 @@ def pacer_setting(text: str) -> PacerParams:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spec_core.policies.pacer import PacerParams
-
     ap = argparse.ArgumentParser(prog="python -m spec_core analyze policies", description=__doc__.split("\n\n")[0])
     ap.add_argument("--draft", default="feature", help="embedded draft: feature (default) or standalone")
     ap.add_argument("--data", default=None, help="recorded rounds (default runs/pacer/<draft>)")
@@ -236,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="write the results as JSON here (with --prompts: a CSV, one row per policy and prompt)",
     )
-    new = ap.add_argument_group("per-prompt records (the policy playground, spec_core.analysis.playground)")
+    new = ap.add_argument_group("per-prompt records (the policy playground, spec_core.serve.playground)")
     new.add_argument(
         "--prompts",
         default=None,
@@ -257,13 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--save-records", default=None, help="write each prompt's record (JSON) in this folder")
     args = ap.parse_args(argv)
     if args.prompts:
-        from spec_core.analysis.playground_table import prompts_main
-
         return prompts_main(args)
     torch.set_num_threads(args.threads)
-    from spec_core.heads.preverifier import find_head, load_head
-    from spec_core.models import load_pair
-    from spec_core.train.pacer import RUNS_DIR, TrainConfig
 
     pair = load_pair("embedded", draft=args.draft)
     settings = {text.strip(): pacer_setting(text.strip()) for text in args.pacer.split(";") if text.strip()}
@@ -316,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
         result["tuned"] = tuned.head(30).to_dict("records")
         result["default"] = asdict(PacerParams())
     if args.overhead_prompts:
-        from spec_core.analysis.bench import load_prompts
-
         texts = [p["prompt"] for p in load_prompts(args.overhead_prompts)]
         share = preverifier_share(pair, texts, next(iter(settings), "pacer"))
         print(

@@ -15,11 +15,11 @@ better than those probabilities, on rounds no head trained on (docs/PACER.md, do
 - **columns**: ``auc`` and ``ece`` of â against the cumulative label (the token and every one before it kept),
   ``auc_position1`` (the first drafted token), and ``predicted_speedup`` over ``ar``: PACER's stop rule
   (:func:`spec_core.policies.pacer.replay_length`) on the predictor's â, replayed on the held-out rounds with
-  :func:`spec_core.analysis.policies.replay` and the one cost model (:class:`spec_core.cost_model.CostProfile`:
+  :func:`spec_core.analysis.policies.replay` and the one cost model (:class:`spec_core.core.cost_model.CostProfile`:
   this machine's cached costs at the pair's precision, or ``--costs FILE``, plus each head's own measured call
   time). The threshold t of each row is the best one on the *training* rounds (never the held-out ones), at the
   row's b and ρ; ``speedup_accelerator_model`` is the same replay under the memory-bound accelerator model
-  (:func:`spec_core.cost_model.accelerator_profile`), its t tuned under that model the same way.
+  (:func:`spec_core.core.cost_model.accelerator_profile`), its t tuned under that model the same way.
 """
 
 from __future__ import annotations
@@ -35,19 +35,36 @@ import pandas as pd
 import torch
 
 from spec_core.analysis.costs import median_ms
-from spec_core.analysis.policies import RecordedRounds, replay
-from spec_core.cli_args import add_threads
-from spec_core.cost_model import CostProfile, accelerator_profile
-from spec_core.errors import SpecScopeError
-from spec_core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.analysis.policies import RecordedRounds, replay, shard_rounds
+from spec_core.core.cli_args import add_threads
+from spec_core.core.cost_model import CostProfile, accelerator_profile
+from spec_core.core.cost_tables import run_costs
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
+from spec_core.heads.metrics import calibration, roc_auc
+from spec_core.heads.preverifier import HEADS_DIR, available, find_head, load_head
+from spec_core.model.models import load_pair
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_headroom import headroom
-from spec_core.policies.pacer_heads import DRAFT_CUMPROB, FIXED_WINDOWS
-from spec_core.policies.pacer_tuning import prediction_key, replay_rule, rule_lengths
+from spec_core.policies.pacer_heads import DRAFT_CUMPROB, FIXED_WINDOWS, token_labels
+from spec_core.policies.pacer_tuning import load_rounds, prediction_key, replay_rule, rule_lengths
+from spec_core.serve.prompts import load_prompts
+from spec_core.train.pacer import (
+    RUNS_DIR,
+    SimConfig,
+    TrainConfig,
+    load_data,
+    load_meta,
+    paper_predictions,
+    simulate,
+    simulation_prompt_texts,
+    token_embeddings,
+    trained_prompt_texts,
+)
 
 if TYPE_CHECKING:
     from spec_core.heads.preverifier import BlockPreVerifier, PreVerifier
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # t grid for each row, tuned on training rounds
 COLUMNS = ["head", "inputs", "auc", "ece", "predicted_speedup", "headroom", "headroom_low", "headroom_high"]
@@ -79,7 +96,6 @@ def draft_cumprob(data: dict[str, torch.Tensor], mask: torch.Tensor, block: int)
 
 def head_scorer(head, data: dict[str, torch.Tensor]):
     """â of a loaded head (paper or hybrid) on the selected tokens; the paper head scores each block alone."""
-    from spec_core.train.pacer import paper_predictions
 
     if getattr(head.cfg, "design", "") == "paper":
         return lambda mask, block: paper_predictions(head, data, mask, block)
@@ -136,7 +152,6 @@ def evaluate(pred: Predictor, data, train_tok, train_rounds, test_tok, test_roun
     """One row: held-out AUC / ECE, and the stop rule's held-out speed under each cost model at the t tuned on the
     training rounds under that cost model; without training rounds, on the shipped rounds (``shipped``, a
     :class:`~spec_core.policies.pacer_tuning.TuningRounds`) where they carry this predictor's â."""
-    from spec_core.heads.metrics import calibration, roc_auc
 
     labels = data["label"][test_tok].float()
     probs = pred.score(test_tok, pred.block).float()
@@ -203,7 +218,6 @@ def confidence_lengths(q_rounds: list[torch.Tensor], t: float) -> torch.Tensor:
 
 def shipped_per_round(shipped, pred: Predictor) -> list[torch.Tensor] | None:
     """The predictor's â per round of the shipped rounds (None where they carry none for it)."""
-    from spec_core.policies.pacer_heads import token_labels
 
     if shipped is None or pred.shipped_key is None:
         return None
@@ -215,7 +229,6 @@ def shipped_per_round(shipped, pred: Predictor) -> list[torch.Tensor] | None:
 
 def shipped_q(shipped) -> list[torch.Tensor] | None:
     """The draft's q of each drafted token in the shipped rounds, from their Π_{j≤i} q_j (None without it)."""
-    from spec_core.policies.pacer_heads import DRAFT_CUMPROB
 
     if shipped is None or DRAFT_CUMPROB not in shipped.predicted:
         return None
@@ -311,7 +324,6 @@ def this_machine_costs(pair: ModelPair, path: str | None) -> CostProfile:
     ``python -m spec_core costs --machine`` writes, else the one shipped for its CPU kind; never timed here)."""
     if path:
         return CostProfile.from_dict(json.loads(Path(path).read_text()))
-    from spec_core.cost_tables import run_costs
 
     return run_costs(pair)[0]
 
@@ -342,7 +354,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
-    from spec_core.models import load_pair
 
     table = analyze(load_pair("embedded", draft=args.draft), args)
     print(table.to_string(index=False))
@@ -352,8 +363,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
     """The table of :func:`main` for a loaded pair (written to ``args.out``)."""
-    from spec_core.heads.preverifier import HEADS_DIR, available, load_head
-    from spec_core.train.pacer import RUNS_DIR, SimConfig, TrainConfig, load_data, simulate, token_embeddings
 
     assets = Path(args.assets_dir) if args.assets_dir else HEADS_DIR
     data_dir = Path(args.data or RUNS_DIR / args.draft)
@@ -366,8 +375,6 @@ def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
     card = next(iter(shipped.values()))[1]  # `pacer`'s head
     heldout_every = card.get("training", {}).get("heldout_every", TrainConfig.heldout_every)
     if args.prompts:  # rounds on these prompts, all held out; t is still tuned on the training rounds if present
-        from spec_core.analysis.bench import load_prompts
-
         texts = [p["prompt"] for p in load_prompts(args.prompts)][: args.limit or None]
         # one folder per prompt list and length: a folder is only resumed with the settings it was simulated with
         sim_dir = data_dir.parent / f"{args.draft}-heldout-{Path(args.prompts).stem}-{len(texts)}x{args.max_new_tokens}"
@@ -387,7 +394,6 @@ def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
         test_paths = []
     if not paths:
         raise SpecScopeError(f"no simulated rounds in {data_dir}: run `python -m spec_core train pacer` first")
-    from spec_core.train.pacer import load_meta
 
     data = load_data(paths)
     if "token" not in data:
@@ -425,8 +431,6 @@ def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
         )
     shipped_rounds = None
     if not train_rounds.any():  # a user's prompt file on a clone without training shards: tune on the shipped rounds
-        from spec_core.policies.pacer_tuning import load_rounds
-
         shipped_rounds = load_rounds(args.draft)
         if shipped_rounds is None:
             raise SpecScopeError(
@@ -516,7 +520,6 @@ def analyze(pair: ModelPair, args: argparse.Namespace) -> pd.DataFrame:
 def shipped_heads(pair: ModelPair, assets: Path) -> dict[str, tuple[PreVerifier | BlockPreVerifier, dict]]:
     """name → (head, card) of the shipped heads for the pair's draft: the default (first), the paper head, the
     hybrid."""
-    from spec_core.heads.preverifier import find_head, load_head
 
     out: dict[str, tuple[PreVerifier | BlockPreVerifier, dict]] = {}
     for variant in ("", "paper", "hybrid"):
@@ -533,7 +536,6 @@ def prompts_seen_in_training(data_dir: Path, cards: list[dict]) -> tuple[torch.T
     """Per prompt index of the simulated data: True where one of these heads trained on that prompt. The data's
     prompts are rebuilt from its ``config.json`` and each head's from its card (another ``--prompts`` reorders the
     whole list, so an index alone says nothing). (None, why) when the data's prompts cannot be rebuilt."""
-    from spec_core.train.pacer import simulation_prompt_texts, trained_prompt_texts
 
     try:
         config = json.loads((data_dir / "config.json").read_text(encoding="utf-8"))
@@ -557,6 +559,4 @@ def rounds_seen_in_training(data: dict, data_dir: Path, cards: list[dict]) -> tu
 
 
 def load_file_rounds(path: Path) -> int:
-    from spec_core.analysis.policies import shard_rounds
-
     return shard_rounds(path)

@@ -30,13 +30,16 @@ import pandas as pd
 import torch
 
 from spec_core.analysis.costs import measure_costs, predicted_ms
-from spec_core.cli_args import add_threads
+from spec_core.core.cli_args import add_threads
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.tree import TreeShape
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model.models import load_pair
+from spec_core.train.prompts import training_prompts
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 DEFAULT_GRID = "nodes=8,16,24,32,48;depth=4,6,8;topk=4,8"
 
@@ -73,7 +76,6 @@ def run_shapes(
     pair: ModelPair, shapes: list[TreeShape], prompts: list[str], max_new_tokens: int
 ) -> tuple[pd.DataFrame, dict]:
     """One row per shape (its events on every prompt, greedy) and the raw events per shape for pricing."""
-    from spec_core.engine import Generation
 
     events: dict[str, list] = {}
     rows = []
@@ -133,8 +135,6 @@ def main(argv: list[str]) -> int:
             raise SpecScopeError("--prompts, --max-new-tokens and --threads must be at least 1")
         shapes = parse_grid(a.grid)
         torch.set_num_threads(a.threads)
-        from spec_core.models import load_pair
-        from spec_core.train.prompts import training_prompts
 
         prompts = [p for _, p in training_prompts(a.prompts)]
         pair = load_pair("embedded", "cpu", a.dtype, draft=a.draft)

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from spec_core.cost_model import CostProfile
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.rules import BLOCK_LOSSES
+from spec_core.core.types import PartSpec
 from spec_core.drafters.base import DraftChunk, Drafter, NoDrafter, RoundDraft, draw
 from spec_core.drafters.lookup import HybridDraft, LookupDraft
 from spec_core.drafters.pair_draft import PairDraft
 from spec_core.drafters.tree import TreeShape, make_tree_drafter
-from spec_core.errors import SpecScopeError
-from spec_core.rules import BLOCK_LOSSES
-from spec_core.types import PartSpec
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 __all__ = ["DRAFTERS", "DraftChunk", "Drafter", "NoDrafter", "RoundDraft", "draw", "make_drafter", "parse_drafter"]
 
@@ -55,7 +55,7 @@ class BlockDraft:
 
     @classmethod
     def build(cls, loss: str, pair: ModelPair) -> Drafter:
-        from spec_core.drafters.block.runtime import make_block_drafter
+        from spec_core.drafters.block.runtime import make_block_drafter  # transformers' modeling code (~2 s)
 
         return make_block_drafter(pair, loss)
 

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
-from spec_core import rules
-from spec_core.cached_lm import LMOutput
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
+from spec_core.core import rules
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
+from spec_core.model.cached_lm import LMOutput
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 @dataclass(frozen=True)

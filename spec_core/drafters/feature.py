@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.cached_lm import LMOutput, roomy_cache
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
-from spec_core.types import SamplingConfig
+from spec_core.model.cached_lm import LMOutput, roomy_cache
 
 if TYPE_CHECKING:
-    from spec_core.drafters.networks import FeatureDraft
+    from spec_core.model.draft_networks import FeatureDraft
 
 
 class FeatureDrafter:

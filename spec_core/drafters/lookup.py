@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 import numpy as np
 import torch
 
-from spec_core.cached_lm import LMOutput
-from spec_core.cost_model import CostProfile
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, Drafter
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
+from spec_core.drafters.pair_draft import PairDraft
+from spec_core.model.cached_lm import LMOutput
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 MAX_NGRAM = 8
 MAX_K = 32
@@ -461,8 +462,6 @@ class HybridDraft(LookupDraft):
 
     @classmethod
     def build(cls, params: LookupParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:
-        from spec_core.drafters.pair_draft import PairDraft  # pair_draft imports this module's LookupDraft
-
         model = PairDraft.build(None, pair)
         if not hasattr(model, "follow"):
             raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")

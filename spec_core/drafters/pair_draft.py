@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.base import Drafter
-from spec_core.errors import SpecScopeError
+from spec_core.drafters.feature import FeatureDrafter
+from spec_core.drafters.standalone import StandaloneDrafter
 
 if TYPE_CHECKING:
-    from spec_core.drafters.networks import FeatureDraft
-    from spec_core.models import ModelPair
+    from spec_core.model.draft_networks import FeatureDraft
+    from spec_core.model.models import ModelPair
 
 
 class PairDraft:
@@ -35,10 +37,7 @@ class PairDraft:
         if pair.draft is None:
             raise SpecScopeError(f"the pair {pair.name!r} has no draft model; only 'ar' runs on it")
         if pair.draft_design == "feature":
-            from spec_core.drafters.feature import FeatureDrafter
-
             special = getattr(pair.tokenizer, "all_special_ids", None) or ()  # the template's markers
             return FeatureDrafter(cast("FeatureDraft", pair.draft), special)  # the feature design
-        from spec_core.drafters.standalone import StandaloneDrafter
 
         return StandaloneDrafter(pair.draft)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from spec_core.cached_lm import CachedLM, LMOutput
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
-from spec_core.types import SamplingConfig
+from spec_core.model.cached_lm import CachedLM, LMOutput
 
 
 class StandaloneDrafter:

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from spec_core.cached_lm import LMOutput, attention_mask
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, ancestor_matrix
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.standalone import StandaloneDrafter
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
+from spec_core.model.cached_lm import LMOutput, attention_mask
 
 if TYPE_CHECKING:
-    from spec_core.drafters.networks import FeatureDraft
-    from spec_core.models import ModelPair
+    from spec_core.model.draft_networks import FeatureDraft
+    from spec_core.model.models import ModelPair
 
 __all__ = [
     "TreeShape",

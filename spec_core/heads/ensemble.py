@@ -8,7 +8,7 @@ zero-initialised). Our one addition: each half is RMS-normalised (no parameters)
 the target's hidden states differ in scale by an order of magnitude and the linear layer trains faster on
 comparable inputs. We mix *probabilities*, as the paper states (their code mixes logits).
 
-Assets live in ``assets/heads`` (:mod:`spec_core.assets`): ``NAME.safetensors`` + ``NAME.json`` whose card
+Assets live in ``assets/heads`` (:mod:`spec_core.core.assets`): ``NAME.safetensors`` + ``NAME.json`` whose card
 carries ``draft_sha256``, the sha256 of the draft the head was trained with; loading checks it.
 """
 
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from spec_core.assets import HEADS_DIR, available, load_asset, read_card
-from spec_core.errors import SpecScopeError
+from spec_core.core.assets import HEADS_DIR, available, load_asset, read_card
+from spec_core.core.errors import SpecScopeError
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 DEFAULT_HEAD = "diversed"  # trained at temperature 0 under the argmax rule: what `diversed` uses greedily
 HEAD_KIND = "diversed-ensemble-head"  # the card ``kind`` of a DIVERSED head (assets/heads also holds PACER's)

@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from spec_core.assets import HEADS_DIR, available, load_asset, read_card, save_asset
-from spec_core.errors import SpecScopeError
+from spec_core.core.assets import HEADS_DIR, available, load_asset, read_card, save_asset
+from spec_core.core.errors import SpecScopeError
 
 KIND = "pacer"  # the `kind` field of a pre-verifier's card
 TRAIN_COMMAND = "python -m spec_core train pacer --draft {draft}"

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spec_core.cost_model import CostProfile
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.types import PartSpec
 from spec_core.policies.base import DraftLengthPolicy, DraftSoFar
 from spec_core.policies.confidence import ConfidenceLength
 from spec_core.policies.cost import CostLength
 from spec_core.policies.fixed import FixedLength, HeuristicLength, own_length
 from spec_core.policies.pacer import PacerLength
-from spec_core.types import PartSpec
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 __all__ = ["POLICIES", "DraftLengthPolicy", "DraftSoFar", "make_policy", "own_length", "parse_policy"]
 

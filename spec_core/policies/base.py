@@ -3,7 +3,7 @@
 A policy is asked, before each chunk of drafting, how many more tokens to draft (0 = stop and verify), and
 hears each round's outcome afterwards. While drafting it sees what was drafted so far (:class:`DraftSoFar`)
 and must stay within ``budget`` (tokens still allowed by ``max_new_tokens``); after verification it receives
-the round's :class:`~spec_core.types.RoundInputs` and how many drafts were kept.
+the round's :class:`~spec_core.core.types.RoundInputs` and how many drafts were kept.
 
 A family is a class with ``prefix``, ``parse(arg) -> params`` (pure: validates a method string, loads nothing)
 and ``build(params, pair) -> policy`` (may load trained weights matched to the pair's draft).
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import torch
 
-from spec_core.errors import SpecScopeError
-from spec_core.types import RoundInputs
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs
 from spec_core.policies.base import DraftSoFar, number
-from spec_core.types import RoundInputs
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 class ConfidenceLength:

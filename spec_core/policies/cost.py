@@ -2,7 +2,7 @@
 
 A round that drafts γ tokens whose chance of being kept, each given the ones before it, is a_1..a_γ adds on average
 1 + Σ_i Π_{j≤i} a_j tokens (Leviathan et al. 2023, arXiv 2211.17192, §3.1, with a per-position a) and costs one
-target pass over γ + 1 tokens plus its draft forwards (:class:`~spec_core.cost_model.CostProfile`, the one cost
+target pass over γ + 1 tokens plus its draft forwards (:class:`~spec_core.core.cost_model.CostProfile`, the one cost
 model). The policy drafts one more token while some longer draft, its tokens assumed as likely as the last one,
 would add more tokens per millisecond than stopping now. On a CPU a pass over 8 tokens costs far more than one, so
 it stops early unless the evidence is strong; on an accelerator, where a pass over 64 tokens costs about one, it
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from spec_core.cost_model import CostProfile
-from spec_core.errors import SpecScopeError
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs
 from spec_core.policies.base import DraftSoFar, number
-from spec_core.types import RoundInputs
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 MAX_LEN = 16
 
@@ -36,7 +36,7 @@ class CostLength:
     prefix: ClassVar[str] = "cost"
     about: ClassVar[str] = "drafts while the expected tokens per millisecond rise, at this machine's pass costs"
     examples: ClassVar[tuple[str, ...]] = ("cost",)
-    reads_costs: ClassVar[bool] = True  # built with the run's cost profile (data; spec_core/cost_tables.py)
+    reads_costs: ClassVar[bool] = True  # built with the run's cost profile (data; spec_core/core/cost_tables.py)
 
     def __init__(self, profile: CostProfile, max_len: int = MAX_LEN):
         self.profile, self.max_len = profile, max_len

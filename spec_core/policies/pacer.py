@@ -25,14 +25,16 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core.cost_model import CostProfile
-from spec_core.errors import SpecScopeError
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs
+from spec_core.heads.preverifier import find_head, load_head
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer_rule import PacerParams, parse_params, replay_length
-from spec_core.types import RoundInputs
+from spec_core.policies.pacer_tuning import machine_threshold
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 HEAD_KEY = "head:pacer"  # pair.extras key prefix of the loaded pre-verifiers
 
@@ -96,7 +98,6 @@ class PacerLength:
     def build(cls, params: PacerParams, pair: ModelPair | None = None, costs: CostProfile | None = None) -> PacerLength:
         if pair is None:
             raise SpecScopeError("pacer needs the loaded pair: its pre-verifier is matched to the pair's draft")
-        from spec_core.heads.preverifier import find_head, load_head
 
         def load():
             name = find_head(pair.draft_card, params.head)
@@ -105,8 +106,6 @@ class PacerLength:
         head, name = pair.learned(HEAD_KEY, params.head, load)
         note = ""
         if params.auto_t:  # the threshold this machine's costs favour (policies/pacer_tuning.py)
-            from spec_core.policies.pacer_tuning import machine_threshold
-
             t, note = machine_threshold(pair, params, name, costs)
             params = dataclasses.replace(params, threshold=t)
         embed = pair.target.get_input_embeddings()

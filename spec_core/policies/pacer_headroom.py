@@ -8,7 +8,7 @@ fair question is the share of that headroom a predictor captures:
     H = (S − S_best_fixed) / (S_perfect − S_best_fixed)
 
 with S the speedup over ``ar`` that the one cost model predicts for the rule on the same recorded rounds
-(:meth:`spec_core.cost_model.CostProfile.round_prices`). H = 1 is the perfect pre-verifier, 0 the best fixed
+(:meth:`spec_core.core.cost_model.CostProfile.round_prices`). H = 1 is the perfect pre-verifier, 0 the best fixed
 window, < 0 worse than it. The interval resamples groups of rounds with replacement (prompts when the rounds
 carry them, else rounds) and recomputes every S, the best fixed window included, on each resample.
 """

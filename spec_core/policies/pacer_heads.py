@@ -7,7 +7,7 @@ not be kept. How much that can gain depends on two things a student can see side
   target kept, on the shipped rounds (:mod:`spec_core.heads.metrics`);
 - **what the stop rule makes of it on this machine**: every predictor drives the *same* rule
   (:func:`spec_core.policies.pacer.replay_length`, t tuned for it as ``t=auto`` does) over the same recorded rounds,
-  priced by the one cost model (:meth:`spec_core.cost_model.CostProfile.replay`).
+  priced by the one cost model (:meth:`spec_core.core.cost_model.CostProfile.replay`).
 
 The rows: the shipped heads (the paper head that ``pacer`` runs, the hybrid that also reads log q); the draft's own
 Π_{j≤i} q_j driving the same rule (what a confidence rule knows); a **perfect pre-verifier** whose â is the
@@ -34,8 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spec_core.assets import HEADS_DIR
-from spec_core.cost_model import CostProfile, rounds_spread
+from spec_core.core.assets import HEADS_DIR
+from spec_core.core.cost_model import CostProfile, rounds_spread
+from spec_core.core.quotes import Quote
 from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_headroom import Headroom, headroom
@@ -48,7 +49,6 @@ from spec_core.policies.pacer_tuning import (
     rounds_name,
     rule_lengths,
 )
-from spec_core.quotes import Quote
 
 DRAFT_CUMPROB = "draft-cumprob"  # the rounds asset's key of the draft's own Π_{j≤i} q_j (block-independent)
 FIXED_WINDOWS = (1, 2, 3, 4)
@@ -75,7 +75,7 @@ class HeadRow:
     spread: tuple[float, float] | None = None  # 10th–90th percentile of ``speedup`` over resampled rounds (t held)
 
     def quote(self, costs: CostProfile, rounds: int) -> Quote:
-        """This row's speedup as the comparison quotes it beside the Live lane's (:mod:`spec_core.quotes`): the
+        """This row's speedup as the comparison quotes it beside the Live lane's (:mod:`spec_core.core.quotes`): the
         ``rounds`` recorded rounds of training prompts, priced by ``costs``."""
         low, high = self.spread if self.spread is not None else (self.speedup, self.speedup)
         return Quote(

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
 from spec_core.policies.base import number
 
 

@@ -7,7 +7,7 @@ with bf16 units) drafting on is cheap and a low t wins; where it costs 2.2 steps
 does. So ``pacer`` replays its own stop rule on rounds recorded once with the shipped pre-verifier (the
 asset ``assets/results/pacer-rounds-<draft>``: each round's drafted tokens' â and how many the target kept,
 on training prompts, never the benchmark's) under this machine's cost table for the pair's precision
-(``spec_core.precision``; never measured here, a build must not wait) and keeps the t predicted fastest.
+(``spec_core.core.precision``; never measured here, a build must not wait) and keeps the t predicted fastest.
 When either is missing — no table yet, another draft, a head retrained since the rounds were recorded — it
 keeps the t the head shipped with (:data:`SHIPPED_THRESHOLD`) and says why.
 
@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
-from spec_core.assets import ASSETS_DIR, HEADS_DIR, file_sha256
-from spec_core.cost_model import CostProfile
+from spec_core.core.assets import ASSETS_DIR, HEADS_DIR, file_sha256
+from spec_core.core.cost_model import CostProfile
 from spec_core.policies.pacer_rule import PacerParams, replay_length
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 RESULTS_DIR = ASSETS_DIR / "results"
 SHIPPED_THRESHOLD = PacerParams.threshold  # t when nothing can be tuned (chosen on int8 costs, docs/PACER.md)
@@ -63,7 +64,6 @@ class TuningRounds:
 
 def load_rounds(draft_design: str, directory: Path = RESULTS_DIR) -> TuningRounds | None:
     """The shipped rounds for a draft design, or None."""
-    from safetensors.torch import load_file
 
     path = directory / f"{rounds_name(draft_design)}.safetensors"
     card_path = path.with_suffix(".json")
@@ -115,7 +115,7 @@ def machine_threshold(
     pair: ModelPair, params: PacerParams, head_name: str, profile: CostProfile | None
 ) -> tuple[float, str]:
     """(t, why) for ``pacer`` with ``t=auto`` on ``pair``: tuned under the run's cost profile (data handed to the
-    run, spec_core/cost_tables.py) when it can be, else :data:`SHIPPED_THRESHOLD` and the reason. Cached on the
+    run, spec_core/core/cost_tables.py) when it can be, else :data:`SHIPPED_THRESHOLD` and the reason. Cached on the
     pair per head, b, ρ, max, precision and profile."""
 
     def compute() -> tuple[float, str]:

@@ -10,7 +10,7 @@
    first label is an answer token). Block n sees the context features of positions strictly before a_n and
    its own block; position k = 1..B−1 predicts token a + k (the gold token of the target-generated text).
    The draws depend only on ``--seed`` and the step, so every loss sees the same anchors.
-3. Loss: CE_j = −log q_j per block position; weights w_j from :func:`spec_core.rules.position_weights`
+3. Loss: CE_j = −log q_j per block position; weights w_j from :func:`spec_core.core.rules.position_weights`
    computed on q_j = exp(−CE_j) under ``no_grad`` (stop-gradient); loss = Σ w·CE / Σ w over the batch.
    (DFlash normalises its decay this way; the D-PACE authors divide by the batch size instead. One batch-wide
    normaliser keeps D-PACE's relative weighting across positions *and* examples and removes only a global
@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,13 +35,15 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
-from spec_core import rules
-from spec_core.assets import BLOCK_DIR
-from spec_core.cli_args import add_threads
+from spec_core.core import rules
+from spec_core.core.assets import BLOCK_DIR
+from spec_core.core.cli_args import add_threads
+from spec_core.core.rules import BLOCK_LOSSES
 from spec_core.drafters.block.assets import save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
-from spec_core.rules import BLOCK_LOSSES
+from spec_core.model.models import load_target
 from spec_core.train.data import TARGET_LAYERS, load_shards, split_sequences
 from spec_core.train.features import OnlineFeatures
 
@@ -89,7 +92,6 @@ class BlockTrainConfig:
 
 def load_training_target(dtype: torch.dtype):
     """The embedded target (only its embedding and head are used; both stay frozen)."""
-    from spec_core.models import load_target
 
     return load_target("cpu", dtype)[0]
 
@@ -289,8 +291,6 @@ def train(cfg: BlockTrainConfig) -> Path:
         )
         tmp.rename(ckpt_path)
 
-    from tqdm import tqdm
-
     bar = tqdm(total=cfg.steps, initial=step, desc=f"block:{cfg.asset_name}", disable=not cfg.progress)
     window: dict[str, Any] = {
         "w": torch.zeros(cfg.block_size - 1),
@@ -455,6 +455,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(main(sys.argv[1:]))

@@ -30,8 +30,10 @@ prompts and seed depend only on its index, so a resumed run writes what an unbro
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +42,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from spec_core.prompting import chat_ids
+from spec_core.core.cli_args import add_threads, apply_threads
+from spec_core.model.int8 import int8_target
+from spec_core.model.models import load_target
+from spec_core.model.prompting import chat_ids
 from spec_core.train.features import target_features
+from spec_core.train.magpie import magpie_questions
+from spec_core.train.passages import passage_prompts
 from spec_core.train.prompts import SOURCES, training_prompts
 
 TARGET_LAYERS = (1, 8, 14, 20, 27)  # ≈ linspace(1, L − 3, 5) for L = 30 (DFlash's choice of layers)
@@ -105,8 +112,6 @@ def hidden_states(model, sequences: list[list[int]], layers=TARGET_LAYERS):
 @functools.lru_cache(maxsize=8)
 def _static_prompts(source: str, n: int, seed: int) -> tuple[tuple[str, str], ...]:
     if source == "passages":
-        from spec_core.train.passages import passage_prompts
-
         return tuple(passage_prompts(n, seed))
     return tuple(training_prompts(n, seed, source))
 
@@ -129,8 +134,6 @@ def shard_prompts(cfg: DataConfig, i: int, model, tokenizer) -> list[tuple[str, 
     """The (category, prompt) pairs of shard ``i`` (magpie's are sampled from the target now, seeded by ``i``)."""
     source, k, _, seed = shard_plan(cfg, i)
     if source == "magpie":
-        from spec_core.train.magpie import magpie_questions
-
         return [("magpie", q) for q in magpie_questions(model, tokenizer, cfg.shard_size, seed - 1)]
     rounds = -(-num_shards(cfg) // len(cfg.sources))
     per_source = rounds * cfg.sources.count(source) * cfg.shard_size  # prompts this source may need
@@ -256,25 +259,18 @@ def split_sequences(shards: list[dict[str, torch.Tensor]]):
 
 def load_generator(precision: str, device: str = "cpu"):
     """The target (and tokenizer) that writes the data: bfloat16, float32 or weight-only int8
-    (:func:`spec_core.int8.int8_target`, built from the bfloat16 target)."""
-    from spec_core.models import load_target
+    (:func:`spec_core.model.int8.int8_target`, built from the bfloat16 target)."""
 
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r} (one of {PRECISIONS})")
     target, tokenizer = load_target(device, "float32" if precision == "float32" else "bfloat16")
     if precision == "int8":
-        from spec_core.int8 import int8_target
-
         target = int8_target(target)
     return target, tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m spec_core train data``: generate (or resume) the training shards."""
-    import argparse
-    import sys
-
-    from spec_core.cli_args import add_threads, apply_threads
 
     defaults = DataConfig(out_dir=Path("data/train"))
     ap = argparse.ArgumentParser(prog="python -m spec_core train data", description=__doc__.split("\n\n")[0])

@@ -49,18 +49,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from tqdm import tqdm
 
-from spec_core import rules
-from spec_core.assets import HEADS_DIR, save_asset, source_commit
-from spec_core.engine import Generation
-from spec_core.errors import SpecScopeError
+from spec_core.core import rules
+from spec_core.core.assets import HEADS_DIR, save_asset, source_commit
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs, SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.methods import parse_method
+from spec_core.engine.rewards import TASKS, EvalItem, load_items, reward, run_item
 from spec_core.heads.ensemble import EnsembleHead, pair_hidden_sizes
-from spec_core.rewards import TASKS, EvalItem, load_items, reward, run_item
-from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.model.models import load_pair
 from spec_core.verifiers.diversed import DiversedParams, DiversedVerifier
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 TRAIN_HEAD = "__training__"  # the pair.extras key the rollouts find the head under
 
@@ -187,7 +190,6 @@ def rollout(
 def rollout_drafter(policy: str) -> str:
     """The drafter of ``--policy`` (``"default"`` or ``"block:LOSS"``): the head trains on its hidden states, and
     its card says so (``diversed`` refuses any other drafter)."""
-    from spec_core.methods import parse_method
 
     drafter = parse_method(policy).drafter
     if drafter is None:  # a peer (hf-...): transformers' generate, no drafter of ours
@@ -374,7 +376,7 @@ def evaluate_method(
     pair: ModelPair, items: list[EvalItem], method: str, temperature: float | tuple[float, ...] = 0.0
 ) -> dict:
     """Quality (macro mean reward over tasks), acceptance and mean w_t of ``method`` on ``items`` (item n with
-    seed n at the n-th temperature of ``temperature`` in turn, one :func:`spec_core.rewards.run_item` each)."""
+    seed n at the n-th temperature of ``temperature`` in turn, one :func:`spec_core.engine.rewards.run_item` each)."""
     grid = temperature if isinstance(temperature, tuple) else (temperature,)
     records = [run_item(pair, method, item, item_temperature(grid, n), n) for n, item in enumerate(items)]
     rewards: dict[str, list[float]] = {}
@@ -465,7 +467,6 @@ def train(
         )
     if cfg.advantage_norm not in ADVANTAGE_NORMS:
         raise SpecScopeError(f"--advantage-norm must be one of {ADVANTAGE_NORMS}, got {cfg.advantage_norm!r}")
-    from tqdm import tqdm
 
     draft_h, target_h = pair_hidden_sizes(pair)
     head = EnsembleHead(draft_h, target_h, cfg.init_w)
@@ -624,7 +625,6 @@ def main(argv: list[str]) -> int:
     try:
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        from spec_core.models import load_pair
 
         tasks = tuple(t for t in a.tasks.split(",") if t)
         train_items, val_items = split_train_val(tasks, cfg.train_per_task, cfg.val_per_task)

@@ -31,11 +31,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from spec_core.assets import DRAFTS_DIR
-from spec_core.cli_args import add_threads
-from spec_core.drafters.assets import load_draft, save_draft
-from spec_core.drafters.networks import FeatureDraft, build_standalone
-from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
+from spec_core.core.assets import DRAFTS_DIR
+from spec_core.core.cli_args import add_threads
+from spec_core.model.draft_assets import load_draft, save_draft
+from spec_core.model.draft_networks import FeatureDraft, build_standalone
+from spec_core.model.models import load_target
+from spec_core.train.data import TARGET_LAYERS, DataConfig, generate_dataset, read_shards, shard_paths, split_sequences
 from spec_core.train.features import OnlineFeatures
 
 
@@ -210,8 +211,6 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
     if target is None:
-        from spec_core.models import load_target
-
         target, _ = load_target(device, torch.float32)
     target = target.float().eval().requires_grad_(False)
     train_seqs, eval_seqs, layers, stored = [], [], None, list(TARGET_LAYERS)
@@ -349,7 +348,9 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "train_answer_tokens": init_card.get("data", {}).get("train_answer_tokens"),
             "data": init_card.get("data", {}).get("dir"),
         },
-        "heldout": {k: v if v is None else round(v, 4) for k, v in final.items()},  # at the shipped (best held-out) step
+        "heldout": {
+            k: v if v is None else round(v, 4) for k, v in final.items()
+        },  # at the shipped (best held-out) step
         "history": history,
         "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
         + (
@@ -464,9 +465,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.init is not None and not args.init.with_suffix(".json").is_file():
         ap.error(f"--init {args.init}: no draft there (its card {args.init.with_suffix('.json')} is missing)")
     if not any(args.data_dir[0].glob("shard_*.safetensors")):
-        from spec_core.models import load_target
-        from spec_core.train.data import DataConfig, generate_dataset
-
         target, tok = load_target(args.device, "bfloat16")
         generate_dataset(target, tok, DataConfig(out_dir=args.data_dir[0], num_prompts=args.generate_prompts))
     cfg = DraftTrainConfig(**{k: v for k, v in vars(args).items() if k != "generate_prompts"})

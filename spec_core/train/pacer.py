@@ -4,7 +4,7 @@ PACER (*Blockwise Pre-verification for Speculative Decoding with Adaptive Length
 pre-verification layer M_B with a cross-entropy loss on data "built by simulating speculative decoding against
 the target", so that training sees exactly what inference sees. Here:
 
-1. **simulate** — run the engine (:class:`spec_core.engine.Generation`) with a long window (``fixed:8``) on
+1. **simulate** — run the engine (:class:`spec_core.engine.loop.Generation`) with a long window (``fixed:8``) on
    training prompts (:mod:`spec_core.train.prompts`, never the benchmark prompts), greedy and sampled. A
    recording policy keeps, per round, the draft's hidden state at each drafted token, the drafted token id, its
    position in the draft (1..8), the draft's probability of its own token and the label: 1 iff that token *and
@@ -36,13 +36,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from spec_core.assets import HEADS_DIR
-from spec_core.cli_args import add_threads
-from spec_core.engine import Generation
-from spec_core.errors import SpecScopeError
+from spec_core.core.assets import HEADS_DIR
+from spec_core.core.cli_args import add_threads
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs, SamplingConfig
+from spec_core.engine.loop import Generation
 from spec_core.heads.metrics import calibration, roc_auc
 from spec_core.heads.preverifier import (
     BlockPreVerifier,
@@ -52,13 +54,13 @@ from spec_core.heads.preverifier import (
     head_name,
     save_head,
 )
+from spec_core.model.models import load_pair
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.fixed import FixedLength
 from spec_core.train.prompts import training_prompts, written_prompts
-from spec_core.types import RoundInputs, SamplingConfig
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 RUNS_DIR = Path("runs/pacer")
 SAMPLED = SamplingConfig(temperature=0.7, top_p=0.9, seed=0)  # the sampled rounds (as the draft's own data)
@@ -576,8 +578,6 @@ def data_summary(data: dict[str, torch.Tensor], paths: list[Path], sim: SimConfi
 
 
 def load_meta(path: Path) -> dict:
-    from safetensors import safe_open
-
     with safe_open(str(path), "pt") as f:
         return f.metadata() or {}
 
@@ -712,7 +712,6 @@ def main(argv: list[str] | None = None) -> int:
     if not blocks or min(blocks) < 1 or args.eval_block < 1 or args.seq_len < max(blocks):
         raise SpecScopeError("train pacer: block sizes and --eval-block must be >= 1, --seq-len >= the largest block")
     torch.set_num_threads(args.threads)
-    from spec_core.models import load_pair
 
     pair = load_pair("embedded", draft=args.draft)
     if pair.draft_design != args.draft:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spec_core.types import PartSpec
+from spec_core.core.types import PartSpec
 from spec_core.verifiers.base import Verdict, Verifier
 from spec_core.verifiers.diversed import DiversedVerifier
 from spec_core.verifiers.lenient import LenientVerifier
@@ -16,7 +16,7 @@ from spec_core.verifiers.lossless import LosslessVerifier
 from spec_core.verifiers.static import StaticVerifier
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 __all__ = ["VERIFIERS", "Verdict", "Verifier", "make_verifier", "parse_verifier"]
 

@@ -1,6 +1,6 @@
 """The verifier protocol: which drafted tokens to accept (docs/ALGORITHMS.md §2).
 
-A verifier reads one round's :class:`~spec_core.types.RoundInputs` (draft tokens, the draft's distributions
+A verifier reads one round's :class:`~spec_core.core.types.RoundInputs` (draft tokens, the draft's distributions
 and hidden states, the target's logits and, when it declares ``needs_target_hidden``, the target's last hidden
 states) and returns a :class:`Verdict`: how many leading drafts to keep and the token that follows them.
 
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import torch
 
-from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.core.types import RoundInputs, SamplingConfig
 
 
 @dataclass(frozen=True)

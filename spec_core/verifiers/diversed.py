@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.heads.ensemble import DEFAULT_HEAD, EnsembleHead, ShippedHead, head_drafter, head_for, load_head
-from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, EnsembleVerifier, parse_options
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 def _drafter_words(drafter: str) -> str:

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core import rules
-from spec_core.errors import SpecScopeError
-from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.core import rules
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, parse_options, parse_unit
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core import rules
-from spec_core.errors import SpecScopeError
-from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.core import rules
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 T0_MODES = ("argmax", "onehot")
 DEFAULT_T0 = "argmax"

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from spec_core import rules
-from spec_core.types import RoundInputs, SamplingConfig
+from spec_core.core import rules
+from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 
 

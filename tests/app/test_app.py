@@ -16,8 +16,8 @@ import pytest
 from conftest_app import tiny_loader
 
 import app
-from spec_core import live, requests
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
+from spec_core.serve import live, requests
 from ui import analyzer, shared
 from ui.live import N_LANES
 from visuals.menus import live_method_choices
@@ -116,7 +116,7 @@ def test_view_updates_fill_slots_from_the_registry():
 def test_replay_outputs_route_a_record_to_the_analyzer_slots():
     from test_visuals import AR, LANE
 
-    from spec_core.analysis.records import PromptRecord
+    from spec_core.serve.records import PromptRecord
 
     records = {"p1": PromptRecord("p1", "Why is the sky blue?", "qa", 0.0, {"ar": tuple(AR), "fixed:4": tuple(LANE)})}
     out = analyzer.replay_outputs(records, "p1")
@@ -184,8 +184,8 @@ def test_client_bad_arguments(client, args, message):
 
 @pytest.mark.embedded
 def test_embedded_pair_end_to_end():
-    from spec_core.errors import SpecScopeError
-    from spec_core.models import embedded_target_dir
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model.models import embedded_target_dir
 
     try:
         embedded_target_dir()
@@ -272,3 +272,36 @@ def test_the_analyzer_has_an_intro_and_worded_headers_before_a_run():
     for elem in ("an-summary", "an-table", "an-leaderboard"):
         headers = by_elem[elem].value["headers"]
         assert headers and not any(h.isdigit() or "_" in h for h in map(str, headers)), (elem, headers)
+
+
+SEED_TITLES = ("Draft length and accepted length", "PACER: threshold per block", "Ensemble weight w_t", "Training lens")
+
+
+@pytest.mark.embedded
+def test_the_default_generate_fills_the_four_seed_views():
+    """Issue 45: the default Generate, as the Live handler runs it (frames, then the replayed fixed window, then the
+    figures), on the real pair: the four seed views are shown with this run's data, each beside a fixed:2 trace,
+    each caption opening with what to look for."""
+    from spec_core.model.models import embedded_target_dir
+    from ui.live_baseline import with_baseline
+
+    try:
+        embedded_target_dir()
+    except SpecScopeError as err:
+        pytest.skip(f"the embedded pair is not installed: {err}")
+    request = requests.parse_live_request(
+        app.EXAMPLES[0][0], list(app.DEFAULT_METHODS), 0.0, 1.0, 0, 48, "embedded", "bfloat16", ["embedded"]
+    )
+    frame = with_baseline(list(live.live_frames(app.get_pair, request, 0.0, 0.0))[-1], app.get_pair, request)
+    assert frame.baseline is not None and frame.baseline.policy == "fixed:2", frame.status
+    assert "fixed:2 baseline is replayed" in frame.status
+    out = shared.figure_updates(frame, first=False)
+    shown = {out[i + 1]: out[i + 2] for i in range(0, len(out), 3) if out[i]["visible"]}
+    for title in SEED_TITLES:
+        caption, fig = next(((c, f) for c, f in shown.items() if title in c), (None, None))
+        assert fig is not None, (title, list(shown))
+        names = [t.name or "" for t in fig.data]
+        assert any(n.startswith("fixed:2") for n in names), (title, names)
+        assert any(t.x is not None and len(t.x) for t in fig.data if not (t.name or "").startswith("fixed:2")), title
+        assert caption.split("— ", 1)[1].startswith("Look for"), caption
+    assert frame.speeds["hybrid"].measured is not None  # the payoff: hybrid's speedup against ar

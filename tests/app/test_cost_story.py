@@ -16,8 +16,8 @@ import pytest
 from conftest_app import tiny_loader
 
 import app
-from spec_core import live, requests
-from spec_core.cost_model import SOURCES
+from spec_core.core.cost_model import SOURCES
+from spec_core.serve import live, requests
 from ui import playground_record, shared
 from ui.live import N_LANES
 from visuals import pacer_heads
@@ -124,8 +124,8 @@ def test_a_live_runs_page_quotes_fixed4_once_per_view_agreeing_or_saying_why(tin
 def test_the_embedded_pairs_page_tells_one_cost_story():
     """The real pair, the default prompt, ``pacer``, ``fixed:4`` and ``ar``: what PACER's comparison and the
     Playground say of fixed:4 beside the Live lane's measurement (printed: ``pytest -s`` shows the sentences)."""
-    from spec_core.errors import SpecScopeError
-    from spec_core.models import embedded_target_dir
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model.models import embedded_target_dir
 
     try:
         embedded_target_dir()

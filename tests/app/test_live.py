@@ -13,12 +13,12 @@ import pytest
 from conftest_app import MIXED, tiny_loader, tiny_pair
 from scripted import scripted_round
 
-from spec_core import lane_speed as speed
-from spec_core import live, requests
-from spec_core.cost_model import profile_from_events
-from spec_core.engine import Generation
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig, Stats
+from spec_core.core import lane_speed as speed
+from spec_core.core.cost_model import profile_from_events
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig, Stats
+from spec_core.engine.loop import Generation
+from spec_core.serve import live, requests
 
 PROMPT = "Why is the sky blue?"
 PAIRS = ["embedded"]
@@ -259,7 +259,7 @@ def test_a_replay_marks_where_a_lane_parts_from_ar_without_asking_the_target():
 
     from test_visuals import ev
 
-    from spec_core.live import LiveFrame
+    from spec_core.serve.live import LiveFrame
 
     ar = [dataclasses.replace(ev(i, [], 0, method="ar"), emitted=(10 + i,)) for i in range(4)]
     same = [dataclasses.replace(ev(0, ["a"], 1, method="fixed:2"), emitted=(10, 11)), *ar[2:]]
@@ -272,8 +272,8 @@ def test_a_replay_marks_where_a_lane_parts_from_ar_without_asking_the_target():
 
 def test_the_status_names_the_cost_table_that_priced_the_run(frames):
     """The run's status says which table priced it (here the one the suite pins), and every lane's first round
-    records that table's profile: a request never times the machine (spec_core/cost_tables.py)."""
-    from spec_core import cost_tables
+    records that table's profile: a request never times the machine (spec_core/core/cost_tables.py)."""
+    from spec_core.core import cost_tables
 
     table = cost_tables.table_for("cpu")
     generating = next(f.status for f in frames if f.status.startswith("Generating on"))

@@ -1,4 +1,4 @@
-"""A Live run taken away (spec_core/analysis/live_export.py, ui/live_export.py): the token table built from
+"""A Live run taken away (spec_core/serve/live_export.py, ui/live_export.py): the token table built from
 scripted rounds, and a real Live run on the tiny pair whose files download, whose CSV names each rejection's cause
 beside both models' top-5, and whose events file the Analyzer tab loads back."""
 
@@ -13,11 +13,11 @@ from conftest_app import MIXED, tiny_loader
 from test_visuals import AR, ev
 
 import app
-from spec_core import live, requests
-from spec_core.analysis import live_export as lx
-from spec_core.analysis import records as rec
-from spec_core.analysis.rejections import CAUSES
-from spec_core.types import Rejection
+from spec_core.core.types import Rejection
+from spec_core.serve import live, requests
+from spec_core.serve import live_export as lx
+from spec_core.serve import records as rec
+from spec_core.serve.rejections import CAUSES
 from ui import analyzer
 from ui.live_export import export_outputs
 from visuals.rejections import why_rejected_figure

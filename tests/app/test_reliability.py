@@ -23,11 +23,13 @@ import pytest
 import torch
 from conftest_app import tiny_loader, tiny_pair
 
-from spec_core import guards, live, models, requests
 from spec_core.analysis import loadtest
-from spec_core.engine import Generation
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
+from spec_core.core import guards
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model import models
+from spec_core.serve import live, requests
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Why is the sky blue?"
@@ -54,7 +56,7 @@ NOT_JSON = [  # values JSON cannot carry: handler only
     ((PROMPT, "fixed:4", 8, float("nan"), 0), "temperature must be a number"),
     ((PROMPT, "fixed:4", 8, float("inf"), 0), "temperature must be a number"),
 ]
-NEEDS_WIRING = [  # text checks of spec_core.guards that requests.parse_prompt applies
+NEEDS_WIRING = [  # text checks of spec_core.core.guards that requests.parse_prompt applies
     pytest.param(("a\udcffb", "fixed:4", 8, 0.0, 0), "not valid UTF-8", id="unpaired-surrogate"),
     pytest.param(("x" * (guards.MAX_PROMPT_CHARS + 1), "fixed:4", 8, 0.0, 0), "characters long", id="oversized"),
 ]
@@ -178,8 +180,8 @@ def test_text_and_upload_guards(tmp_path):
     [(b"\xff{}", "not UTF-8 text"), (b'{"prompt": "a"}\n{nope\n', "not JSON"), (b"[1, 2]\n", "JSON object")],
 )
 def test_malformed_uploads_are_clear_errors(tmp_path, content, message):
-    from spec_core.analysis.bench import load_prompts
-    from spec_core.session import read_events_jsonl
+    from spec_core.engine.session import read_events_jsonl
+    from spec_core.serve.prompts import load_prompts
 
     path = tmp_path / "up.jsonl"
     path.write_bytes(content)
@@ -386,7 +388,7 @@ def test_missing_embedded_target_explains_the_command(tmp_path, monkeypatch):
 
 @pytest.mark.embedded
 def test_broken_draft_weights_explain_the_command(tmp_path, monkeypatch):
-    from spec_core import assets
+    from spec_core.core import assets
 
     try:
         models.embedded_target_dir()

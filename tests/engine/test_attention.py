@@ -1,11 +1,11 @@
-"""Grouped-query attention for a few queries without copying the cache (spec_core/attention.py)."""
+"""Grouped-query attention for a few queries without copying the cache (spec_core/model/attention.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from spec_core import attention
-from spec_core.cached_lm import CachedLM, attention_mask
+from spec_core.model import attention
+from spec_core.model.cached_lm import CachedLM, attention_mask
 from tests.conftest import tiny_llama
 
 
@@ -54,7 +54,7 @@ def test_one_query_and_other_attentions_are_left_to_transformers():
 
 
 def test_the_embedded_target_loads_batch_invariant(embedded_f32):
-    """Its passes run spec_core/invariance.py's attention (the folded groups, a row at a time; a prefill folded)."""
-    from spec_core import invariance
+    """Its passes run spec_core/model/invariance.py's attention (the folded groups, a row at a time; a prefill folded)."""
+    from spec_core.model import invariance
 
     assert embedded_f32.target.config._attn_implementation == invariance.NAME

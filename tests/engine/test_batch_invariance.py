@@ -1,4 +1,4 @@
-"""Batch-invariant target passes (spec_core/invariance.py): a row's logits are the same bits whatever the pass.
+"""Batch-invariant target passes (spec_core/model/invariance.py): a row's logits are the same bits whatever the pass.
 
 The embedded target, after a short cached context, gives each token the logits of a one-token step whether it runs
 alone, in a chain of 2…8 or 33 tokens, or as a node of a token tree (compared with ``torch.equal``), at bfloat16, int8
@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spec_core.cached_lm import CachedLM, attention_mask
-from spec_core.engine import generate
-from spec_core.models import load_pair
+from spec_core.engine.loop import generate
+from spec_core.model.cached_lm import CachedLM, attention_mask
+from spec_core.model.models import load_pair
 
 pytestmark = pytest.mark.embedded
 PRECISIONS = ["bfloat16", "int8", "float32"]
@@ -25,7 +25,7 @@ SIDE = [100, 200]  # b1, b2
 # a prompt of prompts/specscope.jsonl (qa-1) where fixed:4 wrote other text than ar without the fix: at bf16 from
 # the 2nd new token, at int8 from the 9th (a k-token pass and a one-token step broke a near-tie apart)
 DIVERGED = "Why is the sky blue?"
-WIDE = 33  # bf16 GEMMs switch kernels above 32 rows, float32 ones above 15 (spec_core/invariance.py chunks them)
+WIDE = 33  # bf16 GEMMs switch kernels above 32 rows, float32 ones above 15 (spec_core/model/invariance.py chunks them)
 
 
 @pytest.fixture(scope="module", params=PRECISIONS)

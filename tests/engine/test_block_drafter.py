@@ -11,13 +11,13 @@ import torch
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from spec_core import engine
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.rules import BLOCK_LOSSES
 from spec_core.drafters.block.assets import load_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.drafters.block.runtime import BlockDrafter, make_block_drafter
-from spec_core.errors import SpecScopeError
-from spec_core.models import ModelPair
-from spec_core.rules import BLOCK_LOSSES
+from spec_core.engine import loop as engine
+from spec_core.model.models import ModelPair
 
 VOCAB, LAYERS = 64, (1, 2, 3)
 
@@ -123,8 +123,8 @@ def test_runtime_cache_matches_the_training_forward() -> None:
     ids = torch.randint(3, VOCAB, (20,))
     out = pair.target(ids[None], output_hidden_states=True)
     layer_hidden = torch.stack([out.hidden_states[i][0] for i in LAYERS], dim=1)  # [T, L, H]
-    from spec_core.cached_lm import LMOutput
-    from spec_core.types import SamplingConfig
+    from spec_core.core.types import SamplingConfig
+    from spec_core.model.cached_lm import LMOutput
 
     drafter = BlockDrafter(model)
     drafter.reset(ids[:8].tolist(), LMOutput(out.logits[0, :7], out.hidden_states[-1][0, :7], layer_hidden[:7]))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from spec_core.analysis.calibration import record_rounds, summarize_cell
-from spec_core.engine import Generation
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
 from spec_core.heads.metrics import prefix_confidence
-from spec_core.types import SamplingConfig
 
 PROMPT = "The quick brown fox"
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import make_tiny_pair
 
 from spec_core.analysis.costs import acceptance_needed, expected_tau, measure_costs, window_speedup
-from spec_core.drafters.networks import FeatureDraft
+from spec_core.model.draft_networks import FeatureDraft
 
 
 def test_costs_time_the_target_and_every_draft_design():

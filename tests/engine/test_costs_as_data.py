@@ -1,4 +1,4 @@
-"""Costs are data (spec_core/cost_tables.py): a run's choices follow the profile it is handed, never a clock.
+"""Costs are data (spec_core/core/cost_tables.py): a run's choices follow the profile it is handed, never a clock.
 
 The same pair, precision, profile, sampling settings and seed give the same rounds however slow the machine is;
 the profile is recorded in the run's first event, its JSON-lines export and the bench's CSV; nothing on a
@@ -13,13 +13,14 @@ import json
 import pytest
 from conftest import make_tiny_pair
 
-from spec_core import cost_tables, pass_timing, precision
 from spec_core.analysis import machine
 from spec_core.analysis.bench import run_bench
-from spec_core.cost_model import CostProfile
-from spec_core.engine import Generation
-from spec_core.session import event_from_record, event_record
-from spec_core.types import SamplingConfig
+from spec_core.core import cost_tables, precision
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.session import event_from_record, event_record
+from spec_core.model import pass_timing
 
 FLAT = CostProfile(widths=(1, 8, 16), target_ms=(20.0, 21.0, 22.0), draft_ms=1.0, name="flat")  # wide passes free
 STEEP = CostProfile(widths=(1, 2, 8), target_ms=(20.0, 40.0, 160.0), draft_ms=15.0, name="steep")  # dear passes
@@ -154,8 +155,8 @@ def test_a_fresh_machine_generates_at_once_and_says_which_table(embedded_f32, tm
     import subprocess
     import sys
 
-    from spec_core.assets import cache_dir
-    from spec_core.models import EMBEDDED_NAME
+    from spec_core.core.assets import cache_dir
+    from spec_core.model.models import EMBEDDED_NAME
 
     converted = cache_dir() / EMBEDDED_NAME
     assert converted.exists()  # embedded_f32 converted it

@@ -13,12 +13,10 @@ import torch
 from conftest import make_tiny_pair
 
 from spec_core.analysis import pareto
-from spec_core.assets import HEADS_DIR, file_sha256, load_asset, save_asset
-from spec_core.engine import generate
-from spec_core.errors import SpecScopeError
-from spec_core.heads import ensemble
-from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head, pair_hidden_sizes
-from spec_core.rewards import (
+from spec_core.core.assets import HEADS_DIR, file_sha256, load_asset, save_asset
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.loop import generate
+from spec_core.engine.rewards import (
     TASKS,
     arithmetic_reward,
     extraction_reward,
@@ -28,6 +26,9 @@ from spec_core.rewards import (
     rouge2,
     round_numbers,
 )
+from spec_core.heads import ensemble
+from spec_core.heads.ensemble import EnsembleHead, head_from_tensors, load_head, pair_hidden_sizes
+from spec_core.serve import sweeps
 from spec_core.train.diversed import TrainConfig, loss_terms, rollout, train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +79,7 @@ def test_head_asset_roundtrip_and_draft_check(tmp_path, monkeypatch):
 
 
 def tiny_items(n: int = 6):
-    from spec_core.rewards import EvalItem
+    from spec_core.engine.rewards import EvalItem
 
     return [EvalItem(f"t{i}", "extraction", "train", f"tiny prompt {i}", "ab", 10) for i in range(n)]
 
@@ -398,9 +399,9 @@ def test_eval_suite_splits_and_references():
 
 def test_interpolate_frontier():
     static = pd.DataFrame({"acceptance_rate": [0.2, 0.6, 1.0], "quality": [0.4, 0.3, 0.0]})
-    assert pareto.interpolate_frontier(static, 0.4) == pytest.approx(0.35)
-    assert pareto.interpolate_frontier(static, 0.8) == pytest.approx(0.15)
-    assert math.isnan(pareto.interpolate_frontier(static, 0.1))
+    assert sweeps.interpolate_frontier(static, 0.4) == pytest.approx(0.35)
+    assert sweeps.interpolate_frontier(static, 0.8) == pytest.approx(0.15)
+    assert math.isnan(sweeps.interpolate_frontier(static, 0.1))
 
 
 def test_task_mix_envelope_picks_a_weight_per_task(tmp_path):
@@ -467,7 +468,7 @@ def test_pareto_workers_give_the_table_of_one_process(tmp_path):
     always runs with seed + n, whichever worker takes it."""
     import functools
 
-    from spec_core.rewards import EvalItem
+    from spec_core.engine.rewards import EvalItem
 
     items = [
         EvalItem(f"x{n}", task, "eval", f"tiny prompt {n}", "1" if task == "arithmetic" else "b", 12)
@@ -494,7 +495,7 @@ def test_default_configs_cover_the_sweep():
     assert kinds.count("static") == 11 and kinds.count("lenient") == 3 and kinds[0] == "lossless"
     assert configs[-1].verifier == "diversed:head=diversed"
     assert pareto.default_configs("onehot", None)[1].verifier == "lenient:0.3,t0=onehot"
-    from spec_core.methods import parse_method
+    from spec_core.engine.methods import parse_method
 
     for c in pareto.default_configs("onehot", "diversed"):
         parse_method(c.full("fixed:4"))
@@ -549,7 +550,7 @@ def test_with_frontier_and_interleave():
             "quality": [0.4, 0.4, 0.0, 0.42],
         }
     )
-    out = pareto.with_frontier(df)
+    out = sweeps.with_frontier(df)
     row = out[out["method"] == "diversed"].iloc[0]
     assert row["frontier_quality"] == pytest.approx(0.35) and row["above_frontier"] == pytest.approx(0.07)
     assert row["acceptance_vs_lossless"] == pytest.approx(1.5)
@@ -560,7 +561,7 @@ def test_with_frontier_and_interleave():
 def test_shipped_sweeps_load_into_the_analyzer_panel(tmp_path):
     """The analyzer's Pareto panel: every shipped sweep reads, with the frontier and a sentence; bad CSVs are
     clear errors."""
-    from spec_core.analysis.pareto import read_sweep, shipped_sweeps
+    from spec_core.serve.sweeps import read_sweep, shipped_sweeps
     from visuals.diversed import sweep_view
 
     sweeps = shipped_sweeps()
@@ -596,7 +597,7 @@ def test_shipped_sweeps_load_into_the_analyzer_panel(tmp_path):
 def test_the_pareto_panel_names_each_head():
     """With two DIVERSED rows (the greedy head and the sampled one) each point is labelled by its head and the
     sentence describes the shipped greedy head first, then the other."""
-    from spec_core.analysis.pareto import read_sweep
+    from spec_core.serve.sweeps import read_sweep
     from visuals.diversed import pareto_figure, point_label, sweep_summary
 
     df = read_sweep(ROOT / "assets" / "results" / "pareto_t0.csv")

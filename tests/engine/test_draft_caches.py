@@ -13,9 +13,9 @@ from conftest import make_tiny_pair
 from test_block_drafter import tiny_pair as tiny_block_pair
 from transformers import DynamicCache
 
-from spec_core.cached_lm import CachedLM
-from spec_core.engine import Generation
-from spec_core.types import SamplingConfig
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model.cached_lm import CachedLM
 
 PROMPT = "speculative decoding"
 

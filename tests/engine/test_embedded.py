@@ -8,7 +8,7 @@ import torch
 
 from spec_core.__main__ import main
 from spec_core.analysis.peers import run_peer
-from spec_core.engine import generate
+from spec_core.engine.loop import generate
 
 pytestmark = pytest.mark.embedded
 PROMPTS = ["Write a Python function that adds two numbers.", "What is the capital of Italy?"]
@@ -24,9 +24,9 @@ def test_float32_greedy_identity(embedded_f32, prompt):
 
 
 def test_bfloat16_greedy_identity():
-    """In bf16 too: the target's passes are batch-invariant (spec_core/invariance.py), so a k-token verify pass
+    """In bf16 too: the target's passes are batch-invariant (spec_core/model/invariance.py), so a k-token verify pass
     and a one-token step break near-ties alike (tests/engine/test_batch_invariance.py checks the bits)."""
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
 
     pair = load_pair("embedded", device="cpu", dtype="bfloat16")
     ar = generate(pair, PROMPTS[0], "ar", max_new_tokens=32)
@@ -104,8 +104,8 @@ def test_cli_bad_prompt_file(tmp_path, capsys):
 
 
 def test_unreachable_model_id_is_a_clear_error():
-    from spec_core.errors import SpecScopeError
-    from spec_core.models import load_pair
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model.models import load_pair
 
     with pytest.raises(SpecScopeError, match="cannot load"):
         load_pair("no-such-org/no-such-model,no-such-org/draft", device="cpu", cached=False, operator=True)
@@ -114,8 +114,8 @@ def test_unreachable_model_id_is_a_clear_error():
 def test_pair_with_different_tokenizers_is_refused(tmp_path):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from spec_core.errors import SpecScopeError
-    from spec_core.models import embedded_target_dir, load_pair
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model.models import embedded_target_dir, load_pair
 
     tok = AutoTokenizer.from_pretrained(embedded_target_dir())
     cfg = LlamaConfig(

@@ -7,10 +7,10 @@ import torch
 from conftest import make_tiny_pair
 
 from spec_core.analysis.peers import run_peer
-from spec_core.cached_lm import CachedLM
-from spec_core.engine import Generation, generate, stream
-from spec_core.errors import SpecScopeError
-from spec_core.types import SamplingConfig
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation, generate, stream
+from spec_core.model.cached_lm import CachedLM
 
 PROMPT = "speculative decoding"
 LOSSLESS_METHODS = ["fixed:1", "fixed:3", "fixed:8", "heuristic", "confidence:0.3", "fixed:2+lossless"]

@@ -9,15 +9,15 @@ import torch
 from conftest import make_tiny_pair
 from test_lossless_sampling import DRAWS, TV_LIMIT, empirical_first_two, exact_first_two
 
-from spec_core import rules
-from spec_core.cost_model import CostProfile, accelerator_profile
+from spec_core.core import rules
+from spec_core.core.cost_model import CostProfile, accelerator_profile
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.lookup import KeepEstimates, LookupParams, NgramIndex
-from spec_core.engine import Generation, generate
-from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method
+from spec_core.engine.loop import Generation, generate
+from spec_core.engine.methods import parse_method
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.cost import CostLength
-from spec_core.types import SamplingConfig
 
 # -- the index ------------------------------------------------------------------------------------------------
 
@@ -145,10 +145,10 @@ def _fixed_costs(pair, monkeypatch, share: float | None = 0.0):
     has: which source wins a round is the cost model's choice, so the tests hand the runs fixed costs as data.
     ``share``: the network's work per position over the target's, which prices its start (0: free; None: the tiny
     pair's own, 0.61, a draft half the size of its target)."""
-    from spec_core import engine
     from spec_core.analysis.heads import read_table
-    from spec_core.assets import ASSETS_DIR
+    from spec_core.core.assets import ASSETS_DIR
     from spec_core.drafters import lookup
+    from spec_core.engine import loop as engine
 
     profile = read_table(ASSETS_DIR / "results" / "costs" / "xeon-amx-1thread.json", "int8")
     monkeypatch.setattr(engine, "run_costs", lambda p: (profile, None))  # undone after the test
@@ -207,9 +207,9 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
     text: its late start and its following of copied rounds leave its features those of the text. (The rule that
     keeps the network from starting near the text's end is set aside: this 48-token text is short enough for it to
     keep the network out altogether on some machines' costs, and the states are what is checked here.)"""
-    from spec_core.cached_lm import CachedLM
     from spec_core.drafters import lookup
     from spec_core.drafters.feature import FeatureDrafter
+    from spec_core.model.cached_lm import CachedLM
 
     monkeypatch.setattr(lookup.HybridDrafter, "before_round", lambda self, remaining: None)
     _flat_costs(monkeypatch)  # when the network starts is the costs' call: fixed data, not timed
@@ -243,7 +243,7 @@ def test_the_hybrid_network_starts_late_with_the_states_of_the_whole_text(embedd
 def _flat_costs(monkeypatch) -> None:
     """Price the runs with the AVX-512 reference table, where a wide pass costs about one step (the network
     starts early): the states are what these tests check, so the costs are fixed data, not this machine's."""
-    from spec_core import cost_tables
+    from spec_core.core import cost_tables
 
     monkeypatch.setenv(cost_tables.COSTS_ENV, str(cost_tables.SHIPPED_DIR / "epyc-avx512-1thread.json"))
 

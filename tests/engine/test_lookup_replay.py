@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import make_tiny_pair
 
-from spec_core.cost_model import CostProfile
-from spec_core.engine import generate
-from spec_core.lookup_replay import copies, copy_replays, replay_cost, replay_window
+from spec_core.core.cost_model import CostProfile
+from spec_core.engine.lookup_replay import copies, copy_replays, replay_cost, replay_window
+from spec_core.engine.loop import generate
 
 CPU_LIKE = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(50, 54, 60, 86, 129), draft_ms=3.0)
 
@@ -66,7 +66,7 @@ def test_the_oracle_is_never_beaten_and_the_cost_policy_beats_long_fixed_copies(
 def test_the_playground_view_draws_every_length_and_says_it_in_numbers():
     import numpy as np
 
-    from spec_core.replay import TextRecord
+    from spec_core.engine.replay import TextRecord
     from visuals.lookup import copy_view
 
     prompt = list(range(30)) * 2

@@ -11,9 +11,9 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core import rules
-from spec_core.engine import Generation
-from spec_core.types import SamplingConfig
+from spec_core.core import rules
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
 
 VOCAB, DRAWS, TEMPERATURE = 6, 4000, 1.0
 PROMPT = "lossless"

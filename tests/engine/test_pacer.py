@@ -10,15 +10,15 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core import rules
-from spec_core.engine import Generation, generate
-from spec_core.errors import SpecScopeError
+from spec_core.core import rules
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundEvent, SamplingConfig
+from spec_core.engine.loop import Generation, generate
+from spec_core.engine.methods import parse_method
 from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig, find_head, load_head
-from spec_core.methods import parse_method
 from spec_core.policies import make_policy
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer import HEAD_KEY, PacerLength, PacerParams, parse_params, replay_length
-from spec_core.types import RoundEvent, SamplingConfig
 
 
 class ScriptedHead:
@@ -295,7 +295,7 @@ def test_pacer_sampling_matches_the_target_distribution():
 @pytest.mark.embedded
 @pytest.mark.parametrize("draft", ["feature", "standalone"])
 def test_shipped_head_loads_matches_its_card_and_stays_lossless(draft):
-    from spec_core.models import embedded_target_dir, load_pair
+    from spec_core.model.models import embedded_target_dir, load_pair
 
     try:
         embedded_target_dir()
@@ -401,7 +401,7 @@ def test_view_figures_are_built_from_policy_traces():
 
 def test_policy_replay_and_oracle_on_recorded_rounds():
     from spec_core.analysis.policies import RecordedRounds, policy_table, replay
-    from spec_core.cost_model import CostProfile
+    from spec_core.core.cost_model import CostProfile
 
     # three rounds drafted to 4: kept 0, 2 and 4 drafts; PACER's head predicts per token
     rounds = RecordedRounds(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from spec_core.cost_model import CostProfile
+from spec_core.core.cost_model import CostProfile
 from spec_core.policies import pacer_tuning as tuning
 from spec_core.policies.pacer import PacerParams
 
@@ -68,7 +68,7 @@ def test_the_shipped_rounds_match_the_shipped_heads_and_draft():
     ``python -m spec_core.analysis.pacer_rounds SHARDS``), with the draft that ships."""
     import json
 
-    from spec_core.assets import DRAFTS_DIR, HEADS_DIR, file_sha256
+    from spec_core.core.assets import DRAFTS_DIR, HEADS_DIR, file_sha256
 
     rounds = tuning.load_rounds("feature")
     assert rounds is not None and len(rounds.gamma) > 1000

@@ -11,7 +11,14 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core.analysis.playground import (
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.loop import generate
+from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
+from spec_core.model.draft_networks import FeatureDraft
+from spec_core.model.models import ModelPair
+from spec_core.policies.pacer import HEAD_KEY, PacerParams
+from spec_core.serve.playground import (
     ORACLE,
     TextRecord,
     best_fixed,
@@ -21,13 +28,6 @@ from spec_core.analysis.playground import (
     replay_policy,
     standard_policies,
 )
-from spec_core.cost_model import CostProfile
-from spec_core.drafters.networks import FeatureDraft
-from spec_core.engine import generate
-from spec_core.errors import SpecScopeError
-from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig
-from spec_core.models import ModelPair
-from spec_core.policies.pacer import HEAD_KEY, PacerParams
 
 COSTS = CostProfile(widths=(1, 4, 8, 16), target_ms=(10.0, 11.0, 12.5, 16.0), draft_ms=1.0, engine_ms=0.5, head_ms=0.1)
 PROMPTS = ("hello world prompt", "another one here", "abc def ghi")
@@ -154,7 +154,7 @@ def test_bad_policies_fail_clearly(records):
 
 
 def test_record_round_trips_through_json(records, tmp_path):
-    from spec_core.analysis.playground import load_record, save_record
+    from spec_core.serve.playground import load_record, save_record
 
     record = records[2][2]
     save_record(record, tmp_path / "r.json")
@@ -227,8 +227,9 @@ def test_no_policy_is_predicted_above_the_oracle_even_where_verifying_is_dear(re
 def test_a_record_without_costs_replays_under_this_machines_cached_table(monkeypatch, tmp_path):
     """A record that carries no costs is priced by this machine's cached table for its precision when one
     exists (never measured by the view), else by the labelled reference table."""
-    from spec_core import precision, replay
-    from spec_core.cost_model import CostProfile
+    from spec_core.core import precision
+    from spec_core.core.cost_model import CostProfile
+    from spec_core.engine import replay
 
     monkeypatch.setenv("SPECSCOPE_CACHE", str(tmp_path))
     assert replay.default_costs("int8") is replay.DEFAULT_COSTS  # nothing measured here
@@ -259,8 +260,8 @@ def test_a_replay_prices_each_round_and_quotes_its_spread(records):
 def test_the_playground_sets_a_live_lanes_measured_speedup_beside_its_replay(records, tmp_path):
     """A record made from a Live run carries that run's measured speedups; the Playground's text quotes each beside
     its replay of the same method, agreeing within the spreads or with the reason, and the speed figure marks it."""
-    from spec_core.analysis.playground import live_quotes, load_record, save_record
-    from spec_core.lane_speed import lane_quote
+    from spec_core.core.lane_speed import lane_quote
+    from spec_core.serve.playground import live_quotes, load_record, save_record
     from visuals.playground import playground_view
 
     pair, prompt, record = records[0]

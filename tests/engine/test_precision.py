@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from spec_core import cost_tables, precision
 from spec_core.analysis import machine
-from spec_core.cost_model import CostProfile
-from spec_core.errors import SpecScopeError
-from spec_core.int8 import Int8Linear, int8_target
-from spec_core.methods import parse_method, split_precision
+from spec_core.core import cost_tables, precision
+from spec_core.core.cost_model import CostProfile
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.methods import parse_method, split_precision
+from spec_core.model.int8 import Int8Linear, int8_target
 
 
 def test_int8_linear_is_the_float_product_within_rounding():
@@ -91,7 +91,7 @@ def test_the_machine_table_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert cost_tables.auto_precision(torch.device("cpu")) == precision.choose(dict(shipped.profiles))
     monkeypatch.setattr(machine, "measure_profile", fake_measure)
     monkeypatch.setattr(machine, "cpu_times", lambda: None)  # a quiet machine (the busy guard is tested below)
-    monkeypatch.setattr("spec_core.models.load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
+    monkeypatch.setattr(machine, "load_pair", lambda name, device=None, dtype=None, **kw: FakePair(dtype))
     monkeypatch.setattr(machine, "_MEASURED_HERE", {})
     first = machine.machine_costs()
     assert sorted(calls) == sorted(precision.CPU_PRECISIONS)
@@ -128,7 +128,7 @@ def test_a_table_timed_on_a_busy_machine_is_kept_as_provisional(tmp_path, monkey
     monkeypatch.setattr(machine, "cpu_times", fake_times)
     monkeypatch.setattr(machine.time, "process_time", lambda: 0.0)  # our own work: none, for the arithmetic
     monkeypatch.setattr(machine, "measure_profile", lambda pair, repeats=6: _profile((40, 45, 55, 80, 130), 0.5))
-    monkeypatch.setattr("spec_core.models.load_pair", lambda name, device=None, dtype=None, **kw: object())
+    monkeypatch.setattr(machine, "load_pair", lambda name, device=None, dtype=None, **kw: object())
     monkeypatch.setattr(machine.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(machine.torch, "get_num_threads", lambda: 1)
     others_s = (10, 8)  # 1.8 cores of others' work beside our one thread on two cores: busy
@@ -145,8 +145,8 @@ def test_a_table_timed_on_a_busy_machine_is_kept_as_provisional(tmp_path, monkey
 
 @pytest.mark.slow
 def test_int8_pair_runs_lossless_methods_against_its_own_ar(one_thread):
-    from spec_core.engine import generate
-    from spec_core.models import load_pair
+    from spec_core.engine.loop import generate
+    from spec_core.model.models import load_pair
 
     pair = load_pair("embedded", dtype="int8")
     assert pair.precision == "int8" and pair.base_target is not None and pair.parts_target is pair.base_target
@@ -161,8 +161,8 @@ def test_int8_pair_runs_lossless_methods_against_its_own_ar(one_thread):
 
 
 def test_int8_draft_reads_int8_weights_and_keeps_its_choices():
-    from spec_core.drafters.networks import FeatureDraft
-    from spec_core.int8 import int8_draft
+    from spec_core.model.draft_networks import FeatureDraft
+    from spec_core.model.int8 import int8_draft
     from tests.conftest import tiny_llama
 
     target = tiny_llama(64, seed=5, hidden=64).to(torch.bfloat16)
@@ -181,8 +181,8 @@ def test_int8_draft_reads_int8_weights_and_keeps_its_choices():
 
 
 def test_a_prompt_prefill_runs_on_the_prefill_model_and_nothing_after(tiny_pair, monkeypatch):
-    from spec_core import int8
-    from spec_core.cached_lm import PREFILL_WIDE, CachedLM
+    from spec_core.model import models
+    from spec_core.model.cached_lm import PREFILL_WIDE, CachedLM
 
     base = tiny_pair.target.to(torch.bfloat16)
     quant = int8_target(base)
@@ -198,16 +198,16 @@ def test_a_prompt_prefill_runs_on_the_prefill_model_and_nothing_after(tiny_pair,
     assert used == ["bf16", "int8", "int8"] and lm.length == PREFILL_WIDE - 1
 
     tiny_pair.target, tiny_pair.base_target, tiny_pair.precision = quant, base, "int8"
-    monkeypatch.setattr(int8, "native_bf16", lambda: True)
+    monkeypatch.setattr(models, "native_bf16", lambda: True)
     assert tiny_pair.prefill_target is base
-    monkeypatch.setattr(int8, "native_bf16", lambda: False)
+    monkeypatch.setattr(models, "native_bf16", lambda: False)
     assert tiny_pair.prefill_target is None
     tiny_pair.precision = "bfloat16"
     assert tiny_pair.prefill_target is None
 
 
 def test_native_bf16_respects_a_capped_instruction_set(monkeypatch):
-    from spec_core import int8
+    from spec_core.model import int8
 
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert int8.native_bf16() is False

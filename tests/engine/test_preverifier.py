@@ -14,7 +14,8 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core.engine import generate
+from spec_core.engine.loop import generate
+from spec_core.engine.methods import parse_method
 from spec_core.heads.preverifier import (
     BlockPreVerifier,
     BlockPreVerifierConfig,
@@ -25,7 +26,6 @@ from spec_core.heads.preverifier import (
     load_head,
     save_head,
 )
-from spec_core.methods import parse_method
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.pacer import HEAD_KEY, PacerLength, PacerParams
 
@@ -312,8 +312,8 @@ def test_headroom_is_the_share_of_a_perfect_rules_gain_and_its_interval_resample
 def test_playground_replays_the_paper_head_exactly_at_every_block_size():
     """The Playground records the paper head's â per block size; replaying PACER on the record gives the engine's
     rounds (float32, greedy), b = 1, 2 and 3 alike."""
-    from spec_core.analysis.playground import paper_key, record_text, replay_policy
-    from spec_core.cost_model import CostProfile
+    from spec_core.core.cost_model import CostProfile
+    from spec_core.serve.playground import paper_key, record_text, replay_policy
 
     pair = make_tiny_pair(vocab=8, draft="feature", draft_seed=2)
     torch.manual_seed(0)
@@ -338,9 +338,9 @@ def test_shipped_paper_and_hybrid_heads_on_the_embedded_pair():
     loads the hybrid; all stay lossless."""
     import dataclasses
 
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
     from spec_core.heads.preverifier import find_head
-    from spec_core.models import embedded_target_dir, load_pair
+    from spec_core.model.models import embedded_target_dir, load_pair
 
     try:
         embedded_target_dir()
@@ -363,7 +363,7 @@ def test_shipped_paper_and_hybrid_heads_on_the_embedded_pair():
 
 
 def test_pacer_finds_the_paper_head_first_and_the_only_head_otherwise(tmp_path):
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
     from spec_core.heads.preverifier import PreVerifier, PreVerifierConfig, find_head, head_name, save_head
 
     def ship(variant: str, head, sha: str) -> None:
@@ -387,7 +387,7 @@ def test_pacer_finds_the_paper_head_first_and_the_only_head_otherwise(tmp_path):
 def test_a_shard_folder_resumes_only_with_its_own_settings(tiny_paper):
     """Shard i holds prompts i·size … of its own, wholly shuffled list; resuming with another prompt count (which
     reorders the list) would mix two lists, so it is refused with a message; the same settings resume."""
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
     from spec_core.train.pacer import simulate
 
     pair, sim, *_ = tiny_paper

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 from conftest_app import MIXED, tiny_pair
 
-from spec_core.analysis import records as rec
-from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method
-from spec_core.types import SamplingConfig, Stats
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig, Stats
+from spec_core.engine.methods import parse_method
+from spec_core.serve import records as rec
 
 SAMPLING = SamplingConfig(temperature=MIXED["temperature"], seed=MIXED["seed"])
 PROMPTS = [
@@ -98,7 +98,7 @@ def test_a_speedup_above_tau_is_flagged_as_noise():
 
 def test_first_divergence_is_the_1_based_new_token_and_blank_when_the_same():
     """What the CSVs and the Analyzer's table show: the lane's "parts from ar at new token N" numbering."""
-    from spec_core.session import divergence_token
+    from spec_core.engine.session import divergence_token
 
     assert divergence_token([1, 2, 3], [1, 2, 3]) is None
     assert divergence_token([1, 2, 4], [1, 2, 3]) == 3 and divergence_token([9], [1]) == 1
@@ -108,7 +108,7 @@ def test_first_divergence_is_the_1_based_new_token_and_blank_when_the_same():
 def test_drafts_kept_after_the_end_token_count_neither_as_drafted_nor_accepted():
     from test_visuals import ev
 
-    from spec_core.types import Stats
+    from spec_core.core.types import Stats
 
     # 4 drafted, all 4 kept by the verifier, but the text ended at the 2nd (the end token): 2 of 2 count
     ended = dataclasses.replace(ev(0, ["a", "b", "c", "d"], 4, "e"), emitted=(1, 2), finished=True)
@@ -121,7 +121,7 @@ def test_drafts_kept_after_the_end_token_count_neither_as_drafted_nor_accepted()
 def test_the_lookup_view_and_the_verdict_count_the_same_kept_drafts_at_the_end_token():
     from test_visuals import ev
 
-    from spec_core.types import Stats
+    from spec_core.core.types import Stats
     from visuals.lookup import sources_caption
 
     copied = dataclasses.replace(

@@ -8,10 +8,11 @@ from typing import ClassVar
 import pytest
 from conftest import make_tiny_pair
 
-from spec_core import drafters, methods
-from spec_core.cost_model import CostProfile, round_shape
+from spec_core import drafters
+from spec_core.core.cost_model import CostProfile, round_shape
 from spec_core.drafters.base import DraftChunk
-from spec_core.engine import generate
+from spec_core.engine import methods
+from spec_core.engine.loop import generate
 from visuals.glossary import lane_header
 
 

@@ -1,4 +1,4 @@
-"""Why a draft was rejected (spec_core/analysis/rejections.py): the cause rule on hand-built pieces and
+"""Why a draft was rejected (spec_core/serve/rejections.py): the cause rule on hand-built pieces and
 probabilities, and the engine's record at a rejection (both models' top-5, q of the target's token) on tiny
 random-weight models, written and read back as an events file line."""
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core.analysis.rejections import NEAR_TIE_MARGIN, cause, is_split
-from spec_core.engine import Generation
-from spec_core.errors import SpecScopeError
-from spec_core.session import event_from_record, event_record
-from spec_core.types import TOP_K_AT_REJECTION, SamplingConfig
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import TOP_K_AT_REJECTION, SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.engine.session import event_from_record, event_record
+from spec_core.serve.rejections import NEAR_TIE_MARGIN, cause, is_split
 
 TOP_IDS = (10, 11, 12, 13, 14)
 TOP_PIECES = (" and", " to", " a", " the", " of")
@@ -125,7 +125,7 @@ def test_the_record_matches_both_models_softmax():
 
 
 def _prompt(pair):
-    from spec_core.prompting import prompt_ids
+    from spec_core.model.prompting import prompt_ids
 
     return prompt_ids(pair, "hello world", False, None)
 

@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 
 from spec_core.__main__ import main
-from spec_core.analysis import spec_bench
-from spec_core.analysis.bench import accepted_by_source, load_prompts, run_bench
+from spec_core.analysis.bench import accepted_by_source, run_bench
 from spec_core.analysis.peers import run_peer
-from spec_core.engine import DRAFT_OVERSHOOT
-from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method
-from spec_core.prompting import prompt_ids
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.loop import DRAFT_OVERSHOOT
+from spec_core.engine.methods import parse_method
+from spec_core.model.prompting import prompt_ids
+from spec_core.serve import spec_bench
+from spec_core.serve.prompts import load_prompts
 
 
 def questions_per_category(rows: list[dict]) -> Counter:
@@ -132,7 +133,7 @@ def test_bench_cli_runs_the_suite_and_prints_the_leaderboard(tmp_path, monkeypat
         return pd.DataFrame(rows, columns=bench.COLUMNS).assign(speedup_vs_best_ar=1.0, tau=1.0)
 
     monkeypatch.setattr(cli, "_pair", lambda args: SimpleNamespace(precision="float32", device="cpu", draft_design="x"))
-    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    monkeypatch.setattr(cli, "run_bench", fake_run_bench)
     out = tmp_path / "sb.csv"
     assert main(["bench", "--suite", "spec-bench:1", "--methods", "hf-lookup:4", "--out", str(out)]) == 0
     assert seen["prompts"] == spec_bench.select(1) and seen["methods"] == ["hf-lookup:4"]

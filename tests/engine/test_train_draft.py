@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core.assets import DRAFTS_DIR, file_sha256
-from spec_core.drafters.assets import available_drafts, load_draft
-from spec_core.engine import generate
-from spec_core.models import ModelPair
+from spec_core.core.assets import DRAFTS_DIR, file_sha256
+from spec_core.engine.loop import generate
+from spec_core.model.draft_assets import available_drafts, load_draft
+from spec_core.model.models import ModelPair
 from spec_core.train.data import hidden_states, write_shard
 from spec_core.train.draft import DraftTrainConfig, train
 
@@ -134,7 +134,7 @@ def test_tampered_weights_are_refused(tmp_path):
     )
     weights = train(cfg, target=pair.target)
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
-    from spec_core.errors import SpecScopeError
+    from spec_core.core.errors import SpecScopeError
 
     with pytest.raises(SpecScopeError, match="sha256"):
         load_draft(pair.target, "feature", tmp_path / "a")
@@ -148,7 +148,7 @@ def test_shipped_drafts_load_and_reach_minimum_acceptance(embedded_f32, name):
     The truncated (untrained) draft measures α ≈ 0.01 here; the shipped drafts measured 0.2–0.3 at fixed:2 on
     the benchmark prompts (docs/RESULTS.md), so 0.12 catches a broken or mismatched draft without being flaky.
     """
-    from spec_core.models import load_pair
+    from spec_core.model.models import load_pair
 
     card = json.loads((DRAFTS_DIR / f"{name}.json").read_text())
     assert file_sha256(DRAFTS_DIR / card["weights"]) == card["sha256"]

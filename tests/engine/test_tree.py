@@ -7,14 +7,14 @@ import torch
 from conftest import make_tiny_pair
 from test_lossless_sampling import exact_first_two
 
-from spec_core import rules
-from spec_core.cached_lm import CachedLM, attention_mask
+from spec_core.core import rules
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, RoundDraft, ancestor_matrix
 from spec_core.drafters.tree import TreeShape
-from spec_core.engine import Generation, generate
-from spec_core.errors import SpecScopeError
-from spec_core.methods import parse_method, split_methods
-from spec_core.types import SamplingConfig
+from spec_core.engine.loop import Generation, generate
+from spec_core.engine.methods import parse_method, split_methods
+from spec_core.model.cached_lm import CachedLM, attention_mask
 
 PROMPT = "speculative decoding"
 
@@ -216,7 +216,7 @@ def test_tree_shape_analysis_prices_every_shape():
 
 
 def test_tree_events_survive_a_jsonl_round_trip(tmp_path):
-    from spec_core.session import event_from_record, event_record, events_to_jsonl, read_events_jsonl
+    from spec_core.engine.session import event_from_record, event_record, events_to_jsonl, read_events_jsonl
 
     pair = make_tiny_pair(vocab=16, draft="feature")
     events = generate(pair, PROMPT, "tree:nodes=6,depth=3,topk=3", max_new_tokens=10).events

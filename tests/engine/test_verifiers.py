@@ -13,12 +13,12 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core import rules
-from spec_core.engine import Generation, generate
-from spec_core.errors import SpecScopeError
+from spec_core.core import rules
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs, SamplingConfig
+from spec_core.engine.loop import Generation, generate
+from spec_core.engine.methods import parse_method
 from spec_core.heads.ensemble import EnsembleHead
-from spec_core.methods import parse_method
-from spec_core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers import make_verifier, parse_verifier
 from spec_core.verifiers.lenient import LenientParams
 from spec_core.verifiers.static import StaticParams
@@ -324,8 +324,8 @@ def test_diversed_refuses_a_drafter_its_head_was_not_trained_on(tmp_path):
     the trainer, ``--policy block:dpace``) runs there and is refused on the default draft and on block:decay."""
     from test_block_drafter import tiny_pair as block_pair
 
+    from spec_core.engine.rewards import EvalItem
     from spec_core.heads.ensemble import HEADS_DIR, head_drafter
-    from spec_core.rewards import EvalItem
     from spec_core.train.diversed import TrainConfig, train
 
     assert head_drafter(json.loads((HEADS_DIR / "diversed.json").read_text())) == "default"  # the shipped head

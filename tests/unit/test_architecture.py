@@ -14,19 +14,19 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
-from spec_core.engine import generate
-from spec_core.methods import parse_method
+from spec_core.engine.loop import generate
+from spec_core.engine.methods import parse_method
 from spec_core.verifiers import VERIFIERS
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = [
-    "spec_core.engine",
-    "spec_core.models",
+    "spec_core.engine.loop",
+    "spec_core.model.models",
     "spec_core.policies",
     "spec_core.verifiers",
     "spec_core.drafters",
     "spec_core.heads",
-    "spec_core.methods",
+    "spec_core.engine.methods",
     "spec_core.analysis.bench",
     "visuals.views",
 ]
@@ -101,7 +101,7 @@ def test_the_runtime_imports_nothing_from_train_in_any_function():
         for m in MODULES
         if not any(_within(m, p) for p in ("spec_core.analysis", "spec_core.train")) and m != "spec_core.__main__"
     ]
-    assert "spec_core.engine" in runtime and "visuals.views" in runtime and "app" in runtime
+    assert "spec_core.engine.loop" in runtime and "visuals.views" in runtime and "app" in runtime
     bad = {m: sorted(i for i in _imports(m) if _within(i, "spec_core.train")) for m in runtime}
     assert not {m: i for m, i in bad.items() if i}
 
@@ -111,7 +111,7 @@ def test_the_engine_holds_one_loop():
     ``rounds`` that drives it); the engine reaches the parts only through their registries and protocols (it
     imports no family's module), and no registered family's name appears in its code as a string or a name."""
     from spec_core.drafters import DRAFTERS
-    from spec_core.engine import Generation
+    from spec_core.engine.loop import Generation
     from spec_core.policies import POLICIES
 
     subclasses = [m for m in MODULES if MODULES[m].read_text().count("(Generation)")]
@@ -123,8 +123,8 @@ def test_the_engine_holds_one_loop():
     assert "_rounds" in vars(Generation)
     allowed = {"spec_core.drafters", "spec_core.policies", "spec_core.verifiers"}  # the registries and protocols
     families = [m for m in MODULES if any(m.startswith(p + ".") for p in allowed) and not m.endswith(".base")]
-    assert families and not _imports("spec_core.engine") & set(families)
-    tree = ast.parse((ROOT / "spec_core" / "engine.py").read_text())
+    assert families and not _imports("spec_core.engine.loop") & set(families)
+    tree = ast.parse((ROOT / "spec_core" / "engine" / "loop.py").read_text())
     docstrings = {
         id(n.body[0].value)
         for n in ast.walk(tree)
@@ -157,9 +157,9 @@ def test_visuals_draw_and_run_nothing():
 def test_one_cost_model(monkeypatch):
     """Every price comes from ``CostProfile.round_ms``: double it, and every consumer's number moves (a second
     copy of the formula anywhere would leave its number where it was)."""
-    from spec_core import precision
-    from spec_core.cost_model import CostProfile
-    from spec_core.lane_speed import breakeven
+    from spec_core.core import precision
+    from spec_core.core.cost_model import CostProfile
+    from spec_core.core.lane_speed import breakeven
     from spec_core.policies.pacer_rule import PacerParams
     from spec_core.policies.pacer_tuning import best_threshold
 
@@ -189,7 +189,7 @@ def test_one_cost_model(monkeypatch):
 
 
 def test_live_takes_nothing_from_the_benchmark():
-    assert not {i for i in _imports("spec_core.live") if _within(i, "spec_core.analysis.bench")}
+    assert not {i for i in _imports("spec_core.serve.live") if _within(i, "spec_core.analysis.bench")}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -235,7 +235,7 @@ def test_no_import_cycle_at_import_time():
 
 
 def test_parsing_a_method_loads_no_weights(monkeypatch):
-    import spec_core.assets as assets
+    import spec_core.core.assets as assets
 
     def refuse(*args, **kwargs):
         raise AssertionError("parsing a method name loaded an asset")
@@ -278,49 +278,77 @@ def test_the_add_a_verifier_example_runs(topk_registered):
         parse_method("fixed:3+topk:0")
 
 
-# -- every module on a floor of docs/ARCHITECTURE.md ------------------------------------------------------------
+# -- every package on a floor of docs/ARCHITECTURE.md ------------------------------------------------------------
 
 
 def _floors() -> dict[str, int]:
-    """Pattern → floor, read from the floors table of docs/ARCHITECTURE.md."""
+    """Package → floor, read from the floors table of docs/ARCHITECTURE.md."""
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
     table = text.split("<!-- floors:", 1)[1].split("-->", 1)[1].strip().split("\n\n", 1)[0]
     floors: dict[str, int] = {}
     for line in table.splitlines()[2:]:  # after the header and its rule
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        for pattern in re.findall(r"`([^`]+)`", cells[2]):
-            assert pattern not in floors, f"{pattern} is on two floors"
-            floors[pattern] = int(cells[0])
+        for package in re.findall(r"`([^`]+)`", cells[2]):
+            assert package not in floors, f"{package} is on two floors"
+            floors[package] = int(cells[0])
     assert floors, "the floors table is missing from docs/ARCHITECTURE.md"
     return floors
 
 
-def _floor_of(module: str, floors: dict[str, int]) -> int | None:
-    """The floor of ``module``'s most specific pattern (``a.b.*`` covers ``a.b`` and all under it)."""
-    matches = [
-        (len(p), f)
-        for p, f in floors.items()
-        if module == p or (p.endswith(".*") and (module == p[:-2] or module.startswith(p[:-1])))
-    ]
-    return max(matches)[1] if matches else None
+def _package(module: str) -> str:
+    """A module's package: ``spec_core.X`` for everything under ``spec_core/X/``; a module at the top of
+    ``spec_core`` (its ``__init__`` and ``__main__``), ``visuals``, ``ui`` and ``app`` are their own."""
+    parts = module.split(".")
+    return parts[0] if parts[0] != "spec_core" else ".".join(parts[:2])
 
 
-def test_every_module_has_a_floor_and_no_import_climbs():
-    """Counting the imports inside functions (type-only ones excepted)."""
+def _package_graph() -> dict[str, dict[str, list[str]]]:
+    """Package → the packages it imports → the module imports behind each arrow (inside functions too)."""
+    graph: dict[str, dict[str, list[str]]] = {_package(m): {} for m in MODULES}
+    for m in MODULES:
+        for i in _imports(m):
+            if i in MODULES and _package(i) != _package(m):
+                graph[_package(m)].setdefault(_package(i), []).append(f"{m} → {i}")
+    return graph
+
+
+def test_spec_core_keeps_two_modules_at_its_top():
+    """Every module lives in the package of its floor; the top holds the front door and the command line."""
+    assert sorted(p.name for p in (ROOT / "spec_core").glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+def test_every_package_has_a_floor_and_no_arrow_climbs():
+    """Counting the imports inside functions (type-only ones excepted): no package imports one on a higher floor."""
     floors = _floors()
-    where = {m: _floor_of(m, floors) for m in MODULES}
-    assert not [m for m, f in where.items() if f is None], "modules without a floor in docs/ARCHITECTURE.md"
+    graph = _package_graph()
+    assert not sorted(set(graph) - set(floors)), "packages without a floor in docs/ARCHITECTURE.md"
+    assert not sorted(set(floors) - set(graph)), "floors table names a package that does not exist"
     climbs = {
-        m: sorted(f"{i} (floor {where[i]})" for i in _imports(m) if i in MODULES and where[i] > where[m])
-        for m in MODULES
+        f"{a} (floor {floors[a]}) → {b} (floor {floors[b]})": why
+        for a, arrows in graph.items()
+        for b, why in arrows.items()
+        if floors[b] > floors[a]
     }
-    assert not {m: c for m, c in climbs.items() if c}
+    assert not climbs
+
+
+def test_no_import_cycle_between_packages():
+    graph = {a: set(arrows) for a, arrows in _package_graph().items()}
+    assert not _cycles(graph)
 
 
 def test_no_import_cycle_counting_imports_inside_functions():
-    """The same search as at import time, with every import that can run (type-only ones excepted)."""
+    """The same search among modules as at import time, with every import that can run (type-only ones excepted)."""
     graph = {m: {i for i in _imports(m) if i in MODULES and i != m} for m in MODULES}
     assert not _cycles(graph)
+
+
+def test_the_app_reaches_the_engine_through_serve_not_the_tools():
+    """``spec_core.analysis`` is the command line's tools only: the app, its tabs and the views import the app's
+    backend (``spec_core.serve``) and the floors below it, never a tool."""
+    front = [m for m in MODULES if _package(m) in ("app", "ui", "visuals")]
+    bad = {m: sorted(i for i in _imports(m) if _within(i, "spec_core.analysis")) for m in front}
+    assert not {m: i for m, i in bad.items() if i}
 
 
 def test_spec_core_imports_no_view_no_plot_and_no_gradio():
@@ -330,3 +358,37 @@ def test_spec_core_imports_no_view_no_plot_and_no_gradio():
         for m in core
     }
     assert not {m: i for m, i in bad.items() if i}
+
+
+# -- imports at the top ----------------------------------------------------------------------------------------------
+
+MAX_FUNCTION_IMPORTS = 40
+
+
+def _function_imports() -> list[tuple[str, int, str]]:
+    """(file, line, source line) of every import in ``spec_core/`` below the module's top level (inside a function,
+    a class or an ``if``), except those under ``if TYPE_CHECKING:``, which never run."""
+    found = []
+    for path in sorted(ROOT.glob("spec_core/**/*.py")):
+        rel, lines = path.relative_to(ROOT).as_posix(), path.read_text().splitlines()
+
+        def visit(node: ast.AST, top: bool, rel: str = rel, lines: list[str] = lines) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue
+                if isinstance(child, (ast.Import, ast.ImportFrom)) and not top:
+                    found.append((rel, child.lineno, " ".join(lines[child.lineno - 1 : child.end_lineno])))
+                visit(child, False)
+
+        visit(ast.parse("\n".join(lines)), True)
+    return found
+
+
+def test_imports_sit_at_the_top_unless_they_keep_a_heavy_dependency_off_start_up():
+    """The import graph reads from the modules' tops. An import stays in a function only to keep a heavy or
+    optional dependency off start-up (transformers' modeling code, gradio_client, ZeroGPU's ``spaces``, …), and
+    says so in a comment on its line; at most :data:`MAX_FUNCTION_IMPORTS` of them."""
+    found = _function_imports()
+    assert len(found) <= MAX_FUNCTION_IMPORTS, "\n".join(f"{f}:{n}: {s}" for f, n, s in found)
+    silent = [f"{f}:{n}: {s}" for f, n, s in found if "#" not in s]
+    assert not silent, "a function-level import without its reason on the line:\n" + "\n".join(silent)

@@ -9,7 +9,7 @@ import torch
 
 from spec_core.__main__ import main
 from spec_core.analysis import calibration as calib
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
 from spec_core.heads.metrics import calibration_summary, confidence_verdict, prefix_confidence
 from spec_core.policies.pacer_heads import load_calibration
 

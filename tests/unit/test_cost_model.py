@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from spec_core import lane_speed as speed
-from spec_core.cost_model import CostProfile, RoundShape, accelerator_profile, profile_from_events
-from spec_core.types import Stats
+from spec_core.core import lane_speed as speed
+from spec_core.core.cost_model import CostProfile, RoundShape, accelerator_profile, profile_from_events
+from spec_core.core.types import Stats
 
 
 def test_a_wider_pass_is_never_modelled_cheaper():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from spec_core.assets import HEADS_DIR
+from spec_core.core.assets import HEADS_DIR
 from spec_core.heads import ensemble
 from spec_core.heads.ensemble import DEFAULT_HEAD, ShippedHead, card_head, diversed_heads, head_for
 

@@ -185,7 +185,7 @@ def argmax_rule_rewards(w: torch.Tensor) -> torch.Tensor:
     """``[N]`` rewards of one drafted position under the temperature-0 ``argmax`` rule for N values of w: p = [.6, .4]
     (the target's choice 0), q = [.1, .9] (the greedy draft 1); the draft is kept (reward 1) iff argmax ν = 1,
     which is w < 0.8, else the target's 0 is emitted (reward 0.25)."""
-    from spec_core import rules
+    from spec_core.core import rules
 
     nu = rules.ensemble(P_TOY.expand(w.shape[0], 2), Q_TOY.expand(w.shape[0], 2), w)  # [N, 2]
     return torch.where(nu.argmax(-1) == 1, 1.0, 0.25).double()
@@ -193,7 +193,7 @@ def argmax_rule_rewards(w: torch.Tensor) -> torch.Tensor:
 
 def test_toy_argmax_rule_is_the_engines():
     """The vectorised toy agrees with :func:`rules.verify_argmax_ensemble` on both sides of its step."""
-    from spec_core import rules
+    from spec_core.core import rules
 
     for w, kept in ((0.79, 1), (0.81, 0)):
         nu = rules.ensemble(P_TOY[None], Q_TOY[None], torch.tensor([w], dtype=torch.float64))

@@ -196,3 +196,33 @@ def test_fmt_skip_only_where_a_table_reads_better():
     files = subprocess.run(["git", "ls-files", "*.py"], capture_output=True, text=True, cwd=ROOT).stdout.split()
     count = sum((ROOT / f).read_text(encoding="utf-8").count("# fmt: " + "skip") for f in files if (ROOT / f).exists())
     assert count <= 20, count
+
+
+# A path into the repository's code, tests, docs or scripts, as the README and docs/ cite it (a glob's ``*`` allowed).
+CITED_PATH = re.compile(r"(?<![\w/.-])((?:tests|docs|spec_core|scripts)/[\w./*-]*[\w*/])")
+
+
+def missing_paths(root: Path) -> list[str]:
+    """``FILE:LINE: PATH`` for every cited path in README.md and docs/*.md that names nothing in ``root``."""
+    missing = []
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for m in CITED_PATH.finditer(line):
+                path = m.group(1).rstrip(".")
+                found = any(root.glob(path)) if "*" in path else (root / path).exists()
+                if not found:
+                    missing.append(f"{doc.relative_to(root)}:{n}: {path}")
+    return missing
+
+
+def test_every_path_the_readme_and_docs_cite_exists():
+    """A newcomer can follow every ``tests/…``, ``docs/…``, ``spec_core/…`` and ``scripts/…`` path they read."""
+    assert not missing_paths(ROOT)
+
+
+def test_the_path_check_catches_a_missing_path(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    (tmp_path / "README.md").write_text("see `tests/test_a.py`, `tests/test_*.py` and `tests/test_gone.py`.\n")
+    assert missing_paths(tmp_path) == ["README.md:1: tests/test_gone.py"]

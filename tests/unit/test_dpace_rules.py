@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from spec_core import rules
+from spec_core.core import rules
 
 
 def _closed_form(q: list[float], alpha: float) -> list[float]:

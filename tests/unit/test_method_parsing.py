@@ -1,4 +1,4 @@
-"""A method name is parsed once (spec_core/methods.py): everything else reads the :class:`MethodSpec`.
+"""A method name is parsed once (spec_core/engine/methods.py): everything else reads the :class:`MethodSpec`.
 
 Two promises: no module outside ``methods.py`` splits a method name or checks its prefix by hand (read from the
 sources), and the spec says what its readers ask of it (``heads``, ``is_lossy``, a peer's ``window``).
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spec_core.errors import SpecScopeError
-from spec_core.methods import is_lossy, parse_method, spec_of
+from spec_core.core.errors import SpecScopeError
+from spec_core.engine.methods import is_lossy, parse_method, spec_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,16 +28,16 @@ PATTERNS = {
 
 # (file, pattern) → why that use is not about a method name. Keep it tiny; each entry must still be needed.
 ALLOWED = {
-    ("spec_core/types.py", 'partition(":")'): "PartSpec.parse: every part's own FAMILY[:ARG] parse, under methods",
-    ("spec_core/precision.py", 'split(":")'): "a /proc/cpuinfo line ('model name : ...'), not a method",
-    ("spec_core/analysis/spec_bench.py", 'partition(":")'): "a suite name (spec-bench:N), not a method",
+    ("spec_core/core/types.py", 'partition(":")'): "PartSpec.parse: every part's own FAMILY[:ARG] parse, under methods",
+    ("spec_core/core/precision.py", 'split(":")'): "a /proc/cpuinfo line ('model name : ...'), not a method",
+    ("spec_core/serve/spec_bench.py", 'partition(":")'): "a suite name (spec-bench:N), not a method",
     ("visuals/diversed.py", "startswith(family)"): "a DIVERSED head's file name (diversed-sampled), not a method",
 }
 
 
 def _sources() -> list[Path]:
     files = [*ROOT.glob("spec_core/**/*.py"), *ROOT.glob("visuals/**/*.py"), *ROOT.glob("ui/**/*.py"), ROOT / "app.py"]
-    return sorted(p for p in files if p != ROOT / "spec_core" / "methods.py")
+    return sorted(p for p in files if p != ROOT / "spec_core" / "engine" / "methods.py")
 
 
 def test_no_module_splits_a_method_name_by_hand():
@@ -49,7 +49,7 @@ def test_no_module_splits_a_method_name_by_hand():
                 if pattern.search(line):
                     found.setdefault((rel, what), []).append(f"{rel}:{n}: {line.strip()}")
     bad = [hit for key, hits in found.items() if key not in ALLOWED for hit in hits]
-    assert not bad, "read spec_of(name) (spec_core/methods.py) instead of splitting the name:\n" + "\n".join(bad)
+    assert not bad, "read spec_of(name) (spec_core/engine/methods.py) instead of splitting the name:\n" + "\n".join(bad)
     assert not set(ALLOWED) - set(found), f"allow-list entries no longer needed: {sorted(set(ALLOWED) - set(found))}"
 
 

@@ -9,14 +9,14 @@ import pytest
 import torch
 from test_pacer_tuning import synthetic_rounds
 
-from spec_core.cost_model import CostProfile, rounds_spread
+from spec_core.core.cost_model import CostProfile, rounds_spread
+from spec_core.core.lane_speed import lane_speed
+from spec_core.core.types import RoundEvent
 from spec_core.heads.metrics import calibration, roc_auc
-from spec_core.lane_speed import lane_speed
 from spec_core.policies import pacer_heads
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_headroom import headroom
 from spec_core.policies.pacer_tuning import TuningRounds, best_threshold, load_rounds, rule_lengths
-from spec_core.types import RoundEvent
 
 FLAT = CostProfile(widths=(1, 2, 4, 8), target_ms=(50.0, 51.0, 52.0, 54.0), draft_ms=3.0, engine_ms=0.3)
 
@@ -127,7 +127,7 @@ def test_the_view_is_offered_to_pacer_lanes_only():
 def test_costs_carry_their_unit_and_a_head_call_is_priced_in_it():
     """A head call timed in ms is never added raw to a model priced in steps: there it costs its parameters'
     share of a step, as a draft forward does; a measured profile takes the ms."""
-    from spec_core.cost_model import accelerator_profile
+    from spec_core.core.cost_model import accelerator_profile
 
     model = accelerator_profile(0.046)
     assert model.unit == "step" and FLAT.unit == "ms"
@@ -143,7 +143,7 @@ def test_under_the_accelerator_model_the_paper_head_is_priced_by_its_parameters(
     """The fresh-machine fallback (no cost table): the paper head's row equals the same rule with free calls
     within 0.005 (it has 21k parameters beside the target's 135M), where adding its 0.3 ms raw to a one-step
     model had priced each call at 0.3 of a step."""
-    from spec_core.cost_model import accelerator_profile
+    from spec_core.core.cost_model import accelerator_profile
 
     rounds = load_rounds("feature")
     model = accelerator_profile(0.046)
@@ -245,7 +245,7 @@ def assert_same_rows(got: list[pacer_heads.HeadRow], want: list[pacer_heads.Head
 def test_the_priced_replays_equal_the_direct_comparison(costs, params):
     """The replays computed apart from their prices (:func:`pacer_heads.replays`, then :func:`pacer_heads.price`)
     give the rows the direct computation gives, t included, on synthetic rounds with both kinds of predictor."""
-    from spec_core.cost_model import accelerator_profile
+    from spec_core.core.cost_model import accelerator_profile
 
     costs = accelerator_profile(0.046) if costs == "model" else costs
     rounds = synthetic_rounds(200)
@@ -264,7 +264,7 @@ def test_the_cached_comparison_equals_the_direct_one_on_a_runs_profile():
     run's profile reuses the replays."""
     from test_quotes import event
 
-    from spec_core.replay import costs_from_events
+    from spec_core.engine.replay import costs_from_events
 
     lanes = {
         "fixed:4": [event(i, "fixed:4", 4, i % 3, 0.090 + 0.01 * (i % 2)) for i in range(20)],

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spec_core.errors import SpecScopeError
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import RoundInputs
 from spec_core.policies import DraftSoFar, make_policy
-from spec_core.types import RoundInputs
 
 
 def drafted(n: int, probs=None, budget: int = 100) -> DraftSoFar:

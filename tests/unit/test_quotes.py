@@ -1,6 +1,6 @@
-"""One method's speedup quoted by several views (spec_core/quotes.py): agreement within spreads, and a reason from
-the numbers for every pairing of cost sources; the lane's quote and a replay's spread (spec_core/lane_speed.py,
-spec_core/cost_model.py)."""
+"""One method's speedup quoted by several views (spec_core/core/quotes.py): agreement within spreads, and a reason from
+the numbers for every pairing of cost sources; the lane's quote and a replay's spread (spec_core/core/lane_speed.py,
+spec_core/core/cost_model.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scripted import scripted_round
 
-from spec_core.cost_model import SOURCES, CostProfile, rounds_spread
-from spec_core.lane_speed import lane_quote, lane_speed
-from spec_core.quotes import Quote, compare_quotes, within_spreads
-from spec_core.types import RoundEvent
+from spec_core.core.cost_model import SOURCES, CostProfile, rounds_spread
+from spec_core.core.lane_speed import lane_quote, lane_speed
+from spec_core.core.quotes import Quote, compare_quotes, within_spreads
+from spec_core.core.types import RoundEvent
 
 LANE = Quote(
     view="the Live lane",

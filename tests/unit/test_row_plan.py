@@ -1,4 +1,4 @@
-"""The row plan of batch-invariant linears (spec_core/invariance.py), probed on the CPU the tests run on.
+"""The row plan of batch-invariant linears (spec_core/model/invariance.py), probed on the CPU the tests run on.
 
 A linear switched to :class:`RowInvariantLinear` must give a row the same bits whatever the width of the pass:
 its plan is probed per CPU, because GEMM libraries break row invariance at other widths on other CPUs (an Intel
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from spec_core.invariance import WIDEST, RowInvariantLinear, cancelling_rows, row_plan
+from spec_core.model.invariance import WIDEST, RowInvariantLinear, cancelling_rows, row_plan
 
 WIDTHS = [1, 2, 3, 4, 5, 8, 15, 16, 17, 32, 33, 64, WIDEST]
 

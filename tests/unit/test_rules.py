@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from spec_core import rules
+from spec_core.core import rules
 
 
 def test_warp_greedy_is_one_hot():

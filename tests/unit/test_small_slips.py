@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from test_visuals import LANE, ev, frame_with
 
-from spec_core.analysis import pareto
+from spec_core.serve import sweeps
 from visuals import diversed, menus, stepthrough, tokens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def label_boxes(fig, width_px: float = 600.0, height_px: float = 262.0) -> list[
 
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.name)
 def test_the_pareto_labels_do_not_overlap_and_every_point_is_named_on_hover(path):
-    df = pareto.read_sweep(path)
+    df = sweeps.read_sweep(path)
     fig = diversed.pareto_figure(df)
     boxes = label_boxes(fig)
     piled = [

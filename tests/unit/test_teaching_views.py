@@ -13,10 +13,10 @@ import dataclasses
 import pytest
 from test_visuals import AR, LANE, ev, frame_with
 
-from spec_core.errors import SpecScopeError
-from spec_core.live import Divergence
-from spec_core.methods import is_lossy
-from spec_core.types import TreeRound
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.types import TreeRound
+from spec_core.engine.methods import is_lossy
+from spec_core.serve.live import Divergence
 from visuals import captions, intro, lens, live_page, lossy, plots, reasons, stepthrough, tokens, tree, views
 
 
@@ -89,8 +89,8 @@ def test_divergence_note_and_the_tokens_own_p_agree():
 
 
 def test_running_lanes_show_quiet_placeholders():
-    from spec_core.lane_speed import TOO_FEW, LaneSpeed
-    from spec_core.types import Stats
+    from spec_core.core.lane_speed import TOO_FEW, LaneSpeed
+    from spec_core.core.types import Stats
 
     running = tokens.counters_html(Stats.from_events(LANE), LaneSpeed(None, None, None, TOO_FEW))
     assert TOO_FEW not in running and running.count("spec-counter-quiet") == 3 and tokens.RUNNING in running

@@ -1,4 +1,4 @@
-"""Threads that fit the cores (spec_core/threads.py): decided from the cores and the runs at once, never the load."""
+"""Threads that fit the cores (spec_core/core/threads.py): decided from the cores and the runs at once, never the load."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from spec_core import threads
+from spec_core.core import threads
 
 
 @pytest.mark.parametrize("cores,at_once,want", [(2, 1, 2), (2, 2, 1), (2, 3, 1), (16, 4, 4), (1, 1, 1)])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spec_core.jsonl import read_objects
+from spec_core.core.jsonl import read_objects
 from spec_core.train.prompts import PROMPT_BANK, training_prompts, written_prompts
 
 KINDS = {"code", "math", "summarization", "chat", "qa", "lists"}

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from spec_core import rules
-from spec_core.analysis.bench import load_prompts as read_prompts
-from spec_core.lane_speed import TOO_FEW, LaneSpeed
-from spec_core.live import Divergence, LiveFrame
-from spec_core.session import event_from_record, event_record, interleave, speedup
-from spec_core.types import RoundEvent, Stats
+from spec_core.core import rules
+from spec_core.core.lane_speed import TOO_FEW, LaneSpeed
+from spec_core.core.types import RoundEvent, Stats
+from spec_core.engine.session import event_from_record, event_record, interleave, speedup
+from spec_core.serve.live import Divergence, LiveFrame
+from spec_core.serve.prompts import load_prompts as read_prompts
 from visuals import glossary, lens, live_page, plots, stepthrough, tokens, views
 from visuals.style import OKABE_ITO, TOKEN_STYLE, token_css
 
@@ -323,7 +323,7 @@ def test_interleave_round_robin():
 def test_event_records_round_trip(tmp_path):
     records = [event_record(e, prompt_id="p1") for e in LANE]
     path = tmp_path / "events.jsonl"
-    from spec_core.session import events_to_jsonl, read_events_jsonl
+    from spec_core.engine.session import events_to_jsonl, read_events_jsonl
 
     path.write_text(events_to_jsonl(records))
     back = read_events_jsonl(path)

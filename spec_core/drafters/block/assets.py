@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from spec_core.assets import BLOCK_DIR, load_asset, save_asset
+from spec_core.core.assets import BLOCK_DIR, load_asset, save_asset
+from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.block.network import BlockConfig, BlockDraftModel
-from spec_core.errors import SpecScopeError
 
 
 def save_block_model(model: BlockDraftModel, name: str, card: dict, directory: Path = BLOCK_DIR) -> Path:

@@ -18,7 +18,7 @@ DFlash (Chen et al., "DFlash: Block Diffusion for Flash Speculative Decoding", a
 - **Output.** Final RMSNorm and the target's (tied, frozen) head; neither embedding nor head is stored.
 
 Training (``spec_core.train.block``) weights the per-position cross-entropy by a fixed schedule (uniform,
-DFlash's decay) or by D-PACE (arXiv 2605.18810, :func:`spec_core.rules.dpace_weights`).
+DFlash's decay) or by D-PACE (arXiv 2605.18810, :func:`spec_core.core.rules.dpace_weights`).
 
 Assets (``assets/block/LOSS``) are read and written by :mod:`.assets`.
 """

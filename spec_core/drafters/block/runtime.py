@@ -7,15 +7,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.cached_lm import LMOutput
+from spec_core.core.errors import SpecScopeError
+from spec_core.core.rules import BLOCK_LOSSES
+from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, draw
+from spec_core.drafters.block.assets import load_block_model
 from spec_core.drafters.block.network import BlockDraftModel
-from spec_core.errors import SpecScopeError
-from spec_core.rules import BLOCK_LOSSES
-from spec_core.types import SamplingConfig
+from spec_core.model.cached_lm import LMOutput
 
 if TYPE_CHECKING:
-    from spec_core.models import ModelPair
+    from spec_core.model.models import ModelPair
 
 
 class BlockDrafter:
@@ -96,7 +97,6 @@ def make_block_drafter(pair: ModelPair, loss: str) -> BlockDrafter:
     A model already in ``pair.extras["block:LOSS"]`` is used as is (tests and ablations inject one there);
     otherwise the asset ``assets/block/LOSS`` is loaded, which exists for the embedded target only.
     """
-    from spec_core.drafters.block.assets import load_block_model
 
     if loss not in BLOCK_LOSSES:
         raise SpecScopeError(f"block drafters: block:{{{','.join(BLOCK_LOSSES)}}}, got 'block:{loss}'")
