@@ -1,7 +1,7 @@
 """What batch invariance (spec_core/model/invariance.py) costs: target passes per width, then decoding, with and without.
 
 Usage: ``PYTHONPATH=. taskset -c 0 .venv/bin/python scripts/invariance_cost.py PRECISIONS REPEATS TOKENS PROMPTS``,
-e.g. ``scripts/invariance_cost.py int8,bfloat16 9 48 2`` (docs/RESULTS.md, "2026-12-02, commit b54161d"). One
+e.g. ``scripts/invariance_cost.py int8,bfloat16 9 48 2`` (docs/LOG.md, "2026-12-02, commit b54161d"). One
 thread; the two arms are switched on the same loaded pair and timed interleaved, medians over the repeats.
 """
 

@@ -5,7 +5,7 @@ Each line gives, per lane, its rounds, its new tokens, its kept drafts and how m
 prompt or the text (prompt lookup), and its speed over ``ar``'s by the run's own clock (the lanes' draft, verify
 and engine seconds; one run, no repeats: a rough figure, the counts are exact). It is how the default task was
 chosen: one whose text quotes the passage at every precision, so that a new visitor sees speculation pay
-(docs/RESULTS.md, 2026-12-02):
+(docs/LOG.md, 2026-12-02):
 
     PYTHONPATH=. OMP_NUM_THREADS=1 taskset -c 0 .venv/bin/python scripts/preset_survey.py --precisions int8,bfloat16,float32
 """

@@ -1,5 +1,5 @@
 """One 48-token ``fixed:2`` generation (int8, the embedded pair), timed ``LOOPS`` times after a warm-up: the probe
-behind docs/RESULTS.md's "Threads beside another job". Run it alone, then beside a second copy with many loops,
+behind docs/LOG.md's "Threads beside another job". Run it alone, then beside a second copy with many loops,
 under the OpenMP settings to compare (set in the environment: they take effect before torch loads):
 
     GOMP_SPINCOUNT=1000 PYTHONPATH=. .venv/bin/python scripts/spin_beside.py 2 400 &   # the other job

@@ -51,7 +51,7 @@ class Preset:
 # beside is replayed on the run's own text (ui/live_baseline.py), one recorded pass instead of a fourth lane. Asked
 # only to quote key phrases, the embedded target's first token is an exact tie at bfloat16 between "The" (a
 # paraphrase that copies almost nothing) and "Four" (a quote): a change in summation order flipped it between
-# commits. Asked to begin with the opening words, it quotes at every precision (docs/RESULTS.md, 2026-12-02).
+# commits. Asked to begin with the opening words, it quotes at every precision (docs/LOG.md, 2026-12-02).
 PRESETS = (
     Preset(
         "Summarize a passage",

@@ -2,7 +2,7 @@
 ``auto``'s choice from it. Nothing here measures (that is :mod:`spec_core.analysis.machine`, above the engine).
 
 Whether speculation pays depends on the price of verifying: a target pass over k tokens against one plain step.
-That price is a fact of the machine, not of the method. Measured on this project's machines (docs/RESULTS.md,
+That price is a fact of the machine, not of the method. Measured on this project's machines (docs/LOG.md,
 "Arithmetic per machine"): on an AVX2 CPU without native bfloat16 a bf16 pass over 4 tokens costs 2.2 one-token
 steps, so every speculative lane loses; weight-only int8 (:mod:`spec_core.model.int8`) keeps it near 1.3, and a CPU
 with AMX runs bf16 passes over 16 tokens at 1.3 steps.
@@ -33,7 +33,7 @@ from spec_core.core.errors import SpecScopeError
 PRECISION_ENV = "SPECSCOPE_PRECISION"  # set to a precision to skip the measurement (e.g. a Space with known costs)
 CPU_PRECISIONS = ("bfloat16", "float32", "int8")
 UNMEASURED_CPU_PRECISION = "int8"  # ``auto`` on a CPU whose table is not measured yet: the choice every measured
-# table of this project's CPUs made (an AVX2 EPYC and an AMX Xeon, docs/RESULTS.md "Arithmetic per machine")
+# table of this project's CPUs made (an AVX2 EPYC and an AMX Xeon, docs/LOG.md "Arithmetic per machine")
 VERSION = 5  # bump when what is measured changes: old tables are then measured again (5: row plans probed per CPU)
 
 

@@ -3,7 +3,7 @@ share them, so that one visit never oversubscribes the machine.
 
 A CPU forward of the embedded target splits its matrix products over torch's intra-op threads. Two processes with
 two threads each on a 2-core machine are four threads on two cores: each waits for its slowest thread, and an
-OpenMP thread that spins while it waits burns the core another one needs (docs/RESULTS.md, "Threads beside
+OpenMP thread that spins while it waits burns the core another one needs (docs/LOG.md, "Threads beside
 another job"). So:
 
 - the thread count comes from ``os.sched_getaffinity`` (the cores a container or ``taskset`` leaves us), divided
@@ -12,7 +12,7 @@ another job"). So:
   before torch loads its OpenMP runtime, unless the user set it or ``OMP_WAIT_POLICY``). Measured on this
   project's 2-core Zen 5 EPYC, a 48-token ``fixed:2`` (int8, 2 threads): libgomp's default spin 0.64 s quiet and
   6-13 s beside a second such process; ``PASSIVE`` 1.2 s quiet; a 1,000-iteration spin 0.72 s quiet and 1.6-1.9 s
-  beside a second one (docs/RESULTS.md, "Threads beside another job").
+  beside a second one (docs/LOG.md, "Threads beside another job").
 
 The count is decided from these inputs alone, never from the load of the moment, so the same request runs the
 same arithmetic on a quiet or a busy machine.

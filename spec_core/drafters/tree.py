@@ -52,7 +52,7 @@ __all__ = [
 class TreeShape:
     """How large a tree a round drafts (method ``tree:nodes=N,depth=D,topk=K``)."""
 
-    # defaults tuned on the training prompts (`python -m spec_core analyze trees`, docs/RESULTS.md "Token trees"): the best
+    # defaults tuned on the training prompts (`python -m spec_core analyze trees`, docs/LOG.md "Token trees"): the best
     # speedup where a pass costs one step (a GPU at these sizes) among trees of at most 32 nodes
     nodes: int = 32  # N: nodes kept for verification (the target verifies N + 1 tokens)
     depth: int = 4  # D: deepest level drafted

@@ -38,7 +38,7 @@ from spec_core.policies.pacer import PacerParams, replay_length
 DEFAULT_MAX_LEN = 16  # drafts recorded per position: confidence:T's maximum, PACER's max slider's end
 FIXED_WINDOWS = (1, 2, 3, 4, 6, 8)
 ORACLE = "oracle"
-# the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (docs/RESULTS.md, "This
+# the embedded pair (bf16, feature draft, one thread) on this project's 2-core machine, 2026-11-29 (docs/LOG.md, "This
 # machine": `python -m spec_core costs --threads 1`): the default when a record carries no costs of its own
 DEFAULT_COSTS = CostProfile(
     widths=(1, 2, 4, 8, 16),

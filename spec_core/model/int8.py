@@ -7,12 +7,12 @@ pass over a few tokens stays close to one step. The draft keeps its own weights;
 the same numbers, rounded to 8 bits per output channel (symmetric, scale = max |w| / 127).
 
 torchao's ``Int8WeightOnlyConfig`` does the same job through transformers' ``TorchAoConfig``; measured on the
-project's AVX2 machine it was slower than both bfloat16 and this module (docs/RESULTS.md, "Arithmetic per
+project's AVX2 machine it was slower than both bfloat16 and this module (docs/LOG.md, "Arithmetic per
 machine"), and it is not a dependency: this module is the one op and its packing, nothing more.
 
 An int8 pair runs the feature draft in int8 too (:func:`int8_draft`: a draft step and its commit 4.2 → 2.7 ms, the
 same acceptance), and, on a CPU with native bf16 (:func:`native_bf16`), a prompt's prefill on the bf16 original,
-where the int8 kernel's per-row work makes it several times slower (docs/RESULTS.md, "2026-12-01, commit 6807bab").
+where the int8 kernel's per-row work makes it several times slower (docs/LOG.md, "2026-12-01, commit 6807bab").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ order from the shapes it is given. At a near-tie the argmax then flips, and ``fi
 ``VLLM_BATCH_INVARIANT``): every row runs the same kernels on the same shapes in the same order, whatever else is
 in the pass.
 
-Measured on this project's CPUs (the embedded SmolLM2 target; docs/RESULTS.md, "batch-invariant verification"):
+Measured on this project's CPUs (the embedded SmolLM2 target; docs/LOG.md, "batch-invariant verification"):
 
 - the weight-only int8 linears (``_weight_int8pack_mm``) are row-invariant: a row's output is the same bits for
   1…139 rows. bfloat16 and float32 ``F.linear`` are not, and where they break depends on the CPU: on an Intel

@@ -26,7 +26,7 @@ pre-verifier call per block; ``ar`` one one-token forward and the engine's work 
 
 In float32 the replay gives the engine's rounds exactly (``tests/engine/test_playground.py``). In bfloat16 a k-token
 pass rounds differently from a one-token step, so a real run can part from the recorded text at a near-tie
-and the replay is an estimate from then on (docs/RESULTS.md says how close it came). Drafts past an EOS are not
+and the replay is an estimate from then on (docs/LOG.md says how close it came). Drafts past an EOS are not
 recorded (the record stops at EOS), so a round that drafts through the EOS may count fewer kept drafts than the
 engine, which verifies them against the target's tokens after EOS; the text, rounds and τ are unaffected.
 """

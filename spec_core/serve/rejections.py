@@ -30,7 +30,7 @@ NEAR_TIE_MARGIN = 0.1
 """A rejection is a near-tie when the target's probability of its own token exceeds its probability of the draft's
 token by less than this (temperature-1 softmax, probability units): the target was nearly undecided between the
 two, e.g. 0.42 against 0.35. One tenth keeps a tie to what a small change of context or of rounding (a bfloat16
-verification pass, docs/RESULTS.md) can flip."""
+verification pass, docs/LOG.md) can flip."""
 
 
 def _text(piece: str, after: str = "") -> str:

@@ -196,7 +196,7 @@ def test_embedded_pair_end_to_end():
     assert 1 <= last["new_tokens"] <= 16 and last["tau"] >= 1.0 and last["text"].strip()
     # lossless at temperature 0: the speculative lane emits exactly plain decoding's tokens in float32 (the
     # precision setting's "exact"); in bf16 a multi-token verification pass and a one-token step round
-    # differently (docs/RESULTS.md, Benchmark)
+    # differently (docs/LOG.md, Benchmark)
     exact = requests.parse_live_request(
         "Name a colour.", ["heuristic", "ar"], 0.0, 1.0, 0, 12, "embedded", "float32", ["embedded"]
     )

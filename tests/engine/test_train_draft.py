@@ -146,7 +146,7 @@ def test_shipped_drafts_load_and_reach_minimum_acceptance(embedded_f32, name):
     """Every shipped draft matches its card's hash and is accepted far more often than the untrained fallback.
 
     The truncated (untrained) draft measures α ≈ 0.01 here; the shipped drafts measured 0.2–0.3 at fixed:2 on
-    the benchmark prompts (docs/RESULTS.md), so 0.12 catches a broken or mismatched draft without being flaky.
+    the benchmark prompts (docs/LOG.md), so 0.12 catches a broken or mismatched draft without being flaky.
     """
     from spec_core.model.models import load_pair
 

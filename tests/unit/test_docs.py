@@ -5,11 +5,14 @@ Fast and model-free. It fails when
   is not in the repository, resolved from the repository root or from the citing file's folder (so code must
   write ``docs/ALGORITHMS.md``, not a bare ``ALGORITHMS.md``);
 - a ``§N`` after ``ALGORITHMS.md`` or ``STYLE.md`` names a section that file does not have;
+- a section cited by its heading in quotes (``docs/LOG.md, "Token trees"``, ``docs/LOG.md's "This machine"``, also
+  across a line break or a comment's ``#``) is in no heading, nor bold or italic lead, of the cited file;
 - a source or documentation file names a path outside the repository (the machine's work folders, the shared
   notes the docs were first written from). Trained weights' JSON cards are records of a run and are not scanned;
 - ``README.md`` is longer than :data:`README_MAX_LINES` lines;
 - a relative link in ``README.md`` or ``docs/**/*.md`` points at a file that does not exist (or leaves the
-  repository).
+  repository), or at an ``#anchor`` that no heading of its target makes (GitHub's rule: lower case, punctuation
+  dropped, spaces as hyphens).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 SELF = Path(__file__).resolve()
 ROOT = SELF.parents[2]
-README_MAX_LINES = 400
+README_MAX_LINES = 300
 
 SKIP_DIRS = {"node_modules", "__pycache__", "runs", "data"}  # plus every hidden folder (.venv, .git, caches)
 SOURCE_SUFFIXES = {".py", ".md", ".sh", ".toml", ".txt", ".cfg", ".ini", ".yml", ".yaml", ".css", ".js"}
@@ -37,6 +40,11 @@ OUTSIDE = re.compile(r"/work/|\.\./shared|shared/docs|shared/seeds")
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+# A document, then its section's heading in quotes: `docs/LOG.md, "Token trees"`, `[docs/LOG.md](docs/LOG.md), "X"`.
+QUOTED_SECTION = re.compile(r"(?<![\w/.*'\"-])((?:[\w.-]+/)*[\w-]+\.md)\)?`?(?:,\s*|\s+|'s\s+)\"([^\"]{3,120}?)\"")
+JOIN_LINES = re.compile(r"[ \t]*\n[ \t]*(?:#+[ \t]*|\*[ \t]+)?")  # a citation wrapped in prose, a list or a comment
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*$", re.M)
+LEAD = re.compile(r"\*\*([^*]+)\*\*|(?<![*\w])\*([^*\n]+)\*(?![*\w])")
 
 
 def walk(root: Path, suffixes: set[str], names: frozenset[str] | set[str] = frozenset()) -> Iterator[Path]:
@@ -89,6 +97,47 @@ def missing_sections(root: Path) -> list[str]:
     return problems
 
 
+def _plain(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("`", "").replace("*", "")).strip().lower()
+
+
+def missing_quoted_sections(root: Path) -> list[str]:
+    """``file: name "section"`` for each section cited by its heading in quotes that the cited file has neither as
+    (part of) a heading nor as a bold or italic lead."""
+    problems, sections = [], {}
+    for path in walk(root, {".py", ".md"}):
+        text = JOIN_LINES.sub(" ", path.read_text(encoding="utf-8"))
+        for name, quoted in QUOTED_SECTION.findall(text):
+            target = next((c for c in (root / name, path.parent / name) if c.is_file()), None)
+            if target is None:
+                continue  # reported by missing_citations
+            if target not in sections:
+                body = target.read_text(encoding="utf-8")
+                sections[target] = [_plain(h) for h in HEADING.findall(body)] + [
+                    _plain(a or b) for a, b in LEAD.findall(body)
+                ]
+            if not any(_plain(quoted) in s for s in sections[target]):
+                problems.append(f'{path.relative_to(root)}: {name} has no section "{quoted}"')
+    return problems
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its text without markup, lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").replace("**", "")
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every anchor the headings of a markdown file make (a repeated heading's as ``-1``, ``-2``, ...)."""
+    seen: dict[str, int] = {}
+    for heading in HEADING.findall(FENCE.sub("", path.read_text(encoding="utf-8"))):
+        s = slug(heading)
+        seen[s] = seen.get(s, -1) + 1
+        if seen[s]:
+            seen[f"{s}-{seen[s]}"] = 0
+    return set(seen)
+
+
 def outside_paths(root: Path) -> list[str]:
     """``file:line: text`` for each mention of a path outside the repository in a source or documentation file."""
     problems = []
@@ -111,6 +160,13 @@ def broken_links(root: Path, path: Path) -> list[str]:
         resolved = (root / file_part.lstrip("/")) if file_part.startswith("/") else (path.parent / file_part)
         if not resolved.exists() or not _inside(root, resolved):
             problems.append(f"{path.relative_to(root)}: link to {target} does not resolve inside the repository")
+    for target in LINK.findall(text) + REF_LINK.findall(text):  # the #anchor of a link to a markdown file
+        if "#" not in target or re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
+            continue
+        file_part, anchor = target.split("#", 1)
+        resolved = path if not file_part else path.parent / file_part
+        if resolved.suffix == ".md" and resolved.is_file() and anchor not in anchors(resolved):
+            problems.append(f"{path.relative_to(root)}: link to {target}: no heading makes #{anchor}")
     return problems
 
 
@@ -133,12 +189,17 @@ def test_every_cited_section_exists():
     assert not problems, "\n".join(problems)
 
 
+def test_every_section_cited_by_its_heading_exists():
+    problems = missing_quoted_sections(ROOT)
+    assert not problems, "\n".join(problems)
+
+
 def test_no_file_names_a_path_outside_the_repository():
     problems = outside_paths(ROOT)
     assert not problems, "\n".join(problems)
 
 
-def test_the_readme_is_a_manual_of_at_most_400_lines():
+def test_the_readme_is_a_manual_of_at_most_300_lines():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES}): move results to docs/"
 
@@ -162,7 +223,11 @@ def test_the_algorithm_and_style_notes_have_their_numbered_sections():
 def test_the_checks_catch_each_kind_of_problem(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "ALGORITHMS.md").write_text("# A\n\n## 0. Zero\n\n## 1. One\n")
-    (tmp_path / "docs" / "PACER.md").write_text("See [the notes](ALGORITHMS.md) and [gone](GONE.md).\n")
+    (tmp_path / "docs" / "PACER.md").write_text(
+        "See [the notes](ALGORITHMS.md) and [gone](GONE.md).\n\n## Which head? (`t=auto`)\n\n**A lead.** Text.\n"
+        "[here](#which-head-tauto), [there](ALGORITHMS.md#1-one), [lost](ALGORITHMS.md#9-nine), [no](#nowhere)\n"
+        'Cited: docs/ALGORITHMS.md, "Zero"; ALGORITHMS.md\'s "One"; docs/PACER.md, "A lead"; docs/PACER.md, "Gone away"\n'
+    )
     (tmp_path / "README.md").write_text(
         "[ok](docs/PACER.md) ![img](assets/x.png) [web](https://example.org)\n"
         "[up](../elsewhere.md)\n```\nnot a [link](nowhere.md)\n```\n"
@@ -186,7 +251,15 @@ def test_the_checks_catch_each_kind_of_problem(tmp_path):
     links = broken_links(tmp_path, tmp_path / "README.md")
     assert any("assets/x.png" in p for p in links) and any("../elsewhere.md" in p for p in links)
     assert not any("docs/PACER.md" in p or "example.org" in p or "nowhere.md" in p for p in links)
-    assert any("GONE.md" in p for p in broken_links(tmp_path, tmp_path / "docs" / "PACER.md"))
+    pacer_links = broken_links(tmp_path, tmp_path / "docs" / "PACER.md")
+    assert any("GONE.md" in p for p in pacer_links)
+    assert sorted(p.split("no heading makes ")[1] for p in pacer_links if "no heading" in p) == ["#9-nine", "#nowhere"]
+
+    assert missing_quoted_sections(tmp_path) == ['docs/PACER.md: docs/PACER.md has no section "Gone away"']
+    assert (
+        slug("Where a round's time goes (`python -m spec_core costs`)")
+        == "where-a-rounds-time-goes-python--m-spec_core-costs"
+    )
 
 
 def test_fmt_skip_only_where_a_table_reads_better():

@@ -38,7 +38,7 @@ def test_apply_threads_sets_torch_and_honours_a_given_count():
 
 def test_the_package_shortens_openmp_spins_unless_the_user_chose():
     """``import spec_core`` sets GOMP_SPINCOUNT=1000 before torch loads (libgomp's long default spin beside
-    another such process ran a 48-token generation 6-13 s against 0.64 s quiet: docs/RESULTS.md, "Threads beside
+    another such process ran a 48-token generation 6-13 s against 0.64 s quiet: docs/LOG.md, "Threads beside
     another job"); a user's own spin or wait policy is left as it is."""
     code = "import os, spec_core, torch; print(os.environ.get('GOMP_SPINCOUNT'))"
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
