@@ -186,6 +186,52 @@ def test_the_draft_trainer_trains_on_token_id_shards(tmp_path):
     assert 0.0 <= card["heldout"]["heldout_agree0"] <= 1.0
 
 
+def test_cached_features_are_each_sequences_own_and_prefilled_once(tmp_path, monkeypatch):
+    """``--cache-features``: each training sequence is prefilled once, and every batch the trainer collates in a
+    later epoch carries that sequence's own features (equal, to bf16 rounding, to a fresh prefill of it alone)."""
+    from spec_core.train import draft as draft_module
+
+    pair = make_tiny_pair(VOCAB)
+    token_shards(pair.target, tmp_path / "data")
+    prefilled: list[int] = []
+    checked: list[float] = []
+    call, collate = OnlineFeatures.__call__, draft_module.collate
+    fresh = OnlineFeatures(pair.target, (), torch.bfloat16, batch_size=1)
+
+    def counting(self, seqs):
+        prefilled.append(len(seqs))
+        return call(self, seqs)
+
+    def checking(batch, *args, **kw):
+        for tokens, _, hidden, _ in batch:
+            if hidden is not None:  # served from the cache: compare with this sequence's own prefill
+                own = call(fresh, [tokens])[0][0]
+                checked.append(float((hidden.float() - own.float()).abs().max() / own.float().abs().max()))
+        return collate(batch, *args, **kw)
+
+    monkeypatch.setattr(OnlineFeatures, "__call__", counting)
+    monkeypatch.setattr(draft_module, "collate", checking)
+    for cache in (False, True):
+        prefilled.clear()
+        cfg = DraftTrainConfig(
+            data_dir=tmp_path / "data",
+            steps=12,  # three epochs of the 8 training sequences
+            batch_size=2,
+            eval_every=12,
+            heldout_shards=1,
+            head_size=0,
+            threads=1,
+            warmup=1,
+            cache_features=cache,
+            name=f"c{cache}",
+            work_dir=tmp_path / f"w{cache}",
+            out_dir=tmp_path / "a",
+        )
+        train(cfg, target=pair.target)
+        assert sum(prefilled) == 4 + (8 if cache else 12 * 2)  # the 4 held-out sequences once, then training's
+    assert len(checked) >= 12 * 2 and max(checked) < 0.02  # every cached batch, each its own sequence's states
+
+
 def test_the_block_trainer_trains_on_token_id_shards(tmp_path, monkeypatch):
     from spec_core.train import block as train_block
 
