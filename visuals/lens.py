@@ -28,7 +28,7 @@ from spec_core.core.types import RoundEvent
 from spec_core.engine.methods import is_fixed_window
 from spec_core.engine.replay import PolicyReplay
 from visuals.baseline import REPLAY_HOVER, replay_note, replay_sentence, windows
-from visuals.plots import base_layout, round_source
+from visuals.plots import base_layout, copied_round
 from visuals.style import OKABE_ITO, SCHEME_COLOURS, series_style
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
@@ -58,7 +58,7 @@ MIN_BLOCK = 2  # a "block" of one token has nothing to weigh against
 
 def weighable(event: RoundEvent) -> bool:
     """A round the lens can weigh: 2 drafted tokens or more, drafted by a model (a copied run has no q to train)."""
-    return len(event.gold_draft_probs) >= MIN_BLOCK and round_source(event) != "lookup"
+    return len(event.gold_draft_probs) >= MIN_BLOCK and not copied_round(event)
 
 
 def block_rounds(events: Sequence[RoundEvent]) -> list[int]:
@@ -116,7 +116,7 @@ def _no_block_text(lanes: Lanes, round_index: int | None) -> str:
     method, events = next(iter(lanes.items()))
     event = next((e for e in events if e.index == round_index), None)
     drafted = event.draft_len if event is not None else 0
-    copied = event is not None and round_source(event) == "lookup"
+    copied = event is not None and copied_round(event)
     others = block_rounds(events)
     where = (
         f"; rounds {', '.join(map(str, others[:6]))}{'…' if len(others) > 6 else ''} have one"

@@ -17,10 +17,11 @@ import plotly.graph_objects as go
 from spec_core.core.types import RoundEvent
 from spec_core.engine.methods import spec_of
 from spec_core.engine.replay import PolicyReplay
+from spec_core.policies.pacer import PacerLength
 from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_note, replay_sentence, windows
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO, series_style
-from visuals.views import View, register_round_note, register_rule, register_view
+from visuals.views import View, register_round_note, register_view
 
 DECISION_STYLE = {  # decision → (colour, marker, label)
     "pass": (OKABE_ITO["green"], "circle", "passed: draft the next block"),
@@ -32,7 +33,7 @@ DECISION_STYLE = {  # decision → (colour, marker, label)
 
 def is_pacer(method: str) -> bool:
     policy = spec_of(method).policy
-    return policy is not None and policy.family == "pacer"
+    return policy is not None and policy.family == PacerLength.prefix
 
 
 def block_points(events: Sequence[RoundEvent]) -> list[dict]:
@@ -331,19 +332,6 @@ def round_text(event: RoundEvent, outcome: bool = True) -> str:
     return "; ".join(parts) + "." + kept
 
 
-def _rule(temperature: float) -> str:
-    return (
-        "Draft length: PACER (arXiv 2602.01274) drafts b tokens at a time; after each block a small trained "
-        "pre-verifier guesses how likely each new token is to be accepted. If the block's average guess is under "
-        "the threshold t, drafting stops and the target checks the draft; if not, the threshold is multiplied by "
-        "ρ (a longer draft must be more convincing) and the next block is drafted, up to a maximum length. "
-        "`pacer` judges one token at a time (b = 1): on this pair that measured faster than blocks of 2 or 4, "
-        "since fewer than half of first drafts are kept and a block of 2 must draft a second token before it can "
-        "judge the first."
-    )
-
-
-register_rule("pacer", _rule, kind="policy")
 register_round_note(lambda e: f"PACER, block by block: {text}" if (text := round_text(e, outcome=False)) else "")
 register_view(
     View(
@@ -353,7 +341,7 @@ register_view(
         "keep its tokens); the line is the threshold it had to clear, which climbs by ρ after every block that "
         "passes, so long drafts need ever more confident blocks.",
         threshold_figure,
-        prefixes=("pacer",),
+        prefixes=(PacerLength.prefix,),
         describe=threshold_caption,
         replayed=True,
         look_for="Look for the line stepping up after each block that passed, and for the blocks that stopped "
@@ -367,7 +355,7 @@ register_view(
         "Where the line (what the pre-verifier predicted) sits on the markers (what the target kept), its guesses "
         "are calibrated; beside it, the fixed window's kept share at the positions it always drafts.",
         predicted_vs_kept_figure,
-        prefixes=("pacer",),
+        prefixes=(PacerLength.prefix,),
         describe=calibration_caption,
     )
 )

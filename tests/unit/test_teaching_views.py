@@ -17,6 +17,7 @@ from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import TreeRound
 from spec_core.engine.methods import is_lossy
 from spec_core.serve.live import Divergence
+from spec_core.verifiers.lossless import LosslessVerifier
 from visuals import captions, intro, lens, live_page, lossy, plots, reasons, stepthrough, tokens, tree, views
 
 
@@ -66,7 +67,7 @@ def test_lossy_verifiers_explain_their_own_rule():
     lenient = ev(0, ["a"], 1, "b", method="fixed:2+lenient:0.5", verifier_trace={"leniency": 0.5, "t0": "argmax"})
     assert "p(x) ≥ L·q(x) (0.250 ≥ 0.5 × 0.500)" in tokens.token_spans([lenient], 0.0)[0].why
     assert "p(x)/(L·q(x))" in tokens.token_spans([lenient], 1.0)[0].why
-    assert reasons.verifier_head("tree") == "tree" and reasons.verifier_head("fixed:4") == "lossless"
+    assert reasons.verifier_of("tree") is LosslessVerifier and reasons.verifier_of("fixed:4") is LosslessVerifier
     assert "plain" not in tokens.token_spans(AR, 0.0)[0].why and "most likely" in tokens.token_spans(AR, 0.0)[0].why
 
 
