@@ -190,47 +190,66 @@ def threshold_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.F
     return fig
 
 
-def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
+def predicted_vs_kept_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figure:
     """By position in the draft: PACER's mean predicted acceptance (line) against the share actually kept
-    (markers), with each fixed window's kept share beside it (what a window that never stops gets)."""
+    (markers), with the fixed window's kept share beside it (what a window that never stops gets: a lane of the
+    run, else ``replayed`` on its text)."""
     fig = go.Figure()
     shown = False
-    for i, (method, events) in enumerate(lanes.items()):
+    pacer = {m: ev for m, ev in lanes.items() if is_pacer(m)}
+    for i, (method, events) in enumerate(pacer.items()):
         colour, dash, marker = series_style(i)
         curves = position_curves([e for e in events if e.draft_len])
         if not curves["position"]:
             continue
         shown = True
         hover = "position %{x}: %{y:.2f} (%{customdata} rounds)<extra>" + method + "</extra>"
-        if is_pacer(method):
-            fig.add_trace(
-                go.Scatter(
-                    x=curves["position"],
-                    y=curves["predicted"],
-                    name=f"{method} · predicted â",
-                    mode="lines",
-                    line={"color": colour, "dash": "solid", "width": 2},
-                    customdata=curves["drafted"],
-                    hovertemplate=hover,
-                )
+        fig.add_trace(
+            go.Scatter(
+                x=curves["position"],
+                y=curves["predicted"],
+                name=f"{method} · predicted â",
+                mode="lines",
+                line={"color": colour, "dash": "solid", "width": 2},
+                customdata=curves["drafted"],
+                hovertemplate=hover,
             )
+        )
         fig.add_trace(
             go.Scatter(
                 x=curves["position"],
                 y=curves["kept"],
                 name=f"{method} · kept",
-                mode="markers+lines" if not is_pacer(method) else "markers",
-                line={"color": colour, "dash": dash, "width": 1},
+                mode="markers",
                 marker={"color": colour, "symbol": marker, "size": 9},
                 customdata=curves["drafted"],
                 hovertemplate=hover,
             )
         )
+    base = windows(lanes, replayed)
+    for j, w in enumerate(base if shown else ()):
+        colour, _, marker = series_style(len(pacer) + j)
+        positions, rates, counts = w.by_position()
+        fig.add_trace(
+            go.Scatter(
+                x=positions,
+                y=rates,
+                name=f"{w.name} · kept",
+                mode="markers+lines",
+                line={"color": colour, "dash": "dash", "width": 1},
+                marker={"color": colour, "symbol": marker, "size": 8},
+                customdata=counts,
+                hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
+                + (f"<br>{REPLAY_HOVER}" if w.replayed else "")
+                + f"<extra>{w.name}</extra>",
+            )
+        )
     note = "; ".join(
         f"{m}: {', '.join(map(str, position_curves([e for e in ev if e.draft_len])['drafted'][:6]))}"
-        for m, ev in lanes.items()
+        for m, ev in pacer.items()
         if any(e.draft_len for e in ev)
     )
+    note += "".join(f"; {w.name}: {', '.join(map(str, w.by_position()[2][:6]))}" for w in base if shown and note)
     base_layout(
         fig,
         "Predicted acceptance against what the target kept",
@@ -298,8 +317,9 @@ def not_adapting(events: Sequence[RoundEvent], points: list[dict]) -> str:
     )
 
 
-def calibration_caption(lanes: Lanes) -> str:
-    """Predicted against kept at the first position, where most rounds are (the points further out rest on fewer)."""
+def calibration_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
+    """Predicted against kept at the first position, where most rounds are (the points further out rest on fewer),
+    and the fixed window's kept share there."""
     parts = []
     for method, events in lanes.items():
         if not is_pacer(method):
@@ -310,7 +330,14 @@ def calibration_caption(lanes: Lanes) -> str:
                 f"{method} at position 1: predicted {curves['predicted'][0]:.2f}, kept "
                 f"{curves['kept'][0]:.2f} ({curves['drafted'][0]} rounds)"
             )
-    return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
+    if not parts:
+        return "No PACER rounds yet."
+    base = windows(lanes, replayed)
+    for w in base:
+        _, rates, counts = w.by_position()
+        if rates:
+            parts.append(f"{w.name} kept {rates[0]:.2f} at position 1 ({counts[0]} rounds)")
+    return "; ".join(parts) + "." + (f" {replay_sentence(base)}" if replay_sentence(base) else "")
 
 
 def round_text(event: RoundEvent, outcome: bool = True) -> str:
@@ -357,5 +384,6 @@ register_view(
         predicted_vs_kept_figure,
         prefixes=(PacerLength.prefix,),
         describe=calibration_caption,
+        replayed=True,
     )
 )

@@ -120,3 +120,18 @@ def test_the_block_view_sets_acceptance_by_position_beside_the_cards_training_we
     caption = views.caption_for(view, lanes, REPLAY)
     assert caption.startswith("Look for") and f"{card['log'][-1]['weights_by_position'][0]:.0%}" in caption
     assert "block_positions" not in {v.key for v in views.views_for(["pacer", "ar"])}  # block lanes only
+
+
+def test_pacers_predicted_vs_kept_draws_the_fixed_window_its_caption_names():
+    """Its caption says the fixed window's kept share is beside it: on the default trio that is the replay."""
+    lanes = {"pacer+diversed": PACER, "ar": AR}
+    view = next(v for v in views.views_for(list(lanes)) if v.key == "pacer_predicted_vs_kept")
+    assert "fixed window's kept share" in view.caption
+    traces = {t.name: t for t in views.build(view, lanes, REPLAY).data}
+    base = traces["fixed:2 (replayed) · kept"]
+    assert list(base.x) == [1, 2] and list(base.y) == [0.5, 0.25]  # position 1 kept in 2 of 4 rounds, 2 in 1
+    assert "pacer+diversed · predicted â" in traces and "pacer+diversed · kept" in traces
+    caption = views.caption_for(view, lanes, REPLAY)
+    assert "fixed:2 (replayed) kept 0.50 at position 1 (4 rounds)" in caption and "replayed" in caption
+    alone = {t.name for t in views.build(view, lanes).data}  # no replay (a sampled run): no baseline drawn
+    assert not any("fixed" in n for n in alone)
