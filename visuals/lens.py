@@ -66,18 +66,37 @@ def block_rounds(events: Sequence[RoundEvent]) -> list[int]:
     return [e.index for e in events if weighable(e)]
 
 
+def telling_block(events: Sequence[RoundEvent]) -> RoundEvent | None:
+    """The lane's block the lens opens on: of its blocks of 2 or more that a model drafted, the one whose drafts the
+    target kept the most (the earliest among equals; with none kept, the one whose q_1 is highest). A lane's
+    first block is often a rejected one whose q_j are all near 0 (the default run's read 0.00, 0.00), where every
+    schedule's weights vanish together and the lens shows nothing of D-PACE's lean."""
+    blocks = [e for e in events if weighable(e)]
+    if not blocks:
+        return None
+    if any(e.accepted for e in blocks):
+        return max(blocks, key=lambda e: (e.accepted, -e.index))
+    return max(blocks, key=lambda e: (e.gold_draft_probs[0], -e.index))
+
+
+def telling_round(events: Sequence[RoundEvent]) -> int:
+    """The round of :func:`telling_block` (0 when the lane has no block to weigh): the step-through's first."""
+    block = telling_block(events)
+    return block.index if block is not None else 0
+
+
 def pick_block(lanes: Lanes, round_index: int | None = None) -> tuple[str, RoundEvent] | None:
-    """The block to show: ``round_index`` of the first lane (the step-through's), else the first block of 2 or
-    more that a model drafted, in the first lane that has one, a method's before a fixed window's (the window is
+    """The block to show: ``round_index`` of the first lane (the step-through's), else the lane's most telling
+    block (:func:`telling_block`), in the first lane that has one, a method's before a fixed window's (the window is
     the baseline beside it); a lane whose blocks are all copied is passed over."""
     if round_index is not None:
         method, events = next(iter(lanes.items()), ("", ()))
         chosen = [e for e in events if weighable(e) and e.index == round_index]
         return (method, chosen[0]) if chosen else None
     for method, events in sorted(lanes.items(), key=lambda kv: is_fixed_window(kv[0])):
-        blocks = [e for e in events if weighable(e)]
-        if blocks:
-            return method, blocks[0]
+        block = telling_block(events)
+        if block is not None:
+            return method, block
     return None
 
 
@@ -141,8 +160,8 @@ def lens_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
     n = len(block_rounds(lanes[method]))
     q = ", ".join(f"{x:.2f}" for x in event.gold_draft_probs[:4]) + ("…" if len(event.gold_draft_probs) > 4 else "")
     text = (
-        f"It weighs {method}'s round {event.index}, the first of its {n} blocks of {MIN_BLOCK} or more drafted by "
-        f"the draft model (q_j {q}): D-PACE gives position 1 {w['dpace'][0]:.0%} of the block's weight, DFlash's "
+        f"It weighs {method}'s round {event.index}, the one of its {n} blocks of {MIN_BLOCK} or more drafted by "
+        f"the draft model where the target kept the most ({event.accepted} of {event.draft_len}; q_j {q}): D-PACE gives position 1 {w['dpace'][0]:.0%} of the block's weight, DFlash's "
         f"decay {w['decay'][0]:.0%}, uniform {w['uniform'][0]:.0%}."
     )
     base = windows(lanes, replayed)
@@ -157,7 +176,7 @@ def training_lens_figure(
     fixed window's share kept per position (right axis), a lane of the run or ``replayed`` on its text.
 
     ``round_index`` follows the round chosen in the step-through (of the first lane given); by default the
-    first block of 2 or more that a model drafted.
+    lane's most telling block (:func:`telling_block`).
     """
     fig = go.Figure()
     picked = pick_block(lanes, round_index)

@@ -15,7 +15,7 @@ from spec_core.core.assets import BLOCK_DIR
 from spec_core.engine.replay import PolicyReplay
 from spec_core.serve.live import LiveFrame
 from ui import live_baseline, live_steps
-from visuals import plots, views
+from visuals import lens, plots, views
 
 SEEDS = ("draft_lengths", "pacer_threshold", "ensemble_weights", "training_lens")
 
@@ -74,7 +74,7 @@ def test_the_seed_figures_hold_this_runs_numbers():
     ones = w["fixed:2 (replayed) · w = 1 (lossless)"]
     assert list(ones.x) == [0, 1, 1, 2, 3, 4, 4, 5] and set(ones.y) == {1.0}
     lens = built["training_lens"][0]
-    assert "pacer+diversed, round 0" in lens.layout.title.text  # not hybrid: its blocks were copied
+    assert "pacer+diversed, round 1" in lens.layout.title.text  # not hybrid (copied); round 1 kept the most
 
 
 def test_a_fixed_window_lane_of_the_run_is_the_baseline_before_any_replay():
@@ -101,7 +101,7 @@ def test_after_a_run_the_step_through_and_lens_follow_a_lane_with_a_model_drafte
     out = live_steps.after_run(frame, "draft")
     assert out[0]["value"] == "pacer+diversed", out[0]  # lane A (hybrid) only copied: nothing for the lens to weigh
     lens = next(f for f in out[3:] if hasattr(f, "layout") and "Training lens" in (f.layout.title.text or ""))
-    assert "pacer+diversed, round 0" in lens.layout.title.text
+    assert "pacer+diversed, round 1" in lens.layout.title.text and out[1]["value"] == 1  # the lens and the slider
     assert any((t.name or "").startswith("fixed:2 (replayed)") for t in lens.data)  # the baseline stays beside it
 
 
@@ -135,3 +135,25 @@ def test_pacers_predicted_vs_kept_draws_the_fixed_window_its_caption_names():
     assert "fixed:2 (replayed) kept 0.50 at position 1 (4 rounds)" in caption and "replayed" in caption
     alone = {t.name for t in views.build(view, lanes).data}  # no replay (a sampled run): no baseline drawn
     assert not any("fixed" in n for n in alone)
+
+
+def test_the_lens_opens_on_a_telling_block_not_a_lanes_first():
+    """The default run's first model-drafted block had q_j 0.00, 0.00: every schedule's weights vanish there. The
+    lens and the step-through open on the block the target kept the most of (the earliest among equals; with none
+    kept, the one whose q_1 is highest)."""
+    dull = ev(0, [" a", " b"], 0, method="pacer", gold=[0.0, 0.0])
+    some = ev(1, [" c", " d", " e"], 1, method="pacer", gold=[0.6, 0.2, 0.1])
+    most = ev(2, [" f", " g", " h"], 2, method="pacer", gold=[0.9, 0.7, 0.1])
+    again = ev(3, [" i", " j"], 2, method="pacer", gold=[0.95, 0.9])
+    lane = [dull, some, most, again]
+    assert lens.telling_block(lane) is most and lens.telling_round(lane) == 2
+    assert lens.telling_round([dull, dataclasses.replace(some, accepted=0)]) == 1  # none kept: the higher q_1
+    assert lens.telling_round([ev(0, [" a"], 1, method="pacer")]) == 0  # nothing to weigh: round 0
+    fig = lens.training_lens_figure({"pacer": lane, "ar": AR})
+    assert "pacer, round 2" in fig.layout.title.text
+    assert "round 2, the one of its 4 blocks" in lens.lens_caption({"pacer": lane}) and "(2 of 3;" in lens.lens_caption(
+        {"pacer": lane}
+    )
+    frame = LiveFrame(("pacer", "ar"), {"pacer": lane, "ar": AR}, done=True, temperature=0.0)
+    out = live_steps.after_run(frame, "draft")
+    assert out[0]["value"] == "pacer" and out[1]["value"] == 2

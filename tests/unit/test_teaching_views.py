@@ -129,10 +129,10 @@ def test_every_plot_says_what_it_rests_on():
     assert "fixed:4: 3 rounds" in plots.draft_lengths_figure({"fixed:4": LANE}).layout.title.text
 
 
-def test_training_lens_opens_on_the_first_block_of_two():
+def test_training_lens_opens_on_the_block_of_two_the_target_kept_most_of():
     lane = [ev(0, ["a"], 1), ev(1, ["b"], 0), ev(2, ["c", "d", "e"], 1), ev(3, ["f", "g"], 2)]
     assert lens.block_rounds(lane) == [2, 3]
-    assert "round 2" in lens.training_lens_figure({"pacer": lane}).layout.title.text
+    assert "round 3" in lens.training_lens_figure({"pacer": lane}).layout.title.text  # kept 2 of 2; round 2, 1 of 3
     said = lens.training_lens_figure({"pacer": lane}, round_index=1).layout.annotations[0].text
     assert "drafted 1 token:" in said and "rounds 2, 3 have one" in said
 
