@@ -28,6 +28,7 @@ from spec_core.core.types import RoundEvent
 from spec_core.engine.methods import is_fixed_window
 from spec_core.engine.replay import PolicyReplay
 from visuals.baseline import REPLAY_HOVER, replay_note, replay_sentence, windows
+from visuals.labels import Box, Canvas, Point, bar_box, line_label
 from visuals.plots import base_layout, copied_round
 from visuals.style import OKABE_ITO, SCHEME_COLOURS, series_style
 
@@ -169,6 +170,66 @@ def lens_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
     return " ".join([text, *(f"{k}." for k in kept[:1]), replay_sentence(base)]).strip()
 
 
+Y2_RANGE = (0.0, 1.05)  # q_j and the shares kept (right axis)
+BAR_GROUP = 0.8  # a position's three bars span this much of the x axis (Plotly's bargap 0.2)
+LENS_CANVAS_PX = 280.0  # the lens's plot area at a 420-px phone width (its 60-px margins each side): the narrowest
+
+
+def share_range(fig: go.Figure) -> tuple[float, float]:
+    """The left axis's range, fixed so that the label placer knows where each bar ends: the tallest share + 10%."""
+    tallest = max((max(t.y) for t in fig.data if isinstance(t, go.Bar) and t.y), default=1.0)
+    return 0.0, max(tallest * 1.1, 0.05)
+
+
+def lens_marks(fig: go.Figure) -> tuple[Canvas, list[Point], list[Box]]:
+    """The lens on the label placer's canvas: every marker (q_j, the baseline's shares: on the right axis, set on
+    the left one's scale) and every bar, in pixels, at a phone's plot width."""
+    (low, high), (r0, r1) = share_range(fig), Y2_RANGE
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    positions = [x for t in fig.data for x in (t.x or ())]
+    canvas = Canvas((min(positions, default=1) - 0.5, max(positions, default=1) + 0.5), (low, high), LENS_CANVAS_PX)
+    to_left = lambda y: low + (y - r0) / (r1 - r0) * (high - low)  # noqa: E731
+    markers = [
+        Point(x, to_left(y), float(t.marker.size if t.marker and t.marker.size else 8))
+        for t in fig.data
+        if isinstance(t, go.Scatter)
+        for x, y in zip(t.x, t.y)
+    ]
+    width = BAR_GROUP / max(len(bars), 1)
+    shapes = [
+        bar_box(x - BAR_GROUP / 2 + width * (k + 0.5), width, y, canvas)
+        for k, t in enumerate(bars)
+        for x, y in zip(t.x, t.y)
+    ]
+    return canvas, markers, shapes
+
+
+def rejection_label(fig: go.Figure, event: RoundEvent) -> str:
+    """The dashed line at the round's first rejection, its label where the label placer finds room beside it
+    (:func:`visuals.labels.line_label`: clear of every bar and marker, at a phone's width); when there is none the
+    label goes to the note instead, which is returned ("" when the label is on the plot or nothing was rejected)."""
+    if event.accepted >= event.draft_len:
+        return ""
+    x, text = event.accepted + 0.5, "first rejection"
+    fig.add_vline(x=x, line={"color": OKABE_ITO["vermillion"], "dash": "dash"})
+    canvas, markers, shapes = lens_marks(fig)
+    spot = line_label(x, text, markers, canvas, shapes)
+    if spot is None:
+        return f"dashed: the first rejection (kept {event.accepted})"
+    y, where = spot
+    fig.add_annotation(
+        x=x,
+        y=y,
+        text=text,
+        showarrow=False,
+        xanchor="left" if where.endswith("right") else "right",
+        xshift=2 if where.endswith("right") else -2,
+        font={"size": 10, "color": OKABE_ITO["vermillion"]},
+        name="placed",  # placed by visuals.labels (tests look)
+    )
+    return ""
+
+
 def training_lens_figure(
     lanes: Lanes, round_index: int | None = None, alpha: float = DPACE_ALPHA, replayed: PolicyReplay | None = None
 ) -> go.Figure:
@@ -220,12 +281,7 @@ def training_lens_figure(
         )
     )
     fig.add_traces(window_traces(lanes, replayed))
-    if event.accepted < event.draft_len:
-        fig.add_vline(
-            x=event.accepted + 0.5,
-            line={"color": OKABE_ITO["vermillion"], "dash": "dash"},
-            annotation_text=f"first rejection (kept {event.accepted})",
-        )
+    cut = rejection_label(fig, event)
     base_layout(
         fig,
         f"Training lens: {method}, round {event.index} (B = {len(q) + 1}: anchor + {event.draft_len} drafted; "
@@ -236,6 +292,7 @@ def training_lens_figure(
             n
             for n in (
                 f"rests on one block: round {event.index}'s {len(q)} drafted positions",
+                cut,
                 replay_note(windows(lanes, replayed)),
             )
             if n
@@ -243,8 +300,8 @@ def training_lens_figure(
     )
     fig.update_layout(
         barmode="group",
-        yaxis={"tickformat": ".0%", "rangemode": "tozero"},
-        yaxis2={"title": "q_j · share kept", "overlaying": "y", "side": "right", "range": [0, 1.05]},
+        yaxis={"tickformat": ".0%", "range": list(share_range(fig))},
+        yaxis2={"title": "q_j · share kept", "overlaying": "y", "side": "right", "range": list(Y2_RANGE)},
         margin={"l": 60, "r": 60, "t": 58, "b": 40},
     )
     fig.update_xaxes(dtick=1)

@@ -15,7 +15,7 @@ from spec_core.core.assets import BLOCK_DIR
 from spec_core.engine.replay import PolicyReplay
 from spec_core.serve.live import LiveFrame
 from ui import live_baseline, live_steps
-from visuals import lens, plots, views
+from visuals import labels, lens, plots, views
 
 SEEDS = ("draft_lengths", "pacer_threshold", "ensemble_weights", "training_lens")
 
@@ -157,3 +157,43 @@ def test_the_lens_opens_on_a_telling_block_not_a_lanes_first():
     frame = LiveFrame(("pacer", "ar"), {"pacer": lane, "ar": AR}, done=True, temperature=0.0)
     out = live_steps.after_run(frame, "draft")
     assert out[0]["value"] == "pacer" and out[1]["value"] == 2
+
+
+def _clear(fig, annotation) -> bool:
+    """Whether ``annotation``'s box (the label placer's estimate) covers no marker or bar of the lens."""
+    canvas, markers, shapes = lens.lens_marks(fig)
+    right = annotation.xanchor == "left"
+    point = labels.Point(annotation.x, annotation.y, 0.0, annotation.text)
+    box = labels.label_box(point, "middle right" if right else "middle left", canvas)
+    dots = [labels.marker_box(m, canvas) for m in markers] + shapes
+    return labels.inside(box, canvas) and not any(labels.overlap(box, d, gap=0) for d in dots)
+
+
+def test_the_lens_rejection_label_is_placed_clear_of_every_mark():
+    """The dashed line at the first rejection used to carry its label at the top right whatever stood there (q_j
+    near 1 sits at the top); the label placer now finds it room beside the line, at a phone's plot width, or the
+    note says it."""
+    high = ev(0, [" a", " b", " c", " d"], 2, method="pacer", gold=[0.98, 0.97, 0.96, 0.95])
+    fig = lens.training_lens_figure({"pacer": [high], "ar": AR}, replayed=REPLAY)
+    placed = [a for a in fig.layout.annotations if a.name == "placed"]
+    said = "dashed: the first rejection (kept 2)" in fig.layout.title.text
+    assert len(placed) == 1 or said, (fig.layout.annotations, fig.layout.title.text)
+    for a in placed:
+        assert a.text == "first rejection" and _clear(fig, a) and a.y < 0.98 * fig.layout.yaxis.range[1]
+    crowded = ev(0, [" a", " b"], 1, method="pacer", gold=[0.5, 0.5])
+    fig = lens.training_lens_figure({"pacer": [crowded]})
+    assert all(_clear(fig, a) for a in fig.layout.annotations if a.name == "placed")
+
+
+def test_the_seed_and_block_views_carry_no_label_the_placer_did_not_place():
+    """Every always-on label of the four seed views and the block view: none but the lens's placed one (and an
+    empty figure's message), and no trace draws text of its own, so no two labels can pile up."""
+    block = [ev(i, [f" t{k}" for k in range(7)], acc, method="block:dpace") for i, acc in enumerate([0, 1, 3, 0])]
+    rejected = [dataclasses.replace(e, accepted=min(e.accepted, 1)) for e in PACER]
+    for lanes in (DEFAULT, {**DEFAULT, "pacer+diversed": rejected}, {"block:dpace": block, "ar": AR}):
+        for view in views.views_for(list(lanes)):
+            if view.key not in (*SEEDS, "block_positions"):
+                continue
+            fig = views.build(view, lanes, REPLAY)
+            assert all("text" not in (getattr(t, "mode", None) or "") for t in fig.data), view.key
+            assert all(a.name == "placed" for a in fig.layout.annotations), (view.key, fig.layout.annotations)
