@@ -16,7 +16,7 @@ import dataclasses
 import time
 
 from spec_core.core.errors import SpecScopeError
-from spec_core.engine.methods import is_fixed_window
+from spec_core.engine.methods import is_fixed_window, is_plain
 from spec_core.serve import live
 from spec_core.serve.live import LiveFrame
 from spec_core.serve.requests import LiveRequest
@@ -29,7 +29,7 @@ def wants_replay(frame: LiveFrame, stopped: bool) -> bool:
     if stopped or not frame.done or frame.temperature != 0:
         return False
     ran = [m for m, ev in frame.lanes.items() if ev]
-    return any(m != "ar" for m in ran) and not any(is_fixed_window(m) for m in ran)
+    return any(not is_plain(m) for m in ran) and not any(is_fixed_window(m) for m in ran)
 
 
 def with_baseline(

@@ -3,8 +3,8 @@
 The card is :func:`visuals.stepthrough.frame_card`: every step of the round, of which the page's style sheet shows
 the one the step radio has checked, so a step change runs no handler (one lagged the radio by seconds while the
 server drew a run's figures). The views that follow a round (the training lens) are redrawn for the round shown
-(:func:`visuals.views.build_for_round`). After a run the panel opens on the first drafting lane's first round with
-a block the lens can weigh (:func:`visuals.lens.block_rounds`), else its round 0.
+(:func:`visuals.views.build_for_round`). After a run the panel opens on the first drafting lane with a block the
+lens can weigh, on the block the target kept the most of (:func:`visuals.lens.telling_round`), else its round 0.
 """
 
 from __future__ import annotations
@@ -55,10 +55,11 @@ def lens_slots(frame, lane, rnd) -> list[Any]:
 
 
 def focus(frame, lane, step) -> list[Any]:
-    """``lane``'s first round with a block the training lens can weigh (else round 0): the slider spans exactly
+    """``lane``'s most telling block for the training lens (:func:`visuals.lens.telling_round`: the one the target
+    kept the most of; else round 0): the slider spans exactly
     its rounds, the card and the lens follow → [round, card, *plots]."""
     events = frame.lanes.get(lane, ()) if frame is not None and lane else ()
-    last, first = live_page.last_round(events), next(iter(lens.block_rounds(events)), 0)
+    last, first = live_page.last_round(events), lens.telling_round(events)
     return [
         gr.update(maximum=max(last, 1), value=first),
         card(frame, lane, first, step),

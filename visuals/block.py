@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from spec_core.core.assets import BLOCK_DIR, read_card
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import RoundEvent
+from spec_core.drafters import BlockDraft
 from spec_core.engine.methods import spec_of
 from spec_core.engine.replay import PolicyReplay
 from visuals.baseline import REPLAY_HOVER, replay_note, replay_sentence, windows
@@ -33,7 +34,7 @@ def is_block(method: str) -> bool:
         drafter = spec_of(method).drafter
     except SpecScopeError:
         return False
-    return drafter is not None and drafter.family == "block"
+    return drafter is not None and drafter.family == BlockDraft.prefix
 
 
 def trained_weights(method: str) -> tuple[str, list[float], int]:
@@ -162,7 +163,7 @@ register_view(
         "kept, and the dashed line a fixed window's. A position weighted heavily but rarely kept was trained for a "
         "reach the target does not grant.",
         block_figure,
-        prefixes=("block",),
+        prefixes=(BlockDraft.prefix,),
         describe=block_caption,
         replayed=True,
         look_for="Look for whether the positions the drafter was trained to weigh most are the ones the target "

@@ -15,12 +15,15 @@ import plotly.graph_objects as go
 
 from spec_core.core.types import RoundEvent
 from spec_core.engine.replay import PolicyReplay
-from spec_core.heads.ensemble import head_for
+from spec_core.verifiers.diversed import DiversedVerifier
+from spec_core.verifiers.lenient import LenientVerifier
+from spec_core.verifiers.lossless import LosslessVerifier
+from spec_core.verifiers.static import StaticVerifier
 from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_sentence, windows
 from visuals.labels import POSITIONS, Canvas, Point, place_labels
 from visuals.plots import Lanes, base_layout, drafting_lanes
 from visuals.style import OKABE_ITO, series_style
-from visuals.views import View, register_rule, register_view
+from visuals.views import View, register_view
 
 
 def weight_points(events: Sequence[RoundEvent]) -> dict[str, list]:
@@ -159,6 +162,8 @@ def weights_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
     return "; ".join(parts) + "." + (f" {replay_sentence(replays)}" if replays else "")
 
 
+STATIC, LENIENT, DIVERSED = StaticVerifier.prefix, LenientVerifier.prefix, DiversedVerifier.prefix  # a sweep's rows
+LOSSLESS = LosslessVerifier.prefix
 TASK_STATIC = "task-static"  # rows of the per-task static envelope in a sweep table (pareto --summarise)
 
 
@@ -169,7 +174,7 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
     fig, df = go.Figure(), df.reset_index(drop=True)  # one label per row: row labels must be unique
     canvas = pareto_canvas(df)
     placed = pareto_labels(df, canvas)
-    static = df[df["method"] == "static"].sort_values("acceptance_rate")
+    static = df[df["method"] == STATIC].sort_values("acceptance_rate")
     fig.add_trace(
         go.Scatter(
             x=static["acceptance_rate"],
@@ -229,9 +234,9 @@ def pareto_figure(df: pd.DataFrame, title: str = "Acceptance vs quality (eval sp
 
 
 MARKS = {  # method → (marker, colour) of the points drawn apart from the static line
-    "lenient": ("square", OKABE_ITO["orange"]),
-    "lossless": ("star", OKABE_ITO["black"]),
-    "diversed": ("diamond", OKABE_ITO["purple"]),
+    LENIENT: ("square", OKABE_ITO["orange"]),
+    LOSSLESS: ("star", OKABE_ITO["black"]),
+    DIVERSED: ("diamond", OKABE_ITO["purple"]),
 }
 STATIC_SIZE, MIX_SIZE, MARK_SIZE = 8, 6, 13  # marker diameters (px)
 # the static line falls from the top left to the bottom right: above-right and below-left of a point are off it
@@ -248,22 +253,22 @@ def pareto_canvas(df: pd.DataFrame) -> Canvas:
 
 def point_name(method: str, param: str) -> str:
     """What a point's hover and label call it: ``W=0.5`` on the static line, else :func:`point_label`."""
-    return f"W={param}" if method == "static" else point_label(method, param)
+    return f"W={param}" if method == STATIC else point_label(method, param)
 
 
 def pareto_labels(df: pd.DataFrame, canvas: Canvas) -> dict[object, str]:
     """Row index → ``textposition``, for the rows whose label has room (:func:`visuals.labels.place_labels`).
     Most important first: lossless and DIVERSED (the summary's subjects), the static line's ends (the draft alone,
     the target alone), the lenient points, then the rest of the static line."""
-    sizes = {"static": STATIC_SIZE, TASK_STATIC: MIX_SIZE}
+    sizes = {STATIC: STATIC_SIZE, TASK_STATIC: MIX_SIZE}
     params = df["param"].astype(str)
-    static_end = (df["method"] == "static") & params.isin(["0", "1"])
-    rank = df["method"].map({"lossless": 0, "diversed": 1, "lenient": 3, "static": 4}).where(~static_end, 2)
+    static_end = (df["method"] == STATIC) & params.isin(["0", "1"])
+    rank = df["method"].map({LOSSLESS: 0, DIVERSED: 1, LENIENT: 3, STATIC: 4}).where(~static_end, 2)
     order = list(rank.dropna().sort_values(kind="stable").index)
 
     def point(i, label: str = "") -> Point:
         method = str(df.at[i, "method"])
-        size, positions = sizes.get(method, MARK_SIZE), ON_LINE if method == "static" else POSITIONS
+        size, positions = sizes.get(method, MARK_SIZE), ON_LINE if method == STATIC else POSITIONS
         return Point(float(df.at[i, "acceptance_rate"]), float(df.at[i, "quality"]), size, label, positions)
 
     wanted = [point(i, point_name(str(df.at[i, "method"]), params[i])) for i in order]
@@ -285,10 +290,10 @@ def _labels(rows: pd.DataFrame, placed: dict[object, str]) -> dict:
 
 def point_label(method: str, param: str) -> str:
     """``lenient:0.5``; a DIVERSED row by its head (``diversed``, ``diversed-sampled``); else the method."""
-    if method == "lenient" and param:
+    if method == LENIENT and param:
         return f"lenient:{param}"
-    if method == "diversed" and param and param != "nan":
-        return param if param.startswith("diversed") else f"diversed:head={param}"
+    if method == DIVERSED and param and param != "nan":
+        return param if param.startswith(DIVERSED) else f"diversed:head={param}"
     return method
 
 
@@ -312,14 +317,14 @@ def sweep_summary(df: pd.DataFrame) -> str:
         "quality. The blue line is the static ensemble ν = W·p + (1 − W)·q from W = 0 (the draft alone) to "
         "W = 1 (the target alone); a learned verifier is only worth training if it lands above that line."
     ]
-    lossless, draft = row("lossless"), row("static", "0")
+    lossless, draft = row(LOSSLESS), row(STATIC, "0")
     if lossless is not None and draft is not None:
         parts.append(
             f"Target alone: quality {lossless['quality']:.3f} at acceptance {lossless['acceptance_rate']:.3f}; "
             f"draft alone: quality {draft['quality']:.3f}."
         )
-    heads = df[df["method"] == "diversed"]
-    shipped = heads[heads["param"].astype(str) == "diversed"]  # the greedy default first, then any other head
+    heads = df[df["method"] == DIVERSED]
+    shipped = heads[heads["param"].astype(str) == DIVERSED]  # the greedy default first, then any other head
     ordered = pd.concat([shipped, heads.drop(shipped.index)]) if len(heads) else heads
     for n, (_, div) in enumerate(ordered.iterrows()):
         frontier = float(div["frontier_quality"])  # the static sweep at DIVERSED's acceptance (read_sweep)
@@ -334,12 +339,12 @@ def sweep_summary(df: pd.DataFrame) -> str:
                 if n == 0
                 else f" ({times:.2f}× lossless)"
             )
-        label = point_label("diversed", str(div["param"]))
+        label = point_label(DIVERSED, str(div["param"]))
         lead = "DIVERSED" if n == 0 else "With the head"
         parts.append(
             f"{lead}{'' if n == 0 else ' ' + label}: acceptance {div['acceptance_rate']:.3f}{ratio}, quality "
             f"{div['quality']:.3f} — {where} the static frontier ({frontier:.3f} at that acceptance)"
-            + (f", head {label}." if n == 0 and (len(ordered) > 1 or label != "diversed") else ".")
+            + (f", head {label}." if n == 0 and (len(ordered) > 1 or label != DIVERSED) else ".")
         )
         if n:
             continue
@@ -358,48 +363,6 @@ def sweep_view(df: pd.DataFrame) -> list:
     return [sweep_summary(df), pareto_figure(df)]
 
 
-def _static(t: float) -> str:
-    if t == 0:
-        return (
-            "Static ensemble at temperature 0 (docs/ALGORITHMS.md §2; default t0=argmax): the models' softmax are mixed, "
-            "ν = W·p + (1 − W)·q, and a draft is kept while it is ν's most likely token; at the first mismatch ν's "
-            "choice replaces it. W = 1 is the lossless greedy rule, W = 0 keeps every draft. (t0=onehot: a draft "
-            "that differs from the target's argmax is kept with probability 1 − W.)"
-        )
-    return (
-        "Static ensemble (DIVERSED, arXiv 2604.07622; Yin et al., arXiv 2411.00841): the drafts are verified "
-        "against ν = W·p + (1 − W)·q instead of p — accept x with min(1, ν(x)/q(x)), recover from ν's "
-        "residual norm(max(0, ν − q)) (ν − q = W·(p − q)). Each drafted position then emits exactly ν; acceptance is 1 − W·TV(p, q) on average."
-    )
-
-
-def _lenient(t: float) -> str:
-    if t == 0:
-        return (
-            "Lenient rule at temperature 0 (default t0=argmax): keep a draft while p(x) ≥ L·q(x) under the models' "
-            "softmax (or it is the target's argmax); then the target's argmax."
-        )
-    return (
-        "Lenient (lossy) speculative sampling, DIVERSED's baseline: accept x with min(1, p(x)/(L·q(x))), "
-        "L < 1 accepts more; recover from norm(max(0, p − q)). The output is no longer the target's."
-    )
-
-
-def _diversed(t: float) -> str:
-    rule = "greedy decoding of ν (keep a draft while it is argmax ν)" if t == 0 else "speculative sampling against ν"
-    shipped = head_for(t)  # the head `diversed` picks at this temperature, from the cards' bands
-    return (
-        "DIVERSED (arXiv 2604.07622): a trained ensemble head reads the draft's and the target's hidden states at "
-        f"each drafted token and sets its own weight w_t, so ν_t = w_t·p_t + (1 − w_t)·q_t; then {rule}. "
-        "w_t near 1 follows the target where a token matters, near 0 lets the draft through. "
-        f"At temperature {t:g} `diversed` uses the shipped head {shipped.name}, trained and chosen at "
-        f"{shipped.serves} (one head per band of temperatures; `diversed:head=NAME` picks another)."
-    )
-
-
-register_rule("static", _static)
-register_rule("lenient", _lenient)
-register_rule("diversed", _diversed)
 register_view(
     View(
         "ensemble_weights",
@@ -409,7 +372,7 @@ register_view(
         "rule and w_t = 0 keeps every draft. DIVERSED sets w_t token by token, static:W is a flat line, lossless "
         "sits at 1; × marks drafts that were not kept.",
         ensemble_weights_figure,
-        prefixes=("diversed", "static", "lenient"),
+        prefixes=(DiversedVerifier.prefix, StaticVerifier.prefix, LenientVerifier.prefix),
         describe=weights_caption,
         replayed=True,
         look_for="Look for where DIVERSED's w_t dips below the lossless line at 1: there it trusts the draft more, "

@@ -1,17 +1,27 @@
-"""The words the live tab uses, explained once: a short glossary, and one line per method family for lane headers."""
+"""The words the live tab uses, explained once: a short glossary, and one line per method family for lane headers.
+
+A part's words are its registry class's (``glossary`` and ``about``, :mod:`spec_core.core.words`): a drafter,
+policy or verifier added with one class and one registry line is in the glossary and its lane's header with no
+edit here, and a verifier whose class says ``lossless = False`` is called lossy in both.
+"""
 
 from __future__ import annotations
 
 import html
 
+from spec_core.core import words
 from spec_core.core.errors import SpecScopeError
+from spec_core.drafters import DRAFTERS
 from spec_core.engine.methods import families, spec_of
+from spec_core.policies import POLICIES
+from spec_core.verifiers import VERIFIERS
 from visuals.lossy import BADGE
 
-GLOSSARY: tuple[tuple[str, str], ...] = (
+GENERAL: tuple[tuple[str, str], ...] = (  # the page's own words; each part's rows are its class's (glossary_entries)
     ("target", "the model whose output we want (here SmolLM2-135M-Instruct); it checks every draft."),
     ("draft", "a small, fast model that guesses the target's next tokens."),
-    ("ar", "plain autoregressive decoding: the target alone, one forward pass per token. The baseline."),
+)
+ROUND_WORDS: tuple[tuple[str, str], ...] = (
     (
         "τ (tau)",
         "new tokens per target forward pass. ar: exactly 1; speculation pays when τ is high enough to "
@@ -24,64 +34,14 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "the first draft the target disagreed with, and the drafts after it (never checked "
         "on their own): struck through, shown only with 'show rejected drafts'.",
     ),
-    ("recovered", "the target's own token at the first rejection (drawn from what the draft missed)."),
+    (
+        "recovered",
+        "the token at the first rejection: under a lossless rule the target's own (drawn from what the draft "
+        "missed); a lossy verifier draws it from its own rule (e.g. ν's residual).",
+    ),
     ("bonus", "one extra target token when every draft passed: the verification pass already computed it."),
-    ("fixed:K", "draft K tokens every round."),
-    (
-        "heuristic",
-        "transformers' schedule: the window grows by 2 after a round where every draft passed, shrinks by 1 otherwise.",
-    ),
-    ("confidence:T", "draft while the draft model's own probability of its token stays above T."),
-    (
-        "pacer",
-        "PACER: the draft drafts a block at a time; a small trained pre-verifier predicts how likely each "
-        "drafted token is to be kept, and drafting stops when the block's mean falls under a threshold "
-        "that grows by ρ after every block that passes.",
-    ),
-    (
-        "static:W · lenient:L",
-        "lossy verifiers: static checks drafts against a fixed mix ν = W·p + (1 − W)·q of "
-        "target and draft; lenient accepts with min(1, p / (L·q)). They keep more drafts "
-        "and give up exactness.",
-    ),
-    (
-        "diversed",
-        "DIVERSED: like static, but a trained head chooses the mixing weight w_t for each drafted "
-        "token from both models' hidden states (w_t = 1 is lossless at that token).",
-    ),
-    (
-        "tree",
-        "a token tree (EAGLE-2): the draft proposes several candidates per position; one target pass "
-        "checks every branch at once and the longest branch the target agrees with is kept.",
-    ),
-    (
-        "block:LOSS",
-        "a block drafter proposes a whole block in one forward pass (DFlash); LOSS is how it was "
-        "trained: uniform, decay (DFlash's) or dpace (D-PACE, weights on the positions the verifier "
-        "is likely to reach).",
-    ),
-    (
-        "lookup · hybrid",
-        "prompt lookup copies what followed the text's last words earlier in the prompt or the answer "
-        "(no draft model; copied tokens have a sky overline); hybrid copies where the copy promises more "
-        "than the draft model, else lets the model draft.",
-    ),
-    (
-        "cost",
-        "the length policy of lookup and hybrid: it drafts one more token while a longer draft is worth "
-        "more tokens per millisecond at this machine's pass costs.",
-    ),
-    (
-        "lossless",
-        "the verification rule that keeps the target's output distribution exactly (greedy: accept "
-        "a draft iff it is the target's top token).",
-    ),
-    (
-        "lossy",
-        "a verifier that keeps drafts the target alone would not have written (static, lenient, diversed): "
-        "more drafts kept, but the text is no longer the target's; such a lane wears a 'lossy' badge and "
-        "says how far its text is from ar's.",
-    ),
+)
+PAGE_WORDS: tuple[tuple[str, str], ...] = (
     (
         "embedded",
         "the model pair shipped with SpecScope: SmolLM2-135M-Instruct as target, the project's own "
@@ -102,9 +62,31 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
 )
 
 
+def _lossy_row() -> tuple[str, str]:
+    """ "lossy", naming the registered verifiers whose class says they are not lossless."""
+    lossy = [prefix for prefix, cls in VERIFIERS.items() if not words.is_lossless(cls)]
+    return (
+        "lossy",
+        f"a verifier that keeps drafts the target alone would not have written ({', '.join(lossy)}): "
+        "more drafts kept, but the text is no longer the target's; such a lane wears a 'lossy' badge and "
+        "says how far its text is from ar's.",
+    )
+
+
+def glossary_entries() -> tuple[tuple[str, str], ...]:
+    """The glossary: the page's words, and each registered part's own rows (drafters, policies, verifiers: its
+    class's ``glossary``, :mod:`spec_core.core.words`), read now, so a part registered later is in it."""
+    parts: dict[str, str] = {}
+    for registry in (DRAFTERS, POLICIES, VERIFIERS):
+        for cls in registry.values():
+            for term, text in words.glossary(cls):
+                parts.setdefault(term, text)  # a family that inherits its parent's rows (hybrid) adds none
+    return (*GENERAL, *parts.items(), *ROUND_WORDS, _lossy_row(), *PAGE_WORDS)
+
+
 def glossary_html() -> str:
     """The glossary panel (its element id, ``glossary``, is what the lane headers link to)."""
-    rows = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in GLOSSARY)
+    rows = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in glossary_entries())
     return f'<div class="spec-glossary" id="glossary"><h4>Glossary</h4><dl>{rows}</dl></div>'
 
 

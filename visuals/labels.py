@@ -84,10 +84,13 @@ def inside(box: Box, canvas: Canvas) -> bool:
     return box[0] >= 0 and box[1] >= 0 and box[2] <= canvas.width_px and box[3] <= canvas.height_px
 
 
-def place_labels(points: Sequence[Point], markers: Sequence[Point], canvas: Canvas) -> list[str | None]:
+def place_labels(
+    points: Sequence[Point], markers: Sequence[Point], canvas: Canvas, shapes: Sequence[Box] = ()
+) -> list[str | None]:
     """Each point's ``textposition`` (``None``: no label), most important point first. ``markers``: every
-    marker drawn (the labelled points' own included: a label never covers a marker)."""
-    dots = [marker_box(m, canvas) for m in markers]  # a label may touch its own marker, never cover one
+    marker drawn (the labelled points' own included: a label never covers a marker); ``shapes``: other marks'
+    boxes in pixels (bars: :func:`bar_box`), which no label covers either."""
+    dots = [marker_box(m, canvas) for m in markers] + list(shapes)  # a label may touch its own marker, never cover one
     placed: list[Box] = []
     out: list[str | None] = []
     for point in points:
@@ -101,6 +104,30 @@ def place_labels(points: Sequence[Point], markers: Sequence[Point], canvas: Canv
                 break
         out.append(where)
     return out
+
+
+def bar_box(x: float, width: float, top: float, canvas: Canvas, bottom: float = 0.0) -> Box:
+    """A vertical bar's box in pixels: centred on ``x``, ``width`` in x units, from ``bottom`` to ``top``."""
+    x0, y0 = canvas.px(x - width / 2, min(bottom, top))
+    x1, y1 = canvas.px(x + width / 2, max(bottom, top))
+    return x0, y0, x1, y1
+
+
+def line_label(
+    x: float, label: str, markers: Sequence[Point], canvas: Canvas, shapes: Sequence[Box] = (), steps: int = 8
+) -> tuple[float, str] | None:
+    """Where the label of a vertical line at ``x`` goes: ``(y, "middle right" | "middle left")``, the highest
+    height on the line (top first, ``steps`` heights down to the bottom) where its box beside the line is inside the
+    plot and clear of every marker and shape; None when nowhere is free (say it elsewhere: the note)."""
+    (y0, y1) = canvas.y_range
+    pad = (LINE_PX / 2 + GAP_PX) / canvas.height_px * (y1 - y0)  # the box's half height, in y units
+    for k in range(steps):
+        y = y1 - pad - k * (y1 - y0 - 2 * pad) / max(steps - 1, 1)
+        spot = Point(x, y, 0.0, label, ("middle right", "middle left"))
+        where = place_labels([spot], markers, canvas, shapes)[0]
+        if where is not None:
+            return y, where
+    return None
 
 
 # -- a horizontal bar chart's value labels ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import html
 from collections.abc import Sequence
 
 from spec_core.core.types import RoundEvent
-from spec_core.engine.methods import is_lossy
+from spec_core.engine.methods import is_lossy, is_plain
 from spec_core.serve.live import LiveFrame
 from visuals import tokens
 from visuals.glossary import lane_header
@@ -62,7 +62,7 @@ def emitted_span(events: Sequence[RoundEvent], position: int) -> tokens.TokenSpa
 def lane_pass_line(events: Sequence[RoundEvent], method: str, position: int) -> str:
     """For a lane's own marked token: the p(x) its own verification pass gave (its tooltip's number), which the
     note's numbers (ar's 1-token step) need not equal: that difference is the rounding the note is about."""
-    span = emitted_span(events, position) if method != "ar" else None
+    span = emitted_span(events, position) if not is_plain(method) else None
     if span is None or span.p is None or is_lossy(method):  # a lossy lane parts by its rule, not by rounding
         return ""
     return (
@@ -106,7 +106,7 @@ def step_lanes(frame: LiveFrame | None) -> list[str]:
     if frame is None:
         return []
     have = [m for m in frame.methods if frame.lanes.get(m)]
-    return sorted(have, key=lambda m: m == "ar")
+    return sorted(have, key=is_plain)
 
 
 def last_round(events: Sequence[RoundEvent]) -> int:

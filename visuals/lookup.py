@@ -18,9 +18,12 @@ import plotly.graph_objects as go
 from spec_core.core.cost_model import accelerator_profile
 from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.core.types import RoundEvent
+from spec_core.drafters import is_copied
+from spec_core.drafters.lookup import HybridDraft, LookupDraft
 from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.engine.replay import TextRecord, default_costs
-from visuals.plots import Lanes, base_layout, drafted_line, drafting_lanes, per_round_layout
+from spec_core.policies.cost import CostLength
+from visuals.plots import Lanes, base_layout, copied_round, drafted_line, drafting_lanes, per_round_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -107,7 +110,7 @@ def copy_caption(record: TextRecord, rows, profile) -> str:
 def _kept_by_source(event: RoundEvent) -> tuple[int, int]:
     """(copied, drafted by a model) among the round's kept drafts that entered the text (:attr:`kept_drafts`)."""
     sources = tuple(getattr(event, "draft_sources", ()))[: event.kept_drafts]
-    copied = sources.count("lookup")
+    copied = sum(map(is_copied, sources))
     return copied, event.kept_drafts - copied
 
 
@@ -162,7 +165,7 @@ def sources_caption(lanes: Lanes) -> str:
     for method, events in drafting_lanes(lanes).items():
         copied = sum(_kept_by_source(e)[0] for e in events)
         kept = sum(e.kept_drafts for e in events)
-        copy_rounds = [e for e in events if tuple(getattr(e, "draft_sources", ()))[:1] == ("lookup",)]
+        copy_rounds = [e for e in events if e.draft_len and copied_round(e)]
         planned = [e.policy_trace["expected_tokens"] - 1 for e in events if "expected_tokens" in e.policy_trace]
         if not copy_rounds and not planned:
             continue
@@ -190,7 +193,7 @@ register_view(
         "drafted; markers: the drafts the cost policy expected to keep when it chose that length from this "
         "machine's pass costs. A long copy is worth its wider pass only when the copy is likely right.",
         sources_figure,
-        prefixes=("lookup", "hybrid", "cost"),
+        prefixes=(LookupDraft.prefix, HybridDraft.prefix, CostLength.prefix),
         describe=sources_caption,
     )
 )

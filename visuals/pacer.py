@@ -17,10 +17,11 @@ import plotly.graph_objects as go
 from spec_core.core.types import RoundEvent
 from spec_core.engine.methods import spec_of
 from spec_core.engine.replay import PolicyReplay
+from spec_core.policies.pacer import PacerLength
 from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_note, replay_sentence, windows
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO, series_style
-from visuals.views import View, register_round_note, register_rule, register_view
+from visuals.views import View, register_round_note, register_view
 
 DECISION_STYLE = {  # decision → (colour, marker, label)
     "pass": (OKABE_ITO["green"], "circle", "passed: draft the next block"),
@@ -32,7 +33,7 @@ DECISION_STYLE = {  # decision → (colour, marker, label)
 
 def is_pacer(method: str) -> bool:
     policy = spec_of(method).policy
-    return policy is not None and policy.family == "pacer"
+    return policy is not None and policy.family == PacerLength.prefix
 
 
 def block_points(events: Sequence[RoundEvent]) -> list[dict]:
@@ -189,47 +190,66 @@ def threshold_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.F
     return fig
 
 
-def predicted_vs_kept_figure(lanes: Lanes) -> go.Figure:
+def predicted_vs_kept_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figure:
     """By position in the draft: PACER's mean predicted acceptance (line) against the share actually kept
-    (markers), with each fixed window's kept share beside it (what a window that never stops gets)."""
+    (markers), with the fixed window's kept share beside it (what a window that never stops gets: a lane of the
+    run, else ``replayed`` on its text)."""
     fig = go.Figure()
     shown = False
-    for i, (method, events) in enumerate(lanes.items()):
+    pacer = {m: ev for m, ev in lanes.items() if is_pacer(m)}
+    for i, (method, events) in enumerate(pacer.items()):
         colour, dash, marker = series_style(i)
         curves = position_curves([e for e in events if e.draft_len])
         if not curves["position"]:
             continue
         shown = True
         hover = "position %{x}: %{y:.2f} (%{customdata} rounds)<extra>" + method + "</extra>"
-        if is_pacer(method):
-            fig.add_trace(
-                go.Scatter(
-                    x=curves["position"],
-                    y=curves["predicted"],
-                    name=f"{method} · predicted â",
-                    mode="lines",
-                    line={"color": colour, "dash": "solid", "width": 2},
-                    customdata=curves["drafted"],
-                    hovertemplate=hover,
-                )
+        fig.add_trace(
+            go.Scatter(
+                x=curves["position"],
+                y=curves["predicted"],
+                name=f"{method} · predicted â",
+                mode="lines",
+                line={"color": colour, "dash": "solid", "width": 2},
+                customdata=curves["drafted"],
+                hovertemplate=hover,
             )
+        )
         fig.add_trace(
             go.Scatter(
                 x=curves["position"],
                 y=curves["kept"],
                 name=f"{method} · kept",
-                mode="markers+lines" if not is_pacer(method) else "markers",
-                line={"color": colour, "dash": dash, "width": 1},
+                mode="markers",
                 marker={"color": colour, "symbol": marker, "size": 9},
                 customdata=curves["drafted"],
                 hovertemplate=hover,
             )
         )
+    base = windows(lanes, replayed)
+    for j, w in enumerate(base if shown else ()):
+        colour, _, marker = series_style(len(pacer) + j)
+        positions, rates, counts = w.by_position()
+        fig.add_trace(
+            go.Scatter(
+                x=positions,
+                y=rates,
+                name=f"{w.name} · kept",
+                mode="markers+lines",
+                line={"color": colour, "dash": "dash", "width": 1},
+                marker={"color": colour, "symbol": marker, "size": 8},
+                customdata=counts,
+                hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
+                + (f"<br>{REPLAY_HOVER}" if w.replayed else "")
+                + f"<extra>{w.name}</extra>",
+            )
+        )
     note = "; ".join(
         f"{m}: {', '.join(map(str, position_curves([e for e in ev if e.draft_len])['drafted'][:6]))}"
-        for m, ev in lanes.items()
+        for m, ev in pacer.items()
         if any(e.draft_len for e in ev)
     )
+    note += "".join(f"; {w.name}: {', '.join(map(str, w.by_position()[2][:6]))}" for w in base if shown and note)
     base_layout(
         fig,
         "Predicted acceptance against what the target kept",
@@ -297,8 +317,9 @@ def not_adapting(events: Sequence[RoundEvent], points: list[dict]) -> str:
     )
 
 
-def calibration_caption(lanes: Lanes) -> str:
-    """Predicted against kept at the first position, where most rounds are (the points further out rest on fewer)."""
+def calibration_caption(lanes: Lanes, replayed: PolicyReplay | None = None) -> str:
+    """Predicted against kept at the first position, where most rounds are (the points further out rest on fewer),
+    and the fixed window's kept share there."""
     parts = []
     for method, events in lanes.items():
         if not is_pacer(method):
@@ -309,7 +330,14 @@ def calibration_caption(lanes: Lanes) -> str:
                 f"{method} at position 1: predicted {curves['predicted'][0]:.2f}, kept "
                 f"{curves['kept'][0]:.2f} ({curves['drafted'][0]} rounds)"
             )
-    return ("; ".join(parts) + ".") if parts else "No PACER rounds yet."
+    if not parts:
+        return "No PACER rounds yet."
+    base = windows(lanes, replayed)
+    for w in base:
+        _, rates, counts = w.by_position()
+        if rates:
+            parts.append(f"{w.name} kept {rates[0]:.2f} at position 1 ({counts[0]} rounds)")
+    return "; ".join(parts) + "." + (f" {replay_sentence(base)}" if replay_sentence(base) else "")
 
 
 def round_text(event: RoundEvent, outcome: bool = True) -> str:
@@ -331,19 +359,6 @@ def round_text(event: RoundEvent, outcome: bool = True) -> str:
     return "; ".join(parts) + "." + kept
 
 
-def _rule(temperature: float) -> str:
-    return (
-        "Draft length: PACER (arXiv 2602.01274) drafts b tokens at a time; after each block a small trained "
-        "pre-verifier guesses how likely each new token is to be accepted. If the block's average guess is under "
-        "the threshold t, drafting stops and the target checks the draft; if not, the threshold is multiplied by "
-        "ρ (a longer draft must be more convincing) and the next block is drafted, up to a maximum length. "
-        "`pacer` judges one token at a time (b = 1): on this pair that measured faster than blocks of 2 or 4, "
-        "since fewer than half of first drafts are kept and a block of 2 must draft a second token before it can "
-        "judge the first."
-    )
-
-
-register_rule("pacer", _rule, kind="policy")
 register_round_note(lambda e: f"PACER, block by block: {text}" if (text := round_text(e, outcome=False)) else "")
 register_view(
     View(
@@ -353,7 +368,7 @@ register_view(
         "keep its tokens); the line is the threshold it had to clear, which climbs by ρ after every block that "
         "passes, so long drafts need ever more confident blocks.",
         threshold_figure,
-        prefixes=("pacer",),
+        prefixes=(PacerLength.prefix,),
         describe=threshold_caption,
         replayed=True,
         look_for="Look for the line stepping up after each block that passed, and for the blocks that stopped "
@@ -367,7 +382,8 @@ register_view(
         "Where the line (what the pre-verifier predicted) sits on the markers (what the target kept), its guesses "
         "are calibrated; beside it, the fixed window's kept share at the positions it always drafts.",
         predicted_vs_kept_figure,
-        prefixes=("pacer",),
+        prefixes=(PacerLength.prefix,),
         describe=calibration_caption,
+        replayed=True,
     )
 )

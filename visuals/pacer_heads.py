@@ -22,6 +22,7 @@ from spec_core.core.cost_model import CostProfile
 from spec_core.core.cost_tables import recorded_costs, table_for
 from spec_core.core.lane_speed import cost_source, lane_quote, lane_speeds
 from spec_core.core.quotes import Quote, compare_quotes
+from spec_core.engine.methods import is_fixed_window
 from spec_core.engine.replay import costs_from_events
 from spec_core.policies.pacer import PacerParams
 from spec_core.policies.pacer_heads import (
@@ -87,7 +88,7 @@ def comparison_for(lanes: Lanes) -> tuple[list[HeadRow], CostProfile, dict] | No
 def lane_checks(lanes: Lanes, rows: list[HeadRow], costs: CostProfile) -> list[tuple[HeadRow, Quote, str]]:
     """(row, the Live lane's quote, the sentence) for each fixed window that ran as a Live lane beside ``ar``: its
     measured speedup against the comparison's replay of the same window (:func:`spec_core.core.quotes.compare_quotes`)."""
-    fixed = {r.method: r for r in rows if r.kind == "fixed"}
+    fixed = {r.method: r for r in rows if is_fixed_window(r.method)}
     shown = [m for m in lanes if m in fixed]
     if not shown:
         return []
@@ -164,7 +165,7 @@ def heads_figure(lanes: Lanes) -> go.Figure:
     texts = [f"{r.speedup:.2f}×" + (f" · AUC {r.auc:.2f}" if r.auc is not None else "") for r in rows]
     starts = row_label_x(ends)
     fig.add_trace(value_labels(starts, names, texts))
-    best = max((r for r in rows if r.kind == "fixed"), key=lambda r: r.speedup)
+    best = max((r for r in rows if is_fixed_window(r.method)), key=lambda r: r.speedup)
     fig.add_vline(
         x=best.speedup,
         line={"color": OKABE_ITO["black"], "dash": "dash", "width": 1},
@@ -195,7 +196,7 @@ def describe(lanes: Lanes) -> str:
     by_kind = {}
     for r in rows:
         by_kind.setdefault(r.kind, []).append(r)
-    best = max(by_kind["fixed"], key=lambda r: r.speedup)
+    best = max((r for r in rows if is_fixed_window(r.method)), key=lambda r: r.speedup)
     mine = next((r for r in by_kind.get("head", []) if r.head == trace.get("head")), None)
     perfect, oracle = by_kind["perfect"][0], by_kind["oracle"][0]
     parts = [f"Replayed on {recorded_rounds():,} recorded rounds, with costs {cost_source(costs)}:"]

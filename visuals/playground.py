@@ -26,12 +26,14 @@ from spec_core.engine.replay import (
     pacer_grid,
     replay_all,
 )
-from spec_core.policies.pacer import PacerParams
+from spec_core.policies.confidence import ConfidenceLength
+from spec_core.policies.fixed import FixedLength, HeuristicLength
+from spec_core.policies.pacer import PacerLength, PacerParams
 from visuals.labels import row_label_top, row_label_x
 from visuals.plots import base_layout, measured_lane_trace, value_labels
 from visuals.style import OKABE_ITO
 
-FAMILIES = ("fixed", "heuristic", "confidence", "pacer")
+FAMILIES = (FixedLength.prefix, HeuristicLength.prefix, ConfidenceLength.prefix, PacerLength.prefix)  # the radio
 # slider key, label, minimum, maximum, step, default (the app builds one gr.Slider per row)
 SLIDERS = [
     ("k", "K (fixed:K)", 1, 16, 1, 4),
@@ -56,12 +58,12 @@ EMPTY = "Press **Record this text** to record the prompt above (or load a saved 
 
 def chosen_policy(family: str, k, conf, b, t, rho, max_len) -> str | PacerParams:
     """The policy the sliders describe (PACER's block never exceeds its max)."""
-    if family == "fixed":
-        return f"fixed:{int(k)}"
-    if family == "heuristic":
-        return "heuristic"
-    if family == "confidence":
-        return f"confidence:{float(conf):g}"
+    if family == FixedLength.prefix:
+        return f"{family}:{int(k)}"
+    if family == HeuristicLength.prefix:
+        return family
+    if family == ConfidenceLength.prefix:
+        return f"{family}:{float(conf):g}"
     return PacerParams(min(int(b), int(max_len)), round(float(t), 4), round(float(rho), 4), int(max_len))
 
 

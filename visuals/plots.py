@@ -14,6 +14,8 @@ import plotly.graph_objects as go
 
 from spec_core.core.quotes import Quote
 from spec_core.core.types import RoundEvent
+from spec_core.drafters import is_copied, source_part
+from spec_core.engine.methods import is_plain
 from spec_core.engine.replay import PolicyReplay
 from visuals.baseline import REPLAY_HOVER, WindowRounds, replay_note, windows
 from visuals.style import OKABE_ITO, series_style
@@ -25,7 +27,7 @@ HEIGHT = 360
 
 def drafting_lanes(lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
     """The lanes that draft (a method whose rounds never drafted — plain decoding — has nothing to show)."""
-    return {m: ev for m, ev in lanes.items() if m != "ar" and (not ev or any(e.draft_len for e in ev))}
+    return {m: ev for m, ev in lanes.items() if not is_plain(m) and (not ev or any(e.draft_len for e in ev))}
 
 
 def rounds_note(spec: Lanes, unit: str = "rounds") -> str:
@@ -189,13 +191,22 @@ def acceptance_by_position(events: Sequence[RoundEvent]) -> tuple[list[int], lis
     return positions, rates, counts
 
 
-SOURCE_NAMES = {"lookup": "copied", "model": "draft model"}
-
-
 def round_source(event: RoundEvent) -> str:
-    """Where a round's drafts came from: "lookup" (copied from the text) or "model" (one source a round)."""
+    """Where a round's drafts came from (one source a round): a tag of ``RoundEvent.draft_sources``, which the
+    drafter that writes it names (:func:`spec_core.drafters.source_part`); "" for an event without them (the pair's
+    draft)."""
     sources = getattr(event, "draft_sources", ())
-    return sources[0] if sources else "model"
+    return sources[0] if sources else ""
+
+
+def source_name(source: str) -> str:
+    """A round source in a legend ("copied", "draft model"), in its drafter's words."""
+    return str(getattr(source_part(source), "source_name", source))
+
+
+def copied_round(event: RoundEvent) -> bool:
+    """Whether the round's drafts were copied from the text (no draft model ran), as their drafter says."""
+    return is_copied(round_source(event))
 
 
 def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:
@@ -207,7 +218,7 @@ def acceptance_by_position_figure(lanes: Lanes) -> go.Figure:
         sources = {round_source(e) for e in events if e.draft_len}
         if len(sources) > 1:
             series += [
-                (f"{method} · {SOURCE_NAMES[s]}", [e for e in events if round_source(e) == s]) for s in sorted(sources)
+                (f"{method} · {source_name(s)}", [e for e in events if round_source(e) == s]) for s in sorted(sources)
             ]
         else:
             series.append((method, events))

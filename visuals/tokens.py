@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from spec_core.core.lane_speed import TOO_FEW, LaneSpeed
 from spec_core.core.types import RoundEvent, Stats
+from spec_core.drafters import is_copied, source_part
+from spec_core.drafters.lookup import LookupDraft
 from visuals.reasons import recovered_title, token_reason
 from visuals.style import TOKEN_STYLE
 
@@ -154,8 +156,8 @@ def hover_lines(span: TokenSpan) -> list[tuple[str, str]]:
     lines = [("head", f"{what} · {where}"), ("", f"token {span.text!r}")]
     if span.why:
         lines.append(("why", span.why))
-    if span.source == "lookup":
-        lines.append(("", "copied: it followed the same words earlier in the prompt or the text (prompt lookup)"))
+    if is_copied(span.source):  # its drafter's words (prompt lookup's: it followed the same words earlier)
+        lines.append(("", str(getattr(source_part(span.source), "source_note", "copied from the text"))))
         if span.p is not None:
             lines.append(("", f"p(x) = {prob_text(span.p)} (target) · q(x) = 1 (a copied token is certain)"))
     elif span.p is not None and span.q is not None:
@@ -204,7 +206,7 @@ def span_html(span: TokenSpan, tip: str | None = None, extra_class: str = "", at
     """
     tip = tip_html(hover_lines(span)) if tip is None else tip
     classes = f"tok tok-{span.kind}" + (" tok-special" if is_special(span.text) else "") + extra_class
-    classes += " tok-copied" if span.source == "lookup" else ""
+    classes += " tok-copied" if is_copied(span.source) else ""
     focus = ' tabindex="-1"' if tip else ""
     return (
         f'<span class="{classes}" data-kind="{span.kind}" data-round="{span.round}"{attrs}{focus}>'
@@ -245,7 +247,7 @@ def legend_html() -> str:
     items = []
     for kind, (_, label, _) in TOKEN_STYLE.items():
         items.append(span_html(TokenSpan(kind, kind, 0, 0), tip="") + f" {html.escape(label)}")
-    copied = span_html(TokenSpan("copied", "accepted", 0, 0, source="lookup"), tip="")
+    copied = span_html(TokenSpan("copied", "accepted", 0, 0, source=LookupDraft.source), tip="")
     items.append(copied + " a draft copied from the text (prompt lookup), not drafted by the model")
     diverge = span_html(TokenSpan("first divergence", "target", 0, 0), tip="", extra_class=" tok-diverge")
     items.append(diverge + " where a lane first parts from ar (hover it)")

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from spec_core.core.types import RoundEvent
+from spec_core.drafters import TreeDraft
 from spec_core.engine.methods import spec_of
 from visuals.plots import Lanes, base_layout
 from visuals.style import OKABE_ITO
-from visuals.views import ROUND_VIEWS, View, register_rule, register_view
+from visuals.views import ROUND_VIEWS, View, register_view
 
 
 def is_tree(method: str) -> bool:
@@ -156,20 +157,8 @@ register_view(
         "Several candidates per position, verified in one target pass. The target walks down the green path; "
         "a red node is a candidate it tried and rejected before moving to its sibling.",
         last_tree_figure,
-        prefixes=("tree",),
+        prefixes=(TreeDraft.prefix,),
         with_baselines=False,
     )
 )
 ROUND_VIEWS["tree_round"] = round_tree_figure  # the step-through can walk a tree round
-register_rule(
-    "tree",
-    lambda temperature: (
-        "Tree: the draft proposes its top candidates at every level (EAGLE-2's dynamic tree) and the target checks "
-        "them all in one pass, walking down while a child equals its own choice."
-        if temperature == 0
-        else "Tree: at each node the target tries the draft's candidates in turn, accepting one with its own "
-        "probability p′(x) and otherwise removing it from p′; if none passes it samples from what is left. The "
-        "output is distributed exactly as the target's."
-    ),
-    kind="policy",
-)

@@ -3,12 +3,13 @@
 The app has a fixed row of figure slots; it asks :func:`views_for` which views the methods on screen get and
 fills the slots in order (hiding the rest). A method with its own internals — PACER's threshold in
 ``policy_trace``, DIVERSED's w_t in ``verifier_trace``, a block drafter — adds one module under ``visuals/``
-that calls :func:`register_view` (and, for a new acceptance rule, :func:`register_rule`) and one import line in
-:data:`PLUGIN_MODULES`; no UI code changes.
+that calls :func:`register_view` and one import line in :data:`PLUGIN_MODULES`; no UI code changes. The rule
+in force (:func:`explain`) is the parts' own words (each registry class's ``rule``, :mod:`spec_core.core.words`).
 
-A *prefix* is the family of one part the method name writes (:attr:`~spec_core.engine.methods.MethodSpec.heads`):
-``pacer`` matches ``pacer``, ``pacer:b=2`` and ``pacer+diversed``; ``block`` matches ``block:dpace``; the empty
-tuple matches every drafting method. A name that does not parse (a lane showing its error) gets no view.
+A *prefix* is the family of one part the method name writes (:attr:`~spec_core.engine.methods.MethodSpec.heads`),
+taken from the part's class (``PacerLength.prefix``): ``pacer`` matches ``pacer``, ``pacer:b=2`` and
+``pacer+diversed``; ``block`` matches ``block:dpace``; the empty tuple matches every drafting method. A name that
+does not parse (a lane showing its error) gets no view.
 """
 
 from __future__ import annotations
@@ -19,10 +20,17 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from spec_core.core import words
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import RoundEvent
-from spec_core.engine.methods import is_fixed_window, spec_of
+from spec_core.drafters import DRAFTERS
+from spec_core.engine.methods import is_fixed_window, is_plain, spec_of
 from spec_core.engine.replay import PolicyReplay
+from spec_core.policies import POLICIES
+from spec_core.policies.confidence import ConfidenceLength
+from spec_core.policies.fixed import HeuristicLength
+from spec_core.verifiers import VERIFIERS
+from spec_core.verifiers.lossless import LosslessVerifier
 from visuals import captions, lens, plots
 
 Lanes = Mapping[str, Sequence[RoundEvent]]
@@ -49,7 +57,6 @@ class View:
 
 
 VIEWS: list[View] = []
-RULES: dict[str, tuple[str, Callable[[float], str]]] = {}  # head → ("verifier" | "policy", temperature → text)
 PLUGIN_MODULES: tuple[str, ...] = (
     "visuals.pacer",
     "visuals.pacer_heads",
@@ -70,13 +77,6 @@ def register_view(view: View) -> View:
     return view
 
 
-def register_rule(head: str, explain: Callable[[float], str], kind: str = "verifier") -> None:
-    """How the rule of a verifier (or, with ``kind="policy"``, a draft-length policy) reads in the step-through."""
-    if kind not in ("verifier", "policy"):
-        raise ValueError(f"kind must be 'verifier' or 'policy', got {kind!r}")
-    RULES[head] = (kind, explain)
-
-
 def _shown_heads(method: str) -> tuple[str, ...]:
     """The parts ``method`` names (``spec_of(method).heads``); () for a name that does not parse: the live tab keeps
     a lane for it, showing why, and that lane is drawn in no view."""
@@ -88,7 +88,7 @@ def _shown_heads(method: str) -> tuple[str, ...]:
 
 def _serves(view: View, method: str) -> bool:
     heads = _shown_heads(method)
-    if not heads or "ar" in heads:
+    if not heads or is_plain(method):
         return False
     return not view.prefixes or any(h in view.prefixes for h in heads)
 
@@ -117,7 +117,7 @@ def lanes_for(view: View, lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:
         return dict(lanes)
     keep = {}
     for method, events in lanes.items():
-        if _serves(view, method) or (view.with_baselines and _shown_heads(method)[:1] == ("fixed",)):
+        if _serves(view, method) or (view.with_baselines and is_fixed_window(method)):
             keep[method] = events
     return keep
 
@@ -172,17 +172,17 @@ def round_notes(event: RoundEvent) -> list[str]:
 
 
 def explain(method: str, temperature: float) -> str:
-    """The rule in force for a method, in a few sentences (its verifier's, then any policy note)."""
-    _load_plugins()
-    heads = spec_of(method).heads
-    if "ar" in heads:
-        return RULES["ar"][1](temperature)
-    verifier = next((h for h in heads if RULES.get(h, ("",))[0] == "verifier"), "lossless")
-    text = [RULES[verifier][1](temperature)]
-    text += [RULES[h][1](temperature) for h in heads if RULES.get(h, ("",))[0] == "policy"]
-    if not any(RULES.get(h, ("",))[0] == "policy" for h in heads):
-        text.append(RULES["fixed"][1](temperature))  # no policy named: the default fixed:4 window
-    return " ".join(text)
+    """The rule in force for a method, in a few sentences: its parts' own words (each registry class's ``rule``),
+    the verifier's, then the drafter's, then the draft-length policy's (``cost`` for a drafter that names none);
+    plain decoding's alone, since nothing is drafted."""
+    spec = spec_of(method)
+    drafter = DRAFTERS[spec.drafter.family] if spec.drafter is not None else None
+    if drafter is not None and not getattr(drafter, "drafts", True):
+        return words.rule(drafter, temperature)
+    verifier = VERIFIERS[spec.verifier.family] if spec.verifier is not None else LosslessVerifier
+    policy = POLICIES[spec.policy.family] if spec.policy is not None else None
+    said = (words.rule(part, temperature) for part in (verifier, drafter, policy) if part is not None)
+    return " ".join(text for text in said if text)
 
 
 # -- the built-in views and rules (the first users of the registry) -----------------------------------------
@@ -239,7 +239,7 @@ register_view(
         "Heuristic schedule: the window per round",
         "The window grows by 2 after a round where every draft passed and shrinks by 1 otherwise.",
         plots.heuristic_window_figure,
-        prefixes=("heuristic",),
+        prefixes=(HeuristicLength.prefix,),
         with_baselines=False,
         describe=captions.heuristic_window,
     )
@@ -251,48 +251,8 @@ register_view(
         "q(x) is the draft model's own probability of the token it drafted. Drafting stops once it falls under the "
         "threshold (dashed line); rejected drafts are the × marks.",
         plots.confidence_figure,
-        prefixes=("confidence",),
+        prefixes=(ConfidenceLength.prefix,),
         with_baselines=False,
         describe=captions.confidence,
     )
-)
-
-
-def _lossless(t: float) -> str:
-    if t == 0:
-        return (
-            "Lossless verification at temperature 0: a draft token is accepted exactly when it is the "
-            "target's own most likely token (p(x) is the largest); at the first mismatch the target's choice "
-            "replaces it (the recovered token), and if all pass the target adds one more (the bonus token)."
-        )
-    return (
-        "Lossless speculative sampling (Leviathan et al. 2023, arXiv 2211.17192; Chen et al. 2023, "
-        "arXiv 2302.01318): accept draft x with probability min(1, p(x)/q(x)); at the first rejection draw the "
-        "recovered token from norm(max(0, p − q)); if all pass, sample a bonus token from p. The output has "
-        "exactly the target's distribution."
-    )
-
-
-register_rule("lossless", _lossless)
-register_rule("ar", lambda t: "Plain decoding: one target forward pass per token, no draft.", "policy")
-register_rule("fixed", lambda t: "Draft length: a fixed window of K tokens every round.", "policy")
-register_rule(
-    "heuristic",
-    lambda t: (
-        "Draft length: transformers' heuristic, window +2 after a round where every "
-        "draft passed, −1 otherwise (floor 1)."
-    ),
-    "policy",
-)
-register_rule(
-    "confidence",
-    lambda t: (
-        "Draft length: stop drafting once the draft's own probability of its last token falls under the threshold T."
-    ),
-    "policy",
-)
-register_rule(
-    "block",
-    lambda t: "Draft: a parallel block drafter proposes a whole block in one forward pass (DFlash, arXiv 2602.06036).",
-    "policy",
 )

@@ -33,7 +33,18 @@ from spec_core.drafters.tree import TreeShape, make_tree_drafter
 if TYPE_CHECKING:
     from spec_core.model.models import ModelPair
 
-__all__ = ["DRAFTERS", "DraftChunk", "Drafter", "NoDrafter", "RoundDraft", "draw", "make_drafter", "parse_drafter"]
+__all__ = [
+    "DRAFTERS",
+    "DraftChunk",
+    "Drafter",
+    "NoDrafter",
+    "RoundDraft",
+    "is_copied",
+    "draw",
+    "make_drafter",
+    "parse_drafter",
+    "source_part",
+]
 
 
 class BlockDraft:
@@ -46,6 +57,18 @@ class BlockDraft:
     reads_draft_states: ClassVar[bool] = True
     about: ClassVar[str] = "a parallel block drafter"
     examples: ClassVar[tuple[str, ...]] = tuple(f"block:{loss}" for loss in BLOCK_LOSSES[:3])
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "block:LOSS",
+            "a block drafter proposes a whole block in one forward pass (DFlash); LOSS is how it was "
+            "trained: uniform, decay (DFlash's) or dpace (D-PACE, weights on the positions the verifier "
+            "is likely to reach).",
+        ),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return "Draft: a parallel block drafter proposes a whole block in one forward pass (DFlash, arXiv 2602.06036)."
 
     @classmethod
     def parse(cls, arg: str | None) -> str:
@@ -70,6 +93,27 @@ class TreeDraft:
     reads_draft_states: ClassVar[bool] = True
     about: ClassVar[str] = "a token tree verified in one pass"
     examples: ClassVar[tuple[str, ...]] = ("tree",)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "tree",
+            "a token tree (EAGLE-2): the draft proposes several candidates per position; one target pass "
+            "checks every branch at once and the longest branch the target agrees with is kept.",
+        ),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        """The step-through's "Rule in force" (EAGLE-2's dynamic tree, docs/ALGORITHMS.md §4)."""
+        if temperature == 0:
+            return (
+                "Tree: the draft proposes its top candidates at every level (EAGLE-2's dynamic tree) and the target "
+                "checks them all in one pass, walking down while a child equals its own choice."
+            )
+        return (
+            "Tree: at each node the target tries the draft's candidates in turn, accepting one with its own "
+            "probability p′(x) and otherwise removing it from p′; if none passes it samples from what is left. The "
+            "output is distributed exactly as the target's."
+        )
 
     @classmethod
     def parse(cls, arg: str | None) -> TreeShape:
@@ -95,3 +139,16 @@ def make_drafter(pair: ModelPair, part: PartSpec | str = "default", costs: CostP
     prices its sources: the hybrid)."""
     part = parse_drafter(part) if isinstance(part, str) else part
     return part.build(DRAFTERS, pair, costs)
+
+
+def source_part(source: str) -> type[Any]:
+    """The registered drafter whose drafts carry ``source`` (``RoundEvent.draft_sources``; an event without them:
+    the pair's draft), which says what such a draft is (``source_name``, ``copies``, ``source_note``); the pair's
+    draft for a tag no drafter writes."""
+    source = source or PairDraft.source
+    return next((cls for cls in DRAFTERS.values() if getattr(cls, "source", None) == source), PairDraft)
+
+
+def is_copied(source: str) -> bool:
+    """Whether a draft of ``source`` was copied from the text (no draft model ran: q is a point mass on it)."""
+    return bool(getattr(source_part(source), "copies", False))

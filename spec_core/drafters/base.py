@@ -78,9 +78,17 @@ class NoDrafter:
     reads_draft_states: ClassVar[bool] = True
     about: ClassVar[str] = "plain decoding, the target alone (the baseline)"
     examples: ClassVar[tuple[str, ...]] = ("ar",)
+    drafts: ClassVar[bool] = False  # the target decodes alone: no draft for a verifier or a policy to speak of
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("ar", "plain autoregressive decoding: the target alone, one forward pass per token. The baseline."),
+    )
     target_layers: tuple[int, ...] = ()
     needs_target_hidden = False
     block_len = 0  # sets its own length: no draft at all
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return "Plain decoding: one target forward pass per token, no draft."
 
     @classmethod
     def parse(cls, arg: str | None) -> None:

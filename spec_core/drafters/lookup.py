@@ -38,6 +38,7 @@ from spec_core.model.cached_lm import LMOutput
 if TYPE_CHECKING:
     from spec_core.model.models import ModelPair
 
+COPY_SOURCE = "lookup"  # DraftChunk.source of a copied token (the hybrid's network drafts are "model")
 MAX_NGRAM = 8
 MAX_K = 32
 VOTERS = 16  # the most recent occurrences of an n-gram that vote on its continuation
@@ -237,7 +238,7 @@ class LookupDrafter:
             rows[torch.arange(len(tokens)), torch.tensor(tokens, device=self.device)] = 0.0
         probs = None if sampling.greedy else (rows == 0.0).float()
         hidden = [torch.zeros(1, device=self.device)] * len(tokens)
-        return DraftChunk(tokens, probs, [1.0] * len(tokens), hidden, list(rows), 0, None, "lookup", estimates)
+        return DraftChunk(tokens, probs, [1.0] * len(tokens), hidden, list(rows), 0, None, COPY_SOURCE, estimates)
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         kept = [*self.drafted[:accepted], next_token]
@@ -441,6 +442,25 @@ class LookupDraft:
     reads_draft_states: ClassVar[bool] = False  # no draft network: no hidden state for a learned head to read
     about: ClassVar[str] = "copies what followed the same words earlier in the prompt or the text (prompt lookup)"
     examples: ClassVar[tuple[str, ...]] = ("lookup",)
+    source: ClassVar[str] = COPY_SOURCE  # DraftChunk.source of its drafts
+    source_name: ClassVar[str] = "copied"  # that source in a legend
+    copies: ClassVar[bool] = True  # its drafts are copied from the text: q is a point mass, no draft pass
+    source_note: ClassVar[str] = "copied: it followed the same words earlier in the prompt or the text (prompt lookup)"
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "lookup · hybrid",
+            "prompt lookup copies what followed the text's last words earlier in the prompt or the answer "
+            "(no draft model; copied tokens have a sky overline); hybrid copies where the copy promises more "
+            "than the draft model, else lets the model draft.",
+        ),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return (
+            "Draft: prompt lookup (Saxena 2023) copies what followed the text's last words earlier in the prompt or "
+            "the answer; no draft model runs, and a copied token's q is certain."
+        )
 
     @classmethod
     def parse(cls, arg: str | None) -> LookupParams:
@@ -459,6 +479,13 @@ class HybridDraft(LookupDraft):
     reads_costs: ClassVar[bool] = True  # its network's start is priced with the run's cost profile (data)
     about: ClassVar[str] = "prompt lookup where it matches, else the draft model (SAM-Decoding's idea)"
     examples: ClassVar[tuple[str, ...]] = ("hybrid",)
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return (
+            "Draft: each round copies from the text (prompt lookup) where the copy promises more tokens than the "
+            "draft model, else the draft model drafts (SAM-Decoding's idea, arXiv 2411.10666)."
+        )
 
     @classmethod
     def build(cls, params: LookupParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:

@@ -25,6 +25,10 @@ class PairDraft:
     own_length: ClassVar[bool] = False
     reads_draft_states: ClassVar[bool] = True
     about: ClassVar[str] = "the pair's draft model"
+    source: ClassVar[str] = "model"  # DraftChunk.source of its drafts: a draft network's
+    source_name: ClassVar[str] = "draft model"  # that source in a legend
+    copies: ClassVar[bool] = False
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = ()  # the glossary's "draft" says it
     examples: ClassVar[tuple[str, ...]] = ()
 
     @classmethod

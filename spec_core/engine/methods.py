@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from spec_core.core import words
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import PartSpec
 from spec_core.drafters import DRAFTERS, parse_drafter
@@ -152,6 +153,16 @@ def is_fixed_window(name: str) -> bool:
     return spec.heads == ("fixed",)
 
 
+def is_plain(name: str) -> bool:
+    """Whether ``name`` decodes with the target alone (``ar``, at any precision): its drafter drafts nothing, as the
+    registry class says (``drafts``). A name that does not parse is not."""
+    try:
+        spec = spec_of(name)
+    except SpecScopeError:
+        return False
+    return spec.drafter is not None and not getattr(DRAFTERS[spec.drafter.family], "drafts", True)
+
+
 def is_lossy(name: str) -> bool:
     """Whether method ``name``'s verifier may change the target's output (:attr:`MethodSpec.is_lossy`)."""
     return spec_of(name).is_lossy
@@ -187,6 +198,6 @@ def families() -> dict[str, str]:
     out = {"ar": DRAFTERS["none"].about}
     for registry in (POLICIES, DRAFTERS, VERIFIERS):
         for prefix, cls in registry.items():
-            if prefix not in ("none", "default", "lossless") and getattr(cls, "about", None):
-                out.setdefault(prefix, cls.about)
+            if prefix not in ("none", "default", "lossless") and words.about(cls):
+                out.setdefault(prefix, words.about(cls))  # a verifier that writes none: lossy or lossless
     return out

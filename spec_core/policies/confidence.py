@@ -19,6 +19,16 @@ class ConfidenceLength:
     prefix: ClassVar[str] = "confidence"
     about: ClassVar[str] = "drafts while the draft is confident"
     examples: ClassVar[tuple[str, ...]] = ("confidence:0.4",)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("confidence:T", "draft while the draft model's own probability of its token stays above T."),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return (
+            "Draft length: stop drafting once the draft's own probability of its last token falls under the "
+            "threshold T."
+        )
 
     def __init__(self, threshold: float = 0.4, max_len: int = 16):
         self.threshold, self.max_len = threshold, max_len

@@ -37,6 +37,21 @@ class CostLength:
     about: ClassVar[str] = "drafts while the expected tokens per millisecond rise, at this machine's pass costs"
     examples: ClassVar[tuple[str, ...]] = ("cost",)
     reads_costs: ClassVar[bool] = True  # built with the run's cost profile (data; spec_core/core/cost_tables.py)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "cost",
+            "the length policy of lookup and hybrid: it drafts one more token while a longer draft is worth "
+            "more tokens per millisecond at this machine's pass costs.",
+        ),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return (
+            "Draft length: the cost policy drafts one more token while the drafter's estimates that it is kept make "
+            "a longer draft worth more tokens per millisecond at this machine's pass costs (a copied token is "
+            "free to draft, a model-drafted one costs a draft pass)."
+        )
 
     def __init__(self, profile: CostProfile, max_len: int = MAX_LEN):
         self.profile, self.max_len = profile, max_len

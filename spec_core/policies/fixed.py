@@ -32,6 +32,11 @@ class FixedLength:
     prefix: ClassVar[str] = "fixed"
     about: ClassVar[str] = "a fixed draft window"
     examples: ClassVar[tuple[str, ...]] = ("fixed:2", "fixed:4", "fixed:6")
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (("fixed:K", "draft K tokens every round."),)
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return "Draft length: a fixed window of K tokens every round."
 
     def __init__(self, k: int):
         self.k, self.name, self.stop_reason = _window(k, "fixed:K"), f"fixed:{k}", ""
@@ -65,6 +70,20 @@ class HeuristicLength(FixedLength):
     prefix: ClassVar[str] = "heuristic"
     about: ClassVar[str] = "an adaptive window (+2 / −1)"
     examples: ClassVar[tuple[str, ...]] = ("heuristic",)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "heuristic",
+            "transformers' schedule: the window grows by 2 after a round where every draft passed, shrinks by 1 "
+            "otherwise.",
+        ),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        return (
+            "Draft length: transformers' heuristic, window +2 after a round where every "
+            "draft passed, −1 otherwise (floor 1)."
+        )
 
     def __init__(self, start: int = 5):
         super().__init__(_window(start, "heuristic:START"))

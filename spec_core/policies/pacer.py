@@ -71,6 +71,27 @@ class PacerLength:
     about: ClassVar[str] = "adaptive length from a trained pre-verifier (PACER)"
     reads_costs: ClassVar[bool] = True  # t=auto is tuned under the run's cost profile (data handed to the run)
     examples: ClassVar[tuple[str, ...]] = ("pacer",)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "pacer",
+            "PACER: the draft drafts a block at a time; a small trained pre-verifier predicts how likely each "
+            "drafted token is to be kept, and drafting stops when the block's mean falls under a threshold "
+            "that grows by ρ after every block that passes.",
+        ),
+    )
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        """The step-through's "Rule in force" (PACER, arXiv 2602.01274)."""
+        return (
+            "Draft length: PACER (arXiv 2602.01274) drafts b tokens at a time; after each block a small trained "
+            "pre-verifier guesses how likely each new token is to be accepted. If the block's average guess is "
+            "under the threshold t, drafting stops and the target checks the draft; if not, the threshold is "
+            "multiplied by ρ (a longer draft must be more convincing) and the next block is drafted, up to a "
+            "maximum length. `pacer` judges one token at a time (b = 1): on this pair that measured faster than "
+            "blocks of 2 or 4, since fewer than half of first drafts are kept and a block of 2 must draft a second "
+            "token before it can judge the first."
+        )
 
     def __init__(
         self, params: PacerParams, head, head_name: str = "", embed=None, threshold_note: str = "", precision: str = ""

@@ -53,7 +53,30 @@ class DiversedVerifier(EnsembleVerifier):
     reads_draft_states: ClassVar[bool] = True  # its ensemble head reads the draft's hidden states
     about: ClassVar[str] = "lossy: a trained per-token target/draft mix (DIVERSED)"
     examples: ClassVar[tuple[str, ...]] = ("fixed:4+diversed",)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "diversed",
+            "DIVERSED: like static, but a trained head chooses the mixing weight w_t for each drafted "
+            "token from both models' hidden states (w_t = 1 is lossless at that token).",
+        ),
+    )
     needs_target_hidden = True
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        """The step-through's "Rule in force", naming the shipped head this temperature picks."""
+        t = temperature
+        rule = (
+            "greedy decoding of ν (keep a draft while it is argmax ν)" if t == 0 else "speculative sampling against ν"
+        )
+        shipped = head_for(t)  # the head `diversed` picks at this temperature, from the cards' bands
+        return (
+            "DIVERSED (arXiv 2604.07622): a trained ensemble head reads the draft's and the target's hidden states at "
+            f"each drafted token and sets its own weight w_t, so ν_t = w_t·p_t + (1 − w_t)·q_t; then {rule}. "
+            "w_t near 1 follows the target where a token matters, near 0 lets the draft through. "
+            f"At temperature {t:g} `diversed` uses the shipped head {shipped.name}, trained and chosen at "
+            f"{shipped.serves} (one head per band of temperatures; `diversed:head=NAME` picks another)."
+        )
 
     def __init__(
         self,

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core.core import rules
+from spec_core.core import rules, words
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.static import DEFAULT_T0, parse_options, parse_unit
 
 if TYPE_CHECKING:
+    from spec_core.core.types import RoundEvent
     from spec_core.model.models import ModelPair
 
 
@@ -45,10 +46,55 @@ class LenientVerifier:
         "norm(max(0, p − q)); the lenient test kept drafts the target alone might not have, so the output is no "
         "longer exactly the target's"
     )
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "lenient:L",
+            "a lossy verifier: it accepts with min(1, p / (L·q)); it keeps more drafts and gives up exactness.",
+        ),
+    )
     needs_target_hidden = False
 
     def __init__(self, params: LenientParams):
         self.leniency, self.t0 = params.leniency, params.t0
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        """The step-through's "Rule in force" (DIVERSED's lossy baseline, arXiv 2604.07622)."""
+        if temperature == 0:
+            return (
+                "Lenient rule at temperature 0 (default t0=argmax): keep a draft while p(x) ≥ L·q(x) under the "
+                "models' softmax (or it is the target's argmax); then the target's argmax."
+            )
+        return (
+            "Lenient (lossy) speculative sampling, DIVERSED's baseline: accept x with min(1, p(x)/(L·q(x))), "
+            "L < 1 accepts more; recover from norm(max(0, p − q)). The output is no longer the target's."
+        )
+
+    @classmethod
+    def reason(cls, span: words.TokenFacts, event: RoundEvent, temperature: float) -> str:
+        """A token's tooltip sentence: kept while p(x) ≥ L·q(x) (greedy) or with min(1, p(x)/(L·q(x)))."""
+        n = words.num
+        if span.kind in ("target", "bonus", "recovered"):
+            return ("Lossy verifier: " if span.kind == "recovered" else "") + words.target_tokens(
+                span, event, temperature, words.TARGET_TOP, cls
+            )
+        L = event.verifier_trace.get("leniency")
+        lenient = f"{L:g}" if isinstance(L, (int, float)) else "L"
+        if temperature == 0 and event.verifier_trace.get("t0") == "onehot":
+            return words.lossless_reason(span, event, temperature, cls)
+        if temperature == 0:
+            if span.kind == "accepted":
+                return (
+                    f"Lenient rule (temperature 0): kept because p(x) ≥ L·q(x) ({n(span.p)} ≥ {lenient} × "
+                    f"{n(span.q)}) or it is the target's top token; lossy."
+                )
+            return (
+                f"Lenient rule: p(x) < L·q(x) and not the target's top token; {words.piece(event.next_piece)} "
+                "replaces it."
+            )
+        rule = f"min(1, p(x)/(L·q(x))) = min(1, {n(span.p)}/({lenient} × {n(span.q)})) = {n(span.accept_prob)}"
+        verdict = "the random draw fell under it" if span.kind == "accepted" else "the random draw fell above it"
+        return f"Lenient (lossy) rule: accepted with probability {rule}; {verdict}."
 
     @classmethod
     def parse(cls, arg: str | None) -> LenientParams:

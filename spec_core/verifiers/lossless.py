@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core.core import rules
+from spec_core.core import rules, words
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 from spec_core.verifiers.tree import verify_tree
 
 if TYPE_CHECKING:
+    from spec_core.core.types import RoundEvent
     from spec_core.model.models import ModelPair
 
 
@@ -26,15 +27,60 @@ class LosslessVerifier:
 
     prefix: ClassVar[str] = "lossless"
     about: ClassVar[str] = "the lossless rule: the target's own text"
-    recovered_title: ClassVar[str] = "recovered token: the target's own, at the first rejection"
-    recovers: ClassVar[str] = (  # where a recovered token is drawn from at temperature > 0, in words
-        "norm(max(0, p − q)), the part of the target's distribution the draft had under-covered, which keeps the "
-        "output exactly the target's"
+    recovered_title: ClassVar[str] = words.LOSSLESS_RECOVERED_TITLE
+    recovers: ClassVar[str] = words.LOSSLESS_RECOVERS  # where a recovered token is drawn from at T > 0, in words
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "lossless",
+            "the verification rule that keeps the target's output distribution exactly (greedy: accept "
+            "a draft iff it is the target's top token).",
+        ),
     )
     examples: ClassVar[tuple[str, ...]] = ()
     lossless = True
     needs_target_hidden = False
     verifies_trees = True
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        """The step-through's "Rule in force" (docs/ALGORITHMS.md §0)."""
+        if temperature == 0:
+            return (
+                "Lossless verification at temperature 0: a draft token is accepted exactly when it is the "
+                "target's own most likely token (p(x) is the largest); at the first mismatch the target's choice "
+                "replaces it (the recovered token), and if all pass the target adds one more (the bonus token)."
+            )
+        return (
+            "Lossless speculative sampling (Leviathan et al. 2023, arXiv 2211.17192; Chen et al. 2023, "
+            "arXiv 2302.01318): accept draft x with probability min(1, p(x)/q(x)); at the first rejection draw the "
+            "recovered token from norm(max(0, p − q)); if all pass, sample a bonus token from p. The output has "
+            "exactly the target's distribution."
+        )
+
+    @classmethod
+    def reason(cls, span: words.TokenFacts, event: RoundEvent, temperature: float) -> str:
+        """A token's tooltip sentence: the greedy or sampled rule on a chain, EAGLE-2's walk on a token tree."""
+        if event.tree is None:
+            return words.lossless_reason(span, event, temperature, cls)
+        if span.kind in ("target", "bonus", "recovered"):
+            top = "the target's own most likely token after the accepted path"
+            return words.target_tokens(span, event, temperature, top, cls)
+        if temperature == 0:
+            if span.kind == "accepted":
+                return (
+                    "On the tree's accepted path: at its parent this candidate equals the target's most likely "
+                    "token (greedy walk down the tree)."
+                )
+            return (
+                "A candidate the target tried and rejected: its most likely token here is "
+                f"{words.piece(event.next_piece)}."
+            )
+        if span.kind == "accepted":
+            return (
+                f"On the tree's accepted path: tried at its node and accepted with probability "
+                f"{words.num(span.accept_prob)} (the target's p′(x), renormalised after any sibling it rejected)."
+            )
+        return f"Tried at its node and rejected (it was accepted with probability {words.num(span.accept_prob)})."
 
     @classmethod
     def parse(cls, arg: str | None) -> None:

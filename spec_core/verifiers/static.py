@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from spec_core.core import rules
+from spec_core.core import rules, words
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import RoundInputs, SamplingConfig
 from spec_core.verifiers.base import Verdict
 
 if TYPE_CHECKING:
+    from spec_core.core.types import RoundEvent
     from spec_core.model.models import ModelPair
 
 T0_MODES = ("argmax", "onehot")
@@ -76,6 +77,37 @@ class EnsembleVerifier:
         "(ν − q = w·(p − q)); each drafted position so emits ν, not the target's p"
     )
 
+    @classmethod
+    def reason(cls, span: words.TokenFacts, event: RoundEvent, temperature: float) -> str:
+        """A token's tooltip sentence: the drafts are checked against ν = w·p + (1 − w)·q instead of p."""
+        if span.kind in ("target", "bonus", "recovered"):
+            top = "the most likely token of ν = w·p + (1 − w)·q" if span.kind == "recovered" else ""
+            return ("Lossy verifier: " if span.kind == "recovered" else "") + words.target_tokens(
+                span, event, temperature, top or words.TARGET_TOP, cls
+            )
+        i = span.position - 1
+        w, nu = words.trace_at(event, "w", i), words.trace_at(event, "nu_x", i)
+        n = words.num
+        mix = f"ν = w·p + (1 − w)·q with w = {n(w)} (ν(x) = {n(nu)})"
+        onehot = event.verifier_trace.get("t0") == "onehot"
+        if temperature == 0 and onehot:
+            if span.kind == "accepted":
+                return (
+                    f"Lossy rule (temperature 0, t0=onehot): kept because it is the target's top token, or else by a "
+                    f"coin that keeps a draft with probability 1 − w = {n(None if w is None else 1 - w)}."
+                )
+            return "Lossy rule (t0=onehot): not the target's top token, and the coin (keep with 1 − w) said no."
+        if temperature == 0:
+            if span.kind == "accepted":
+                return (
+                    f"Lossy rule (temperature 0): kept because it is the most likely token of the mix {mix}; the "
+                    "target alone might have chosen another."
+                )
+            return f"Lossy rule: the mix {mix} prefers {words.piece(event.next_piece)} here, which replaces it."
+        rule = f"min(1, ν(x)/q(x)) = min(1, {n(nu)}/{n(span.q)}) = {n(span.accept_prob)}"
+        verdict = "the random draw fell under it" if span.kind == "accepted" else "the random draw fell above it"
+        return f"Lossy rule: checked against the mix {mix}, accepted with probability {rule}; {verdict}."
+
     def weights(self, inputs: RoundInputs) -> torch.Tensor:  # [γ] in [0, 1]
         raise NotImplementedError
 
@@ -119,9 +151,33 @@ class StaticVerifier(EnsembleVerifier):
     prefix: ClassVar[str] = "static"
     about: ClassVar[str] = "lossy: verified against a fixed target/draft mix"
     examples: ClassVar[tuple[str, ...]] = ("fixed:4+static:0.7",)
+    glossary: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "static:W",
+            "a lossy verifier: it checks drafts against a fixed mix ν = W·p + (1 − W)·q of target and draft; it "
+            "keeps more drafts and gives up exactness.",
+        ),
+    )
 
     def __init__(self, params: StaticParams):
         self.weight, self.t0 = params.weight, params.t0
+
+    @classmethod
+    def rule(cls, temperature: float) -> str:
+        """The step-through's "Rule in force" (DIVERSED's static ensemble, arXiv 2604.07622)."""
+        if temperature == 0:
+            return (
+                "Static ensemble at temperature 0 (docs/ALGORITHMS.md §2; default t0=argmax): the models' softmax "
+                "are mixed, ν = W·p + (1 − W)·q, and a draft is kept while it is ν's most likely token; at the first "
+                "mismatch ν's choice replaces it. W = 1 is the lossless greedy rule, W = 0 keeps every draft. "
+                "(t0=onehot: a draft that differs from the target's argmax is kept with probability 1 − W.)"
+            )
+        return (
+            "Static ensemble (DIVERSED, arXiv 2604.07622; Yin et al., arXiv 2411.00841): the drafts are verified "
+            "against ν = W·p + (1 − W)·q instead of p — accept x with min(1, ν(x)/q(x)), recover from ν's "
+            "residual norm(max(0, ν − q)) (ν − q = W·(p − q)). Each drafted position then emits exactly ν; "
+            "acceptance is 1 − W·TV(p, q) on average."
+        )
 
     @classmethod
     def parse(cls, arg: str | None) -> StaticParams:

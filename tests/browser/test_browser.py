@@ -163,8 +163,8 @@ def test_live_tab_in_a_browser(tmp_path):
                 page.screenshot(path=str(shot), full_page=True)
                 assert shot.stat().st_size > 10_000
                 check_rejected_drafts_stay_in_lanes(page)
-                # the step-through shows the first lane with a model-drafted block of 2 or more, at its first such
-                # round (the training lens's) at once; the slider ends at that lane's last round
+                # the step-through shows the first lane with a model-drafted block of 2 or more, at the such round
+                # the target kept the most of (the training lens's) at once; the slider ends at that lane's last round
                 page.get_by_text("Step through one round").first.click()
                 page.locator("#stepthrough .spec-step:visible").wait_for(timeout=30_000)
                 card = page.locator("#stepthrough").inner_text()

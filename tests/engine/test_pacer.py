@@ -365,7 +365,7 @@ def test_view_figures_are_built_from_policy_traces():
     assert "pacer_threshold" in keys and "pacer_predicted_vs_kept" in keys
     assert "pacer_threshold" not in [v.key for v in views_for(["fixed:4"])]
     threshold_view = next(v for v in views_for(["pacer"]) if v.key == "pacer_threshold")
-    assert set(lanes_for(threshold_view, lanes)) == {"pacer"}
+    assert set(lanes_for(threshold_view, lanes)) == {"pacer", "fixed:3"}  # the fixed window is drawn beside it
 
     points = pacer_view.block_points(events)
     assert [(p["round"], p["block"], p["decision"], p["kept"]) for p in points] == [

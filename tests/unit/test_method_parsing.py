@@ -31,7 +31,6 @@ ALLOWED = {
     ("spec_core/core/types.py", 'partition(":")'): "PartSpec.parse: every part's own FAMILY[:ARG] parse, under methods",
     ("spec_core/core/precision.py", 'split(":")'): "a /proc/cpuinfo line ('model name : ...'), not a method",
     ("spec_core/serve/spec_bench.py", 'partition(":")'): "a suite name (spec-bench:N), not a method",
-    ("visuals/diversed.py", "startswith(family)"): "a DIVERSED head's file name (diversed-sampled), not a method",
 }
 
 

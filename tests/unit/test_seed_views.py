@@ -15,7 +15,7 @@ from spec_core.core.assets import BLOCK_DIR
 from spec_core.engine.replay import PolicyReplay
 from spec_core.serve.live import LiveFrame
 from ui import live_baseline, live_steps
-from visuals import plots, views
+from visuals import labels, lens, plots, views
 
 SEEDS = ("draft_lengths", "pacer_threshold", "ensemble_weights", "training_lens")
 
@@ -74,7 +74,7 @@ def test_the_seed_figures_hold_this_runs_numbers():
     ones = w["fixed:2 (replayed) · w = 1 (lossless)"]
     assert list(ones.x) == [0, 1, 1, 2, 3, 4, 4, 5] and set(ones.y) == {1.0}
     lens = built["training_lens"][0]
-    assert "pacer+diversed, round 0" in lens.layout.title.text  # not hybrid: its blocks were copied
+    assert "pacer+diversed, round 1" in lens.layout.title.text  # not hybrid (copied); round 1 kept the most
 
 
 def test_a_fixed_window_lane_of_the_run_is_the_baseline_before_any_replay():
@@ -101,7 +101,7 @@ def test_after_a_run_the_step_through_and_lens_follow_a_lane_with_a_model_drafte
     out = live_steps.after_run(frame, "draft")
     assert out[0]["value"] == "pacer+diversed", out[0]  # lane A (hybrid) only copied: nothing for the lens to weigh
     lens = next(f for f in out[3:] if hasattr(f, "layout") and "Training lens" in (f.layout.title.text or ""))
-    assert "pacer+diversed, round 0" in lens.layout.title.text
+    assert "pacer+diversed, round 1" in lens.layout.title.text and out[1]["value"] == 1  # the lens and the slider
     assert any((t.name or "").startswith("fixed:2 (replayed)") for t in lens.data)  # the baseline stays beside it
 
 
@@ -120,3 +120,80 @@ def test_the_block_view_sets_acceptance_by_position_beside_the_cards_training_we
     caption = views.caption_for(view, lanes, REPLAY)
     assert caption.startswith("Look for") and f"{card['log'][-1]['weights_by_position'][0]:.0%}" in caption
     assert "block_positions" not in {v.key for v in views.views_for(["pacer", "ar"])}  # block lanes only
+
+
+def test_pacers_predicted_vs_kept_draws_the_fixed_window_its_caption_names():
+    """Its caption says the fixed window's kept share is beside it: on the default trio that is the replay."""
+    lanes = {"pacer+diversed": PACER, "ar": AR}
+    view = next(v for v in views.views_for(list(lanes)) if v.key == "pacer_predicted_vs_kept")
+    assert "fixed window's kept share" in view.caption
+    traces = {t.name: t for t in views.build(view, lanes, REPLAY).data}
+    base = traces["fixed:2 (replayed) · kept"]
+    assert list(base.x) == [1, 2] and list(base.y) == [0.5, 0.25]  # position 1 kept in 2 of 4 rounds, 2 in 1
+    assert "pacer+diversed · predicted â" in traces and "pacer+diversed · kept" in traces
+    caption = views.caption_for(view, lanes, REPLAY)
+    assert "fixed:2 (replayed) kept 0.50 at position 1 (4 rounds)" in caption and "replayed" in caption
+    alone = {t.name for t in views.build(view, lanes).data}  # no replay (a sampled run): no baseline drawn
+    assert not any("fixed" in n for n in alone)
+
+
+def test_the_lens_opens_on_a_telling_block_not_a_lanes_first():
+    """The default run's first model-drafted block had q_j 0.00, 0.00: every schedule's weights vanish there. The
+    lens and the step-through open on the block the target kept the most of (the earliest among equals; with none
+    kept, the one whose q_1 is highest)."""
+    dull = ev(0, [" a", " b"], 0, method="pacer", gold=[0.0, 0.0])
+    some = ev(1, [" c", " d", " e"], 1, method="pacer", gold=[0.6, 0.2, 0.1])
+    most = ev(2, [" f", " g", " h"], 2, method="pacer", gold=[0.9, 0.7, 0.1])
+    again = ev(3, [" i", " j"], 2, method="pacer", gold=[0.95, 0.9])
+    lane = [dull, some, most, again]
+    assert lens.telling_block(lane) is most and lens.telling_round(lane) == 2
+    assert lens.telling_round([dull, dataclasses.replace(some, accepted=0)]) == 1  # none kept: the higher q_1
+    assert lens.telling_round([ev(0, [" a"], 1, method="pacer")]) == 0  # nothing to weigh: round 0
+    fig = lens.training_lens_figure({"pacer": lane, "ar": AR})
+    assert "pacer, round 2" in fig.layout.title.text
+    assert "round 2, the one of its 4 blocks" in lens.lens_caption({"pacer": lane}) and "(2 of 3;" in lens.lens_caption(
+        {"pacer": lane}
+    )
+    frame = LiveFrame(("pacer", "ar"), {"pacer": lane, "ar": AR}, done=True, temperature=0.0)
+    out = live_steps.after_run(frame, "draft")
+    assert out[0]["value"] == "pacer" and out[1]["value"] == 2
+
+
+def _clear(fig, annotation) -> bool:
+    """Whether ``annotation``'s box (the label placer's estimate) covers no marker or bar of the lens."""
+    canvas, markers, shapes = lens.lens_marks(fig)
+    right = annotation.xanchor == "left"
+    point = labels.Point(annotation.x, annotation.y, 0.0, annotation.text)
+    box = labels.label_box(point, "middle right" if right else "middle left", canvas)
+    dots = [labels.marker_box(m, canvas) for m in markers] + shapes
+    return labels.inside(box, canvas) and not any(labels.overlap(box, d, gap=0) for d in dots)
+
+
+def test_the_lens_rejection_label_is_placed_clear_of_every_mark():
+    """The dashed line at the first rejection used to carry its label at the top right whatever stood there (q_j
+    near 1 sits at the top); the label placer now finds it room beside the line, at a phone's plot width, or the
+    note says it."""
+    high = ev(0, [" a", " b", " c", " d"], 2, method="pacer", gold=[0.98, 0.97, 0.96, 0.95])
+    fig = lens.training_lens_figure({"pacer": [high], "ar": AR}, replayed=REPLAY)
+    placed = [a for a in fig.layout.annotations if a.name == "placed"]
+    said = "dashed: the first rejection (kept 2)" in fig.layout.title.text
+    assert len(placed) == 1 or said, (fig.layout.annotations, fig.layout.title.text)
+    for a in placed:
+        assert a.text == "first rejection" and _clear(fig, a) and a.y < 0.98 * fig.layout.yaxis.range[1]
+    crowded = ev(0, [" a", " b"], 1, method="pacer", gold=[0.5, 0.5])
+    fig = lens.training_lens_figure({"pacer": [crowded]})
+    assert all(_clear(fig, a) for a in fig.layout.annotations if a.name == "placed")
+
+
+def test_the_seed_and_block_views_carry_no_label_the_placer_did_not_place():
+    """Every always-on label of the four seed views and the block view: none but the lens's placed one (and an
+    empty figure's message), and no trace draws text of its own, so no two labels can pile up."""
+    block = [ev(i, [f" t{k}" for k in range(7)], acc, method="block:dpace") for i, acc in enumerate([0, 1, 3, 0])]
+    rejected = [dataclasses.replace(e, accepted=min(e.accepted, 1)) for e in PACER]
+    for lanes in (DEFAULT, {**DEFAULT, "pacer+diversed": rejected}, {"block:dpace": block, "ar": AR}):
+        for view in views.views_for(list(lanes)):
+            if view.key not in (*SEEDS, "block_positions"):
+                continue
+            fig = views.build(view, lanes, REPLAY)
+            assert all("text" not in (getattr(t, "mode", None) or "") for t in fig.data), view.key
+            assert all(a.name == "placed" for a in fig.layout.annotations), (view.key, fig.layout.annotations)

@@ -17,6 +17,7 @@ from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import TreeRound
 from spec_core.engine.methods import is_lossy
 from spec_core.serve.live import Divergence
+from spec_core.verifiers.lossless import LosslessVerifier
 from visuals import captions, intro, lens, live_page, lossy, plots, reasons, stepthrough, tokens, tree, views
 
 
@@ -66,7 +67,7 @@ def test_lossy_verifiers_explain_their_own_rule():
     lenient = ev(0, ["a"], 1, "b", method="fixed:2+lenient:0.5", verifier_trace={"leniency": 0.5, "t0": "argmax"})
     assert "p(x) ≥ L·q(x) (0.250 ≥ 0.5 × 0.500)" in tokens.token_spans([lenient], 0.0)[0].why
     assert "p(x)/(L·q(x))" in tokens.token_spans([lenient], 1.0)[0].why
-    assert reasons.verifier_head("tree") == "tree" and reasons.verifier_head("fixed:4") == "lossless"
+    assert reasons.verifier_of("tree") is LosslessVerifier and reasons.verifier_of("fixed:4") is LosslessVerifier
     assert "plain" not in tokens.token_spans(AR, 0.0)[0].why and "most likely" in tokens.token_spans(AR, 0.0)[0].why
 
 
@@ -128,10 +129,10 @@ def test_every_plot_says_what_it_rests_on():
     assert "fixed:4: 3 rounds" in plots.draft_lengths_figure({"fixed:4": LANE}).layout.title.text
 
 
-def test_training_lens_opens_on_the_first_block_of_two():
+def test_training_lens_opens_on_the_block_of_two_the_target_kept_most_of():
     lane = [ev(0, ["a"], 1), ev(1, ["b"], 0), ev(2, ["c", "d", "e"], 1), ev(3, ["f", "g"], 2)]
     assert lens.block_rounds(lane) == [2, 3]
-    assert "round 2" in lens.training_lens_figure({"pacer": lane}).layout.title.text
+    assert "round 3" in lens.training_lens_figure({"pacer": lane}).layout.title.text  # kept 2 of 2; round 2, 1 of 3
     said = lens.training_lens_figure({"pacer": lane}, round_index=1).layout.annotations[0].text
     assert "drafted 1 token:" in said and "rounds 2, 3 have one" in said
 

@@ -237,7 +237,7 @@ def test_lens_weights_match_the_rules():
 def test_training_lens_figure_uses_a_real_block():
     gold = [0.9, 0.7, 0.2, 0.05]
     lane = [ev(0, ["a", "b"], 2), ev(1, ["c", "d", "e", "f"], 2, gold=gold), ev(2, ["g", "h", "i"], 1)]
-    first = lens.training_lens_figure({"heuristic": lane})  # opens on the first block of 2 or more
+    first = lens.training_lens_figure({"heuristic": lane})  # opens on the block kept most (rounds 0, 1 tie: 0)
     assert "round 0" in first.layout.title.text and "one block" in first.layout.title.text
     fig = lens.training_lens_figure({"heuristic": lane}, round_index=1)
     assert "round 1" in fig.layout.title.text and "heuristic" in fig.layout.title.text
