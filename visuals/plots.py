@@ -8,6 +8,7 @@ rounds, positions or tokens: :func:`base_layout`'s ``note``), so a curve drawn f
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -35,6 +36,18 @@ def rounds_note(spec: Lanes, unit: str = "rounds") -> str:
     return " · ".join(f"{m}: {len(ev)} {unit if len(ev) != 1 else unit.rstrip('s')}" for m, ev in spec.items())
 
 
+TITLE_CHARS, NOTE_CHARS, AXIS_CHARS = 44, 64, 30  # lines a 360-px phone plot holds at the house font sizes
+LEGEND_ROW_PX = 20  # one legend entry's row on a phone, where every entry takes a row of its own
+
+
+def wrapped(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters (``<br>``), so that a title, its note or an axis
+    title never runs past a phone's plot; text with markup of its own is left as it is."""
+    if len(text) <= width or "<" in text:
+        return text
+    return "<br>".join(textwrap.wrap(text, width))
+
+
 def base_layout(
     fig: go.Figure,
     title: str,
@@ -44,17 +57,25 @@ def base_layout(
     empty_text: str = "no drafted rounds yet",
     note: str = "",
 ) -> go.Figure:
-    """The house layout; ``note``: the sample the figure rests on, a small line under the title."""
-    text = f"{title}<br><sup>{note}</sup>" if note and not empty else title
+    """The house layout; ``note``: the sample the figure rests on, a small line under the title.
+
+    Built for the narrowest screen too: the title, note and y-axis title wrap (:func:`wrapped`), the mode bar stands
+    on the right edge instead of over the title, and the figure grows by a row for each legend entry past two, so
+    that a legend a phone stacks one entry a row never climbs into the x-axis title."""
+    title_text, note_text = wrapped(title, TITLE_CHARS), wrapped(note, NOTE_CHARS) if note and not empty else ""
+    text = f"{title_text}<br><sup>{note_text}</sup>" if note_text else title_text
+    entries = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    top = 40 + 20 * title_text.count("<br>") + (26 + 18 * note_text.count("<br>") if note_text else 0)
     fig.update_layout(
         title={"text": text, "font": {"size": 15}},
         template="plotly_white",
-        height=HEIGHT,
-        margin={"l": 60, "r": 20, "t": 58 if note else 40, "b": 40},
+        height=HEIGHT + LEGEND_ROW_PX * max(0, entries - 2) + (top - 40),
+        margin={"l": 60, "r": 20, "t": top, "b": 40},
         legend={"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0},
         xaxis_title=x,
-        yaxis_title=y,
+        yaxis_title=wrapped(y, AXIS_CHARS),
         hovermode="closest",
+        modebar={"orientation": "v"},
     )
     if empty:
         fig.add_annotation(text=empty_text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)

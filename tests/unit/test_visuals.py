@@ -523,3 +523,27 @@ def test_a_long_caption_shows_at_most_60_words_and_folds_the_rest_behind_more():
     run_on = " ".join(["word"] * 80)  # no sentence ends within 60 words: cut at 60, marked on both sides
     cut, more = folded(run_on).split("<details><summary>more</summary>")
     assert len(cut.split()) == CAPTION_WORDS + 1 and cut.strip().endswith("…") and more.split()[0] == "…"
+
+
+def test_the_house_layout_fits_a_phone_title_note_axis_and_legend():
+    """Issue #45: at 420 px a long title, its note and a long y-axis title ran off the plot or into each other, and
+    a legend stacked one entry a row climbed into the x-axis title. They now wrap, and the figure grows a row per
+    legend entry past two."""
+    import plotly.graph_objects as go
+
+    from visuals.plots import AXIS_CHARS, HEIGHT, LEGEND_ROW_PX, NOTE_CHARS, TITLE_CHARS, base_layout
+
+    fig = go.Figure([go.Scatter(x=[1], y=[1], name=f"lane {i} · a long legend entry") for i in range(5)])
+    fig.add_trace(go.Scatter(x=[1], y=[1], showlegend=False, name="labels"))
+    title = "PACER: the threshold grows after each block that passes"
+    note = "pacer+diversed: 89 blocks in 56 rounds · fixed:2 (replayed): 78 rounds"
+    base_layout(fig, title, "block in the round", "mean predicted acceptance of the block", note=note)
+    head, sup = fig.layout.title.text.split("<br><sup>")
+    assert all(len(line) <= TITLE_CHARS for line in head.split("<br>")) and head.replace("<br>", " ") == title
+    assert all(len(line) <= NOTE_CHARS for line in sup.removesuffix("</sup>").split("<br>"))
+    assert all(len(line) <= AXIS_CHARS for line in fig.layout.yaxis.title.text.split("<br>"))
+    extra_top = fig.layout.margin.t - 40
+    assert fig.layout.height == HEIGHT + LEGEND_ROW_PX * 3 + extra_top  # five entries shown, the label trace not
+    assert fig.layout.modebar.orientation == "v"  # the mode bar never covers the title
+    short = base_layout(go.Figure(), "Draft length", "round", "tokens")
+    assert short.layout.title.text == "Draft length" and short.layout.height == HEIGHT
