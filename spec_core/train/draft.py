@@ -237,7 +237,8 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     if cfg.init is not None:  # warm start: the draft's own trimmed head replaces the data's top tokens
         draft, init_card = load_draft(target, cfg.init.stem, cfg.init.parent)
         check_init(cfg, init_card, cfg.init)
-        subset = draft.vocab_subset.cpu() if cfg.design == "feature" else subset
+        if cfg.design == "feature":
+            subset = torch.as_tensor(draft.vocab_subset).cpu()
         draft = draft.float().train().to(device)
     else:
         draft = build_draft(target, cfg, subset).to(device)
@@ -300,7 +301,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{stats['agree0']:.2f}")
         if step % cfg.eval_every == 0 or step == cfg.steps:
             ev = heldout(distiller, eval_seqs, device, cfg.batch_size, layers, features)
-            row = {
+            row: dict[str, float | int | None] = {
                 "step": step,
                 "elapsed_s": round(elapsed, 1),
                 "train_loss": float(loss.detach()),
