@@ -1,0 +1,90 @@
+"""Where a feature draft loses: its greedy agreement with the target, bucketed by how sure the target is.
+
+On held-out token-id shards (features online, as the trainer computes them), each answer position's target
+distribution is ``softmax(lm_head(hidden))``; its largest probability says how sure the target is of its own next
+token. A draft that only missed the target's coin flips would agree on nearly every position where the target is
+≥ 0.9 sure; the printed table says how far each draft is from that. Counts only, no clock.
+
+Usage::
+
+    PYTHONPATH=. .venv/bin/python scripts/draft_confidence.py data/s17/shards --shards 52:56 \\
+        assets/drafts:feature runs/s18/out:feature
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from spec_core.model.draft_assets import load_draft
+from spec_core.model.models import load_target
+from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
+from spec_core.train.draft import collate, data_layer_positions
+from spec_core.train.features import OnlineFeatures
+
+EDGES = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0 + 1e-9)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data_dir", type=Path, help="a folder of token-id shards (spec_core.train.data)")
+    ap.add_argument("drafts", nargs="+", help="DIR:NAME of each feature draft")
+    ap.add_argument("--shards", default="-4:", help="which shards, as a Python slice of the sorted list")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    try:
+        start, _, stop = args.shards.partition(":")
+        chosen = shard_paths(args.data_dir)[slice(int(start) if start else None, int(stop) if stop else None)]
+    except ValueError:
+        ap.error(f"--shards {args.shards!r}: give a slice such as 52:56 or -4:")
+    if not chosen:
+        ap.error(f"no shards {args.shards} in {args.data_dir}")
+    target, _ = load_target("cpu", torch.float32)
+    target = target.float().eval().requires_grad_(False)
+    drafts = {}
+    for spec in args.drafts:
+        directory, sep, name = spec.rpartition(":")
+        if not sep or not (Path(directory) / f"{name}.json").is_file():
+            ap.error(f"{spec!r}: give DIR:NAME with DIR/NAME.json and DIR/NAME.safetensors")
+        draft, card = load_draft(target, name, Path(directory))
+        if card.get("design") != "feature":
+            ap.error(f"{spec}: a {card.get('design')} draft; this reads feature drafts")
+        drafts[spec] = draft.float().eval()
+    layers = data_layer_positions(args.data_dir, tuple(next(iter(drafts.values())).feature_layers))
+    features = OnlineFeatures(target, list(TARGET_LAYERS) if layers else (), torch.bfloat16, 8)
+    seqs = list(split_sequences(read_shards(chosen, ())))
+    head = target.lm_head.weight.float()
+    counts = torch.zeros(len(EDGES) - 1)
+    agree = {spec: torch.zeros(len(EDGES) - 1) for spec in drafts}
+    with torch.no_grad():
+        for i in range(0, len(seqs), 8):
+            tokens, hidden, weight, layer_hidden = collate(seqs[i : i + 8], "cpu", 0.0, layers, features)
+            answer = weight == 1.0
+            pmax, choice = (hidden.float() @ head.T).softmax(-1).max(-1)
+            bucket = torch.bucketize(pmax, torch.tensor(EDGES[1:-1]), right=True)
+            counts += torch.bincount(bucket[answer], minlength=len(counts)).float()
+            for spec, draft in drafts.items():
+                lh = layer_hidden[:, :-1].float() if layer_hidden is not None else None
+                pred = F.pad(draft(draft.target_features(hidden[:, :-1].float(), lh), tokens[:, 1:]), (0, 0, 1, 0))
+                logits = torch.full((*pred.shape[:2], head.shape[0]), float("-inf"))
+                logits[..., draft.vocab_subset] = pred.float() @ head[draft.vocab_subset].T
+                ok = answer & (logits.argmax(-1) == choice)
+                agree[spec] += torch.bincount(bucket[ok], minlength=len(counts)).float()
+    total = float(counts.sum())
+    print(f"{len(seqs)} held-out sequences, {int(total)} answer positions ({', '.join(p.stem for p in chosen)})")
+    for b in range(len(counts)):
+        cells = "  ".join(f"{spec} {float(agree[spec][b] / max(counts[b], 1)):.3f}" for spec in drafts)
+        hi = min(EDGES[b + 1], 1.0)
+        print(
+            f"target's top p in [{EDGES[b]:.1f}, {hi:.1f}{']' if hi == 1.0 else ')'}: share {counts[b] / total:.3f}  {cells}"
+        )
+    print("overall  " + "  ".join(f"{spec} {float(agree[spec].sum()) / total:.3f}" for spec in drafts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
