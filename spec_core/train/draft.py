@@ -355,9 +355,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "train_answer_tokens": init_card.get("data", {}).get("train_answer_tokens"),
             "data": init_card.get("data", {}).get("dir"),
         },
-        "heldout": {
-            k: v if v is None else round(v, 4) for k, v in final.items()
-        },  # at the shipped (best held-out) step
+        "heldout": {k: v if v is None else round(v, 4) for k, v in final.items()},  # the shipped (best) step's
         "history": history,
         "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
         + (
