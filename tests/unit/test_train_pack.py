@@ -76,3 +76,30 @@ def test_packs_split_by_first_shard_unpack_into_one_folder(tmp_path):
     assert contents(tmp_path / "u" / "shard_00003.safetensors")[0]["tokens"].tolist() == [5, 6, 10, 2]
     with pytest.raises(SystemExit, match="numbered 9 or more"):
         pack(src, tmp_path / "none.npz", first=9)
+
+
+@pytest.mark.embedded
+def test_the_committed_packs_hold_no_heldout_prompt():
+    """Issue #43: nothing from Spec-Bench, the benchmark prompts or the evaluation tasks in the committed training
+    data. Every user turn of every pack in ``assets/data/`` is decoded and checked with the filter the data job ran
+    (``prompts.overlaps_heldout``), so a pack written by an older filter, or by hand, fails here."""
+    import numpy as np
+
+    from spec_core.core.assets import ASSETS_DIR
+    from spec_core.model.models import _load_tokenizer, embedded_target_dir
+    from spec_core.train.prompts import overlaps_heldout
+
+    packs = sorted((ASSETS_DIR / "data").glob("tokens-*.npz"))
+    assert packs, "no committed training data"
+    tokenizer = _load_tokenizer(embedded_target_dir())
+    seen = 0
+    for pack in packs:
+        with np.load(pack) as z:
+            tokens, lengths, starts = z["tokens"].astype(np.int64), z["lengths"].tolist(), z["answer_starts"].tolist()
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        for i, a in enumerate(starts):
+            text = tokenizer.decode(tokens[offsets[i] : offsets[i] + a].tolist())
+            user = text.split("<|im_start|>user\n")[-1].split("<|im_end|>")[0]
+            assert user.strip() and not overlaps_heldout(user), f"{pack.name} sequence {i}: {user[:120]!r}"
+            seen += 1
+    assert seen > 6000
