@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import plotly.graph_objects as go
+
 from spec_core.core.types import RoundEvent
 from spec_core.engine.methods import is_fixed_window
 from spec_core.engine.replay import PolicyReplay
@@ -92,4 +94,34 @@ def replay_sentence(base: Sequence[WindowRounds]) -> str:
     return (
         f"The {b.name} baseline is no lane of this run: the same text replayed with a fixed window "
         f"({b.rounds} rounds, {sum(b.kept)} of {sum(b.drafted)} drafts kept), exact at temperature 0."
+    )
+
+
+def kept_by_position_trace(
+    lane: str,
+    what: str,
+    positions: Sequence[int],
+    rates: Sequence[float],
+    counts: Sequence[int],
+    colour: str,
+    marker: str,
+    dash: str = "dash",
+    replayed: bool = False,
+    width: float = 1.5,
+    size: int = 8,
+) -> go.Scatter:
+    """A lane's share kept at each drafted position, on a view's right-hand axis (``y2``): the block view's lanes
+    and the fixed-window baseline beside the block view and the training lens."""
+    return go.Scatter(
+        x=list(positions),
+        y=list(rates),
+        name=f"{lane} · {what}",
+        mode="lines+markers",
+        yaxis="y2",
+        line={"color": colour, "dash": dash, "width": width},
+        marker={"color": colour, "symbol": marker, "size": size},
+        customdata=list(counts),
+        hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
+        + (f"<br>{REPLAY_HOVER}" if replayed else "")
+        + f"<extra>{lane}</extra>",
     )

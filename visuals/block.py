@@ -21,7 +21,7 @@ from spec_core.core.types import RoundEvent
 from spec_core.drafters import BlockDraft
 from spec_core.engine.methods import spec_of
 from spec_core.engine.replay import PolicyReplay
-from visuals.baseline import REPLAY_HOVER, replay_note, replay_sentence, windows
+from visuals.baseline import kept_by_position_trace, replay_note, replay_sentence, windows
 from visuals.plots import Lanes, acceptance_by_position, base_layout
 from visuals.style import series_style
 from visuals.views import View, register_view
@@ -79,17 +79,8 @@ def block_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figur
         )
         positions, rates, counts = acceptance_by_position(events)
         fig.add_trace(
-            go.Scatter(
-                x=positions,
-                y=rates,
-                name=f"{method} · kept at position j (this run)",
-                mode="lines+markers",
-                yaxis="y2",
-                line={"color": colour, "dash": dash, "width": 2},
-                marker={"color": colour, "symbol": marker, "size": 9},
-                customdata=counts,
-                hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
-                + f"<extra>{method}</extra>",
+            kept_by_position_trace(
+                method, "kept at position j (this run)", positions, rates, counts, colour, marker, dash, width=2, size=9
             )
         )
     base = windows(lanes, replayed) if shown else []
@@ -97,18 +88,8 @@ def block_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> go.Figur
         colour, _, marker = series_style(len(block_lanes(lanes)) + j)
         positions, rates, counts = w.by_position()
         fig.add_trace(
-            go.Scatter(
-                x=positions,
-                y=rates,
-                name=f"{w.name} · kept at position j",
-                mode="lines+markers",
-                yaxis="y2",
-                line={"color": colour, "dash": "dash", "width": 1.5},
-                marker={"color": colour, "symbol": marker, "size": 8},
-                customdata=counts,
-                hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
-                + (f"<br>{REPLAY_HOVER}" if w.replayed else "")
-                + f"<extra>{w.name}</extra>",
+            kept_by_position_trace(
+                w.name, "kept at position j", positions, rates, counts, colour, marker, replayed=w.replayed
             )
         )
     note = " · ".join(

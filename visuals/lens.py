@@ -27,7 +27,7 @@ from spec_core.core import rules
 from spec_core.core.types import RoundEvent
 from spec_core.engine.methods import is_fixed_window
 from spec_core.engine.replay import PolicyReplay
-from visuals.baseline import REPLAY_HOVER, replay_note, replay_sentence, windows
+from visuals.baseline import kept_by_position_trace, replay_note, replay_sentence, windows
 from visuals.labels import Box, Canvas, Point, bar_box, line_label
 from visuals.plots import base_layout, copied_round
 from visuals.style import OKABE_ITO, SCHEME_COLOURS, series_style
@@ -109,20 +109,8 @@ def window_traces(lanes: Lanes, replayed: PolicyReplay | None) -> list[go.Scatte
         colour, _, marker = series_style(j + 1)
         positions, rates, counts = base.by_position()
         out.append(
-            go.Scatter(
-                x=positions,
-                y=rates,
-                name=f"{base.name} · share kept at position j",
-                mode="lines+markers",
-                yaxis="y2",
-                line={"color": colour, "dash": "dash", "width": 1.5},
-                marker={"color": colour, "symbol": marker, "size": 8},
-                customdata=counts,
-                hovertemplate="position %{x}: kept in %{y:.0%} of the %{customdata} rounds that drafted it"
-                + (f"<br>{REPLAY_HOVER}" if base.replayed else "")
-                + "<extra>"
-                + base.name
-                + "</extra>",
+            kept_by_position_trace(
+                base.name, "share kept at position j", positions, rates, counts, colour, marker, replayed=base.replayed
             )
         )
     return out
