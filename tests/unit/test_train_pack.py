@@ -93,13 +93,13 @@ def test_the_committed_packs_hold_no_heldout_prompt():
     assert packs, "no committed training data"
     tokenizer = _load_tokenizer(embedded_target_dir())
     seen = 0
-    for pack in packs:
-        with np.load(pack) as z:
+    for path in packs:
+        with np.load(path) as z:
             tokens, lengths, starts = z["tokens"].astype(np.int64), z["lengths"].tolist(), z["answer_starts"].tolist()
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         for i, a in enumerate(starts):
             text = tokenizer.decode(tokens[offsets[i] : offsets[i] + a].tolist())
             user = text.split("<|im_start|>user\n")[-1].split("<|im_end|>")[0]
-            assert user.strip() and not overlaps_heldout(user), f"{pack.name} sequence {i}: {user[:120]!r}"
+            assert user.strip() and not overlaps_heldout(user), f"{path.name} sequence {i}: {user[:120]!r}"
             seen += 1
     assert seen > 6000
