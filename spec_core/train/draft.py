@@ -10,7 +10,9 @@
    counted on answer positions only (never on prompt or chat-template tokens); the feature design adds
    EAGLE's feature regression (smooth L1) and a second, unrolled pass whose input features are the draft's own
    predictions, which is what drafting past the first token sees (Li et al., EAGLE, arXiv 2401.15077;
-   "training-time test" in EAGLE-3, arXiv 2503.01840);
+   "training-time test" in EAGLE-3, arXiv 2503.01840). With ``--widen-head`` the vocabulary of position j also
+   holds the sequence's own tokens up to j that the trimmed head lacks, as the drafter widens it while drafting
+   (:mod:`spec_core.drafters.feature`), so the draft learns to propose the rare words a text copies;
 3. held-out check — greedy agreement of draft and target on answer tokens of held-out shards, one step ahead
    and with the draft's own features (the unrolled step), logged as training goes;
 4. output — ``assets/drafts/<name>.safetensors`` + ``<name>.json`` (design, data size, steps, wall time,
@@ -67,6 +69,7 @@ class DraftTrainConfig:
     train_fraction: float = 1.0  # train on the first fraction of each folder's training shards (scaling study)
     cache_features: bool = False  # keep online features in memory after their first prefill (bf16, 6.9 KB a token)
     init: Path | None = None  # a draft's .safetensors to start from (its design, layers and trimmed head kept)
+    widen_head: bool = False  # train over the trimmed head widened by each text's own tokens, as it drafts
 
 
 def vocab_subset(seqs, size: int, vocab: int, always: list[int]) -> torch.Tensor:
@@ -121,16 +124,38 @@ def collate(
     return tokens.to(device), hidden.to(device), weight.to(device), layer_hidden
 
 
+def text_extras(tokens: torch.Tensor, in_head: torch.Tensor, never: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens a drafter adds to its trimmed head while drafting ``tokens`` [B, T]: (ids [E], seen [B, T, E]),
+    where ``seen[b, j, e]`` says that id e occurs in sequence b at or before position j, so the head that predicts
+    token j + 1 holds it. ``in_head`` [V] marks the trimmed head's ids; ``never`` holds ids never added (the chat
+    template's special tokens). As :class:`~spec_core.drafters.feature.FeatureDrafter` widens its head with the
+    prompt's and the verified text's tokens (EAGLE-3's draft-to-target map, Li et al., arXiv 2503.01840)."""
+    outside = tokens[~in_head[tokens]]
+    ids = torch.unique(outside[~torch.isin(outside, never)]) if outside.numel() else outside
+    seen = (tokens[:, :, None] == ids).to(torch.int8).cummax(dim=1).values.bool()  # [B, T, E]
+    return ids, seen
+
+
 class Distiller:
     """Computes the losses of one design on a batch (shared by training and the held-out check)."""
 
-    def __init__(self, draft, target, cfg: DraftTrainConfig, subset: torch.Tensor):
+    def __init__(self, draft, target, cfg: DraftTrainConfig, subset: torch.Tensor, special_ids=()):
         self.draft, self.target, self.cfg = draft, target, cfg
         self.head = target.lm_head.weight[subset].detach().float()  # [V', H]
         self.embed = target.model.embed_tokens
+        self.in_head = torch.zeros(target.lm_head.weight.shape[0], dtype=torch.bool, device=subset.device)
+        self.in_head[subset] = True
+        self.never = torch.as_tensor(list(special_ids), dtype=torch.long, device=subset.device)
 
-    def _logp(self, states: torch.Tensor) -> torch.Tensor:
-        return torch.log_softmax(states.float() @ self.head.T, dim=-1)  # [B, T, V']
+    def _logp(self, states: torch.Tensor, widened=None) -> torch.Tensor:
+        """Log-probabilities over the trimmed head [N, V'], or over it and the text's own ids [N, V' + E] when
+        ``widened`` = (their rows [E, H], where each position may propose them [N, E])."""
+        logits = states.float() @ self.head.T
+        if widened is not None:
+            rows, allowed = widened
+            extra = (states.float() @ rows.T).masked_fill(~allowed, float("-inf"))
+            logits = torch.cat([logits, extra], dim=-1)
+        return torch.log_softmax(logits, dim=-1)
 
     def predict(self, tokens, hidden, layer_hidden=None):
         """Draft features/hidden states aligned with the target's: out[:, j] should match hidden[:, j].
@@ -157,12 +182,16 @@ class Distiller:
         keep = weight > 0
         w = weight[keep]  # [N]
         answer = w == 1.0
-        teacher = self._logp(hidden[keep])  # [N, V']
+        widened = None
+        if self.cfg.widen_head:  # the text's own ids join the head where the drafter would hold them
+            ids, seen = text_extras(tokens, self.in_head, self.never)
+            widened = (self.target.lm_head.weight[ids].detach().float(), seen[keep])
+        teacher = self._logp(hidden[keep], widened)  # [N, V'] (or [N, V' + E])
         p_teacher = teacher.exp()
         total, stats = 0.0, {}
         for k, out in enumerate(self.predict(tokens, hidden, layer_hidden)):
-            student = self._logp(out[keep])  # [N, V']
-            kl = (p_teacher * (teacher - student)).sum(-1)  # [N]
+            student = self._logp(out[keep], widened)
+            kl = (p_teacher * (teacher - student).nan_to_num(0.0, posinf=0.0, neginf=0.0)).sum(-1)  # [N]
             pass_weight = 1.0 if k == 0 else self.cfg.unroll_weight
             total = total + pass_weight * (kl * w).sum() / w.sum()
             if self.cfg.design == "feature":
@@ -211,8 +240,10 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
+    special_ids: list[int] = []
     if target is None:
-        target, _ = load_target(device, torch.float32)
+        target, tokenizer = load_target(device, torch.float32)
+        special_ids = list(tokenizer.all_special_ids)
     target = target.float().eval().requires_grad_(False)
     train_seqs, eval_seqs, layers, stored = [], [], None, list(TARGET_LAYERS)
     for data_dir in data_dirs(cfg):  # the last `heldout_shards` of each folder are held out
@@ -245,7 +276,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     covered = torch.zeros(vocab, dtype=torch.bool)
     covered[subset] = True
     coverage = float(covered[torch.cat([t[a:] for t, a, *_ in eval_seqs])].float().mean())  # of answer tokens
-    distiller = Distiller(draft, target, cfg, subset.to(device))
+    distiller = Distiller(draft, target, cfg, subset.to(device), special_ids)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -358,6 +389,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         "heldout": {k: v if v is None else round(v, 4) for k, v in final.items()},  # the shipped (best) step's
         "history": history,
         "loss": "KL(target || draft) on answer tokens over the trimmed vocabulary"
+        + (", widened at each position by the text's own tokens so far" if cfg.widen_head else "")
         + (
             f" + feature smooth-L1 + {cfg.unroll_steps} unrolled own-feature pass(es)"
             if cfg.design == "feature"
@@ -463,6 +495,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="start from this draft's weights and trimmed head (a .safetensors with its .json card), e.g. "
         "assets/drafts/feature.safetensors",
+    )
+    ap.add_argument(
+        "--widen-head",
+        action="store_true",
+        help="train over the trimmed head widened by each text's own tokens so far, as the drafter widens it "
+        "(the draft learns to propose the rare words a passage holds)",
     )
     ap.add_argument("--seed", type=int, default=defaults.seed)
     add_threads(ap, defaults.threads)

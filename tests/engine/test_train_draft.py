@@ -13,8 +13,8 @@ from spec_core.core.assets import DRAFTS_DIR, file_sha256
 from spec_core.engine.loop import generate
 from spec_core.model.draft_assets import available_drafts, load_draft
 from spec_core.model.models import ModelPair
-from spec_core.train.data import hidden_states, write_shard
-from spec_core.train.draft import DraftTrainConfig, train
+from spec_core.train.data import hidden_states, read_shards, shard_paths, split_sequences, write_shard
+from spec_core.train.draft import Distiller, DraftTrainConfig, build_draft, collate, text_extras, train
 
 
 def tiny_shards(target, directory, n_shards=3, seqs_per_shard=6, vocab=16):
@@ -239,3 +239,67 @@ def test_a_warm_start_scores_its_init_first_and_keeps_its_trimmed_head(tmp_path)
         assert torch.equal(a, b), k  # lr 0: the weights never moved
     with pytest.raises(SystemExit, match="pass matching options"):
         train(DraftTrainConfig(**base, steps=1, num_layers=2, init=first, work_dir=tmp_path / "w3"), pair.target)
+
+
+def test_text_extras_are_the_texts_own_off_head_ids_held_from_their_first_occurrence():
+    """The widened head of position j holds the ids of tokens 0..j outside the trimmed head (never a special
+    token): what the drafter holds when it drafts token j + 1."""
+    tokens = torch.tensor([[5, 9, 7, 9, 3], [3, 8, 8, 1, 0]])
+    in_head = torch.zeros(12, dtype=torch.bool)
+    in_head[[0, 3, 5]] = True
+    ids, seen = text_extras(tokens, in_head, never=torch.tensor([1]))
+    assert ids.tolist() == [7, 8, 9]  # 1 is special, 0 3 5 are in the head
+    assert seen[0, :, 2].tolist() == [False, True, True, True, True]  # 9 from position 1 on
+    assert seen[0, :, 0].tolist() == [False, False, True, True, True]  # 7 from position 2 on
+    assert not seen[1, :, 0].any() and not seen[0, :, 1].any()  # each sequence holds its own ids only
+
+
+def test_a_widened_teacher_finds_the_targets_choice_wherever_the_drafter_could_propose_it(tmp_path):
+    """``--widen-head``: over the trimmed head plus the text's ids so far, the teacher's greedy token is the full
+    target's wherever that token is in the head or already in the text; the trimmed teacher misses those in the
+    text. A run trains on that loss, says so in its card, and its draft stays lossless in the engine."""
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data")
+    seqs = list(split_sequences(read_shards(shard_paths(tmp_path / "data"))))
+    batch = seqs[:8]
+    tokens, hidden, weight, _ = collate(batch, torch.device("cpu"))
+    subset = torch.arange(6)  # a head of 6 ids: the text's other ids are the widened ones
+    cfg = DraftTrainConfig(widen_head=True, head_size=6)
+    draft = build_draft(pair.target, cfg, subset)
+    widened, trimmed = (
+        Distiller(draft, pair.target, cfg, subset),
+        Distiller(draft, pair.target, DraftTrainConfig(), subset),
+    )
+    ids, seen = text_extras(tokens, widened.in_head, widened.never)
+    keep = weight > 0
+    full_choice = (hidden.float() @ pair.target.lm_head.weight.float().T).argmax(-1)[keep]  # [N]
+    support = torch.cat([subset, ids])
+    wide = widened._logp(hidden[keep], (pair.target.lm_head.weight[ids].float(), seen[keep]))
+    narrow = trimmed._logp(hidden[keep])
+    reachable = torch.cat([torch.ones(len(full_choice), len(subset), dtype=torch.bool), seen[keep]], 1)
+    can = (support[None, :] == full_choice[:, None]) & reachable  # [N, V' + E]
+    assert can.any(1).sum() > (full_choice < 6).sum()  # some choices are reachable only through the text
+    assert torch.equal(support[wide.argmax(-1)][can.any(1)], full_choice[can.any(1)])
+    assert not torch.equal(subset[narrow.argmax(-1)][can.any(1)], full_choice[can.any(1)])
+    assert torch.isinf(wide[:, len(subset) :][~seen[keep]]).all()  # an id not yet in the text is never proposed
+    loss, stats = widened.losses(tokens, hidden, weight)
+    assert torch.isfinite(loss) and 0 <= stats["agree0"] <= 1
+    run = DraftTrainConfig(
+        data_dir=tmp_path / "data",
+        steps=4,
+        batch_size=4,
+        eval_every=2,
+        heldout_shards=1,
+        head_size=6,
+        threads=1,
+        warmup=1,
+        widen_head=True,
+        work_dir=tmp_path / "work",
+        out_dir=tmp_path / "assets",
+    )
+    card = json.loads(train(run, pair.target).with_suffix(".json").read_text())
+    assert "widened" in card["loss"] and card["training"]["widen_head"] == "True"
+    trained_draft, _ = load_draft(pair.target, "feature", tmp_path / "assets")
+    trained = ModelPair("tiny", pair.target, trained_draft, "feature", pair.tokenizer, pair.device, pair.dtype)
+    ar = generate(trained, "abcab", "ar", max_new_tokens=20)
+    assert generate(trained, "abcab", "fixed:3", max_new_tokens=20).token_ids == ar.token_ids
