@@ -1,6 +1,7 @@
 """Feature drafts side by side, in one run: acceptance and τ of fixed windows on held-out prompts.
 
-Counts, not timings: acceptance (kept ÷ drafted) and τ (new tokens ÷ target forwards) of each draft, on the same
+Counts, not timings: acceptance (kept ÷ drafted), τ (new tokens ÷ target forwards) and the kept drafts that lie
+outside the draft's trimmed head (proposed through the head the text's own words widen) of each draft, on the same
 target, precision and prompts, so the figures do not depend on the machine's load. Every run is checked to write
 ``ar``'s text (the methods are lossless and greedy). Two prompt sets, the ones issue #43 is judged on:
 
@@ -51,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offset", type=int, default=70)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--draft-bf16",
+        action="store_true",
+        help="beside an int8 target, keep the draft in bf16 (the pair loader quantizes it to int8)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="CSV of every (draft, method, prompt)")
     args = ap.parse_args(argv)
     specs = []
@@ -73,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for spec, directory, name in specs:
         draft, card = load_draft(base.parts_target, name, directory)
-        if base.precision == INT8:  # as the pair loader does: the same draft step the engine runs
+        if base.precision == INT8 and not args.draft_bf16:  # as the pair loader does: the engine's draft step
             draft = int8_draft(draft)
         pair = dataclasses.replace(base, name=name, draft=draft.to(base.device), draft_card=card, extras={})
+        head = set(draft.vocab_subset.tolist()) if getattr(draft, "vocab_subset", None) is not None else set()
         for method in args.methods.split(","):
             for p in prompts:
                 run = generate(pair, p["prompt"], method, max_new_tokens=tokens)
@@ -92,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
                         "accepted": s.accepted_tokens,
                         "forwards": s.target_forwards,
                         "tokens": s.new_tokens,
+                        # kept drafts the trimmed head lacks: proposed through the widened head (the text's words)
+                        "kept_outside": sum(t not in head for e in run.events for t in e.draft_tokens[: e.accepted])
+                        if head
+                        else 0,
                     }
                 )
             print(f"{spec} {method} done", file=sys.stderr, flush=True)
@@ -100,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         df.to_csv(args.out, index=False)
     groups = ["draft", "method"] + (["category"] if args.set == "spec-bench" else [])
     for keys in (groups, ["draft", "method"]) if args.set == "spec-bench" else (groups,):
-        g = df.groupby(keys, sort=False)[["drafted", "accepted", "forwards", "tokens"]].sum()
+        g = df.groupby(keys, sort=False)[["drafted", "accepted", "forwards", "tokens", "kept_outside"]].sum()
         g["acceptance"] = (g.accepted / g.drafted).round(3)
         g["tau"] = (g.tokens / g.forwards).round(3)
-        print(g[["acceptance", "tau"]].to_string())
-    print(f"{len(prompts)} prompts, {tokens} new tokens, precision {base.precision}; every run wrote ar's text")
+        print(g[["acceptance", "tau", "kept_outside"]].to_string())
+    kept = " (the draft kept in bf16)" if args.draft_bf16 and base.precision == INT8 else ""
+    print(f"{len(prompts)} prompts, {tokens} new tokens, precision {base.precision}{kept}; every run wrote ar's text")
     return 0
 
 

@@ -5,10 +5,17 @@ distribution is ``softmax(lm_head(hidden))``; its largest probability says how s
 token. A draft that only missed the target's coin flips would agree on nearly every position where the target is
 ≥ 0.9 sure; the printed table says how far each draft is from that. Counts only, no clock.
 
+Instead of a folder, ``chat`` or ``spec-bench`` reads the prompts the engine is judged on (those of
+``scripts/compare_drafts.py``: the 14 benchmark prompts, 64 tokens; held-out Spec-Bench first turns, questions 70+,
+3 a category, 128 tokens), answered greedily by the bfloat16 target, one at a time. ``--widen`` widens each draft's
+trimmed head at every position with the text's own tokens so far, as the drafter does while drafting
+(:func:`spec_core.train.draft.text_extras`).
+
 Usage::
 
     PYTHONPATH=. .venv/bin/python scripts/draft_confidence.py data/s17/shards --shards 52:56 \\
         assets/drafts:feature runs/s18/out:feature
+    PYTHONPATH=. .venv/bin/python scripts/draft_confidence.py spec-bench assets/drafts:feature --widen
 """
 
 from __future__ import annotations
@@ -19,31 +26,54 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from spec_core.core.jsonl import read_objects
 from spec_core.model.draft_assets import load_draft
 from spec_core.model.models import load_target
-from spec_core.train.data import TARGET_LAYERS, read_shards, shard_paths, split_sequences
-from spec_core.train.draft import collate, data_layer_positions
+from spec_core.serve import spec_bench
+from spec_core.train.data import TARGET_LAYERS, answer_batch, load_generator, read_shards, shard_paths, split_sequences
+from spec_core.train.draft import collate, data_layer_positions, text_extras
 from spec_core.train.features import OnlineFeatures
 
 EDGES = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0 + 1e-9)
+JUDGED = {"chat": 64, "spec-bench": 128}  # the prompt sets of scripts/compare_drafts.py, and their answer lengths
+
+
+def judged_sequences(name: str) -> list[tuple[torch.Tensor, int, None, None]]:
+    """(prompt + the target's greedy answer, answer start, no stored features) for each judged prompt."""
+    if name == "chat":
+        prompts = [o["prompt"] for _, o in read_objects(Path("prompts/specscope.jsonl"), "prompt file")]
+    else:
+        prompts = [p["prompt"] for p in spec_bench.select(3, 70) if not p.get("history")]
+    model, tokenizer = load_generator("bfloat16")  # the target that writes the training data
+    out = []
+    for prompt in prompts:  # one at a time: no padding
+        ids, answers = answer_batch(model, tokenizer, [prompt], JUDGED[name], sampled=False, seed=0)
+        out.append((torch.tensor(ids[0] + answers[0]), len(ids[0]), None, None))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data_dir", type=Path, help="a folder of token-id shards (spec_core.train.data)")
+    ap.add_argument(
+        "data_dir", type=Path, help="a folder of token-id shards (spec_core.train.data), or chat or spec-bench"
+    )
     ap.add_argument("drafts", nargs="+", help="DIR:NAME of each feature draft")
     ap.add_argument("--shards", default="-4:", help="which shards, as a Python slice of the sorted list")
+    ap.add_argument("--widen", action="store_true", help="widen each draft's head with the text's tokens so far")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    try:
-        start, _, stop = args.shards.partition(":")
-        chosen = shard_paths(args.data_dir)[slice(int(start) if start else None, int(stop) if stop else None)]
-    except ValueError:
-        ap.error(f"--shards {args.shards!r}: give a slice such as 52:56 or -4:")
-    if not chosen:
-        ap.error(f"no shards {args.shards} in {args.data_dir}")
-    target, _ = load_target("cpu", torch.float32)
+    judged = str(args.data_dir) in JUDGED
+    chosen = []
+    if not judged:
+        try:
+            start, _, stop = args.shards.partition(":")
+            chosen = shard_paths(args.data_dir)[slice(int(start) if start else None, int(stop) if stop else None)]
+        except ValueError:
+            ap.error(f"--shards {args.shards!r}: give a slice such as 52:56 or -4:")
+        if not chosen:
+            ap.error(f"no shards {args.shards} in {args.data_dir}")
+    target, tokenizer = load_target("cpu", torch.float32)
     target = target.float().eval().requires_grad_(False)
     drafts = {}
     for spec in args.drafts:
@@ -54,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         if card.get("design") != "feature":
             ap.error(f"{spec}: a {card.get('design')} draft; this reads feature drafts")
         drafts[spec] = draft.float().eval()
-    layers = data_layer_positions(args.data_dir, tuple(next(iter(drafts.values())).feature_layers))
+    fused = tuple(next(iter(drafts.values())).feature_layers)
+    layers = ([TARGET_LAYERS.index(i) for i in fused] or None) if judged else data_layer_positions(args.data_dir, fused)
     features = OnlineFeatures(target, list(TARGET_LAYERS) if layers else (), torch.bfloat16, 8)
-    seqs = list(split_sequences(read_shards(chosen, ())))
+    seqs = judged_sequences(str(args.data_dir)) if judged else list(split_sequences(read_shards(chosen, ())))
+    never = torch.tensor(list(tokenizer.all_special_ids), dtype=torch.long)
     head = target.lm_head.weight.float()
     counts = torch.zeros(len(EDGES) - 1)
     agree = {spec: torch.zeros(len(EDGES) - 1) for spec in drafts}
@@ -72,10 +104,18 @@ def main(argv: list[str] | None = None) -> int:
                 pred = F.pad(draft(draft.target_features(hidden[:, :-1].float(), lh), tokens[:, 1:]), (0, 0, 1, 0))
                 logits = torch.full((*pred.shape[:2], head.shape[0]), float("-inf"))
                 logits[..., draft.vocab_subset] = pred.float() @ head[draft.vocab_subset].T
+                if args.widen:  # the text's own ids join the head where the drafter would hold them
+                    in_head = torch.zeros(head.shape[0], dtype=torch.bool)
+                    in_head[draft.vocab_subset] = True
+                    ids, seen = text_extras(tokens, in_head, never)
+                    extra = (pred.float() @ head[ids].T).masked_fill(~seen, float("-inf"))
+                    logits[..., ids] = extra
                 ok = answer & (logits.argmax(-1) == choice)
                 agree[spec] += torch.bincount(bucket[ok], minlength=len(counts)).float()
     total = float(counts.sum())
-    print(f"{len(seqs)} held-out sequences, {int(total)} answer positions ({', '.join(p.stem for p in chosen)})")
+    where = str(args.data_dir) if judged else ", ".join(p.stem for p in chosen)
+    widened = "; heads widened by the text's tokens" if args.widen else ""
+    print(f"{len(seqs)} held-out sequences, {int(total)} answer positions ({where}){widened}")
     for b in range(len(counts)):
         cells = "  ".join(f"{spec} {float(agree[spec][b] / max(counts[b], 1)):.3f}" for spec in drafts)
         hi = min(EDGES[b + 1], 1.0)
