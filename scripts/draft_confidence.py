@@ -9,7 +9,10 @@ Instead of a folder, ``chat`` or ``spec-bench`` reads the prompts the engine is 
 ``scripts/compare_drafts.py``: the 14 benchmark prompts, 64 tokens; held-out Spec-Bench first turns, questions 70+,
 3 a category, 128 tokens), answered greedily by the bfloat16 target, one at a time. ``--widen`` widens each draft's
 trimmed head at every position with the text's own tokens so far, as the drafter does while drafting
-(:func:`spec_core.train.draft.text_extras`).
+(:func:`spec_core.train.draft.text_extras`). ``default`` reads the Live tab's first task (96 tokens).
+
+A second split says whether a draft copies: the positions where a 2-gram prompt lookup over the text so far would
+propose the target's token (the token that followed the last earlier occurrence of the current two), and the rest.
 
 Usage::
 
@@ -33,15 +36,31 @@ from spec_core.serve import spec_bench
 from spec_core.train.data import TARGET_LAYERS, answer_batch, load_generator, read_shards, shard_paths, split_sequences
 from spec_core.train.draft import collate, data_layer_positions, text_extras
 from spec_core.train.features import OnlineFeatures
+from visuals.menus import PRESETS
 
 EDGES = (0.0, 0.3, 0.5, 0.7, 0.9, 1.0 + 1e-9)
-JUDGED = {"chat": 64, "spec-bench": 128}  # the prompt sets of scripts/compare_drafts.py, and their answer lengths
+JUDGED = {"chat": 64, "spec-bench": 128, "default": 96}  # compare_drafts.py's sets, and the Live tab's first task
+
+
+def lookup_hits(tokens: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
+    """[B, T] bool: where a 2-gram prompt lookup over the text so far proposes the target's choice: the token that
+    followed the latest earlier occurrence of tokens (j − 1, j) is ``choice[:, j]``, the target's next token."""
+    hits = torch.zeros_like(choice, dtype=torch.bool)
+    for b, row in enumerate(tokens.tolist()):
+        follows: dict[tuple[int, int], int] = {}
+        for j in range(1, len(row) - 1):
+            if j >= 2:
+                follows[(row[j - 2], row[j - 1])] = row[j]
+            hits[b, j] = follows.get((row[j - 1], row[j]), -1) == int(choice[b, j])
+    return hits
 
 
 def judged_sequences(name: str) -> list[tuple[torch.Tensor, int, None, None]]:
     """(prompt + the target's greedy answer, answer start, no stored features) for each judged prompt."""
     if name == "chat":
         prompts = [o["prompt"] for _, o in read_objects(Path("prompts/specscope.jsonl"), "prompt file")]
+    elif name == "default":
+        prompts = [PRESETS[0].prompt]
     else:
         prompts = [p["prompt"] for p in spec_bench.select(3, 70) if not p.get("history")]
     model, tokenizer = load_generator("bfloat16")  # the target that writes the training data
@@ -92,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     head = target.lm_head.weight.float()
     counts = torch.zeros(len(EDGES) - 1)
     agree = {spec: torch.zeros(len(EDGES) - 1) for spec in drafts}
+    copy_counts = torch.zeros(2)  # answer positions where a 2-gram lookup proposes the target's token: no, yes
+    copy_agree = {spec: torch.zeros(2) for spec in drafts}
     with torch.no_grad():
         for i in range(0, len(seqs), 8):
             tokens, hidden, weight, layer_hidden = collate(seqs[i : i + 8], "cpu", 0.0, layers, features)
@@ -99,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             pmax, choice = (hidden.float() @ head.T).softmax(-1).max(-1)
             bucket = torch.bucketize(pmax, torch.tensor(EDGES[1:-1]), right=True)
             counts += torch.bincount(bucket[answer], minlength=len(counts)).float()
+            hits = lookup_hits(tokens, choice)
+            copy_counts += torch.bincount(hits[answer].long(), minlength=2).float()
             for spec, draft in drafts.items():
                 lh = layer_hidden[:, :-1].float() if layer_hidden is not None else None
                 pred = F.pad(draft(draft.target_features(hidden[:, :-1].float(), lh), tokens[:, 1:]), (0, 0, 1, 0))
@@ -112,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                     logits[..., ids] = extra
                 ok = answer & (logits.argmax(-1) == choice)
                 agree[spec] += torch.bincount(bucket[ok], minlength=len(counts)).float()
+                copy_agree[spec] += torch.bincount(hits[ok].long(), minlength=2).float()
     total = float(counts.sum())
     where = str(args.data_dir) if judged else ", ".join(p.stem for p in chosen)
     widened = "; heads widened by the text's tokens" if args.widen else ""
@@ -123,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             f"target's top p in [{EDGES[b]:.1f}, {hi:.1f}{']' if hi == 1.0 else ')'}: share {counts[b] / total:.3f}  {cells}"
         )
     print("overall  " + "  ".join(f"{spec} {float(agree[spec].sum()) / total:.3f}" for spec in drafts))
+    for k, where in ((1, "a 2-gram lookup proposes the target's token"), (0, "it does not")):
+        cells = "  ".join(f"{spec} {float(copy_agree[spec][k] / max(copy_counts[k], 1)):.3f}" for spec in drafts)
+        print(f"where {where}: share {float(copy_counts[k]) / total:.3f}  {cells}")
     return 0
 
 
