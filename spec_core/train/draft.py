@@ -268,6 +268,8 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     if cfg.init is not None:  # warm start: the draft's own trimmed head replaces the data's top tokens
         draft, init_card = load_draft(target, cfg.init.stem, cfg.init.parent)
         check_init(cfg, init_card, cfg.init)
+        if cfg.design == "feature" and int(init_card["num_layers"]) < cfg.num_layers:
+            draft = grow_draft(draft, target, cfg.num_layers)
         if cfg.design == "feature":
             subset = torch.as_tensor(draft.vocab_subset).cpu()
         draft = draft.float().train().to(device)
@@ -385,6 +387,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "sha256": init_card.get("sha256", ""),
             "train_answer_tokens": init_card.get("data", {}).get("train_answer_tokens"),
             "data": init_card.get("data", {}).get("dir"),
+            "num_layers": int(init_card.get("num_layers", 0)),
         },
         "heldout": {k: v if v is None else round(v, 4) for k, v in final.items()},  # the shipped (best) step's
         "history": history,
@@ -406,14 +409,40 @@ def mean_agreement(ev: dict[str, float]) -> float:
 
 
 def check_init(cfg: DraftTrainConfig, card: dict, path: Path) -> None:
-    """Refuse a warm start whose draft is not the one ``cfg`` describes (design, layers, fused layers)."""
+    """Refuse a warm start whose draft is not the one ``cfg`` describes (design, layers, fused layers); a feature
+    draft may have fewer layers than asked for: :func:`grow_draft` adds the rest."""
+    grows = cfg.design == "feature" == card.get("design") and 0 < int(card.get("num_layers", 0)) < cfg.num_layers
     want = {"design": cfg.design, "num_layers": cfg.num_layers, "feature_layers": list(cfg.feature_layers)}
-    have = {"design": card.get("design"), "num_layers": int(card.get("num_layers", 0))}
+    have = {"design": card.get("design"), "num_layers": cfg.num_layers if grows else int(card.get("num_layers", 0))}
     have["feature_layers"] = list(card.get("feature_layers", [])) if cfg.design == "feature" else []
     if cfg.design != "feature":
         want["feature_layers"] = []
     if want != have:
         raise SystemExit(f"--init {path}: that draft is {have}, the run asks for {want}; pass matching options")
+
+
+def grow_draft(draft: FeatureDraft, target, num_layers: int) -> FeatureDraft:
+    """``draft`` with layers appended up to ``num_layers``, each starting as the identity: a target layer whose two
+    output projections (attention's and the MLP's) are zero, so the residual stream passes through and the grown
+    draft drafts exactly as ``draft`` did at step 0. A second layer is what copying needs (an induction head reads
+    a first layer's output: Olsson et al., "In-context Learning and Induction Heads", arXiv 2209.11895)."""
+    grown = FeatureDraft(
+        target,
+        num_layers,
+        init_from_target=True,
+        head_size=int(draft.vocab_subset.numel()),
+        feature_layers=draft.feature_layers,
+    )
+    missing, unexpected = grown.load_state_dict(draft.state_dict(), strict=False)
+    new = {f"body.layers.{i}." for i in range(len(draft.body.layers), num_layers)}
+    if unexpected or any(not k.startswith(tuple(new)) for k in missing):
+        raise ValueError(f"cannot grow the draft: {missing[:3]} missing, {unexpected[:3]} extra")
+    with torch.no_grad():
+        for layer in grown.body.layers[len(draft.body.layers) :]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+    grown.set_vocab_subset(draft.vocab_subset)
+    return grown
 
 
 def data_dirs(cfg: DraftTrainConfig) -> tuple[Path, ...]:
@@ -494,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=None,
         help="start from this draft's weights and trimmed head (a .safetensors with its .json card), e.g. "
-        "assets/drafts/feature.safetensors",
+        "assets/drafts/feature.safetensors; a feature draft of fewer layers than --num-layers gains layers that "
+        "start as the identity",
     )
     ap.add_argument(
         "--widen-head",

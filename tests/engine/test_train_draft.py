@@ -14,7 +14,15 @@ from spec_core.engine.loop import generate
 from spec_core.model.draft_assets import available_drafts, load_draft
 from spec_core.model.models import ModelPair
 from spec_core.train.data import hidden_states, read_shards, shard_paths, split_sequences, write_shard
-from spec_core.train.draft import Distiller, DraftTrainConfig, build_draft, collate, text_extras, train
+from spec_core.train.draft import (
+    Distiller,
+    DraftTrainConfig,
+    build_draft,
+    collate,
+    grow_draft,
+    text_extras,
+    train,
+)
 
 
 def tiny_shards(target, directory, n_shards=3, seqs_per_shard=6, vocab=16):
@@ -260,8 +268,8 @@ def test_a_warm_start_scores_its_init_first_and_keeps_its_trimmed_head(tmp_path)
     assert torch.equal(warm.vocab_subset, init_draft.vocab_subset)
     for (k, a), b in zip(init_draft.state_dict().items(), warm.state_dict().values()):
         assert torch.equal(a, b), k  # lr 0: the weights never moved
-    with pytest.raises(SystemExit, match="pass matching options"):
-        train(DraftTrainConfig(**base, steps=1, num_layers=2, init=first, work_dir=tmp_path / "w3"), pair.target)
+    with pytest.raises(SystemExit, match="pass matching options"):  # other fused layers: another draft
+        train(DraftTrainConfig(**base, steps=1, feature_layers=(1,), init=first, work_dir=tmp_path / "w3"), pair.target)
 
 
 def test_text_extras_are_the_texts_own_off_head_ids_held_from_their_first_occurrence():
@@ -326,3 +334,51 @@ def test_a_widened_teacher_finds_the_targets_choice_wherever_the_drafter_could_p
     trained = ModelPair("tiny", pair.target, trained_draft, "feature", pair.tokenizer, pair.device, pair.dtype)
     ar = generate(trained, "abcab", "ar", max_new_tokens=20)
     assert generate(trained, "abcab", "fixed:3", max_new_tokens=20).token_ids == ar.token_ids
+
+
+def test_a_warm_start_can_grow_a_feature_draft_by_identity_layers(tmp_path):
+    """``--init`` with more ``--num-layers`` than the draft has: the new layers start as the identity, so step 0
+    scores the start exactly; the grown draft trains, records its start's depth, and stays lossless."""
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data")
+    base = dict(data_dir=tmp_path / "data", heldout_shards=1, head_size=12, threads=1, warmup=1, batch_size=4)
+    first = train(
+        DraftTrainConfig(**base, steps=3, eval_every=3, name="one", work_dir=tmp_path / "w1", out_dir=tmp_path / "a"),
+        pair.target,
+    )
+    one, one_card = load_draft(pair.target, "one", tmp_path / "a")
+    grown = grow_draft(one, pair.target, 2)
+    feats, ids = torch.randn(2, 5, 32), torch.randint(0, 16, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(grown(feats, ids), one(feats, ids))  # identity at the start
+    assert torch.equal(grown.vocab_subset, one.vocab_subset) and len(grown.body.layers) == 2
+    cfg = DraftTrainConfig(
+        **base,
+        steps=2,
+        eval_every=2,
+        num_layers=2,
+        name="two",
+        init=first,
+        work_dir=tmp_path / "w2",
+        out_dir=tmp_path / "a",
+    )
+    card = json.loads(train(cfg, pair.target).with_suffix(".json").read_text())
+    assert card["num_layers"] == 2 and card["init"]["num_layers"] == 1
+    assert card["history"][0]["heldout_agree0"] == pytest.approx(one_card["heldout"]["heldout_agree0"], abs=0.05)
+    two, _ = load_draft(pair.target, "two", tmp_path / "a")
+    trained = ModelPair("tiny", pair.target, two, "feature", pair.tokenizer, pair.device, pair.dtype)
+    ar = generate(trained, "abcab", "ar", max_new_tokens=20)
+    assert generate(trained, "abcab", "fixed:3", max_new_tokens=20).token_ids == ar.token_ids
+    with pytest.raises(SystemExit, match="pass matching options"):  # a standalone draft does not grow
+        train(
+            DraftTrainConfig(
+                **base,
+                steps=1,
+                design="standalone",
+                num_layers=2,
+                init=first,
+                work_dir=tmp_path / "w3",
+                out_dir=tmp_path / "a",
+            ),
+            pair.target,
+        )
