@@ -28,6 +28,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -421,11 +422,13 @@ def check_init(cfg: DraftTrainConfig, card: dict, path: Path) -> None:
         raise SystemExit(f"--init {path}: that draft is {have}, the run asks for {want}; pass matching options")
 
 
-def grow_draft(draft: FeatureDraft, target, num_layers: int) -> FeatureDraft:
+def grow_draft(draft: torch.nn.Module, target, num_layers: int) -> FeatureDraft:
     """``draft`` with layers appended up to ``num_layers``, each starting as the identity: a target layer whose two
     output projections (attention's and the MLP's) are zero, so the residual stream passes through and the grown
     draft drafts exactly as ``draft`` did at step 0. A second layer is what copying needs (an induction head reads
     a first layer's output: Olsson et al., "In-context Learning and Induction Heads", arXiv 2209.11895)."""
+    if not isinstance(draft, FeatureDraft):
+        raise ValueError(f"only a feature draft grows, not a {type(draft).__name__}")
     grown = FeatureDraft(
         target,
         num_layers,
@@ -438,9 +441,9 @@ def grow_draft(draft: FeatureDraft, target, num_layers: int) -> FeatureDraft:
     if unexpected or any(not k.startswith(tuple(new)) for k in missing):
         raise ValueError(f"cannot grow the draft: {missing[:3]} missing, {unexpected[:3]} extra")
     with torch.no_grad():
-        for layer in grown.body.layers[len(draft.body.layers) :]:
-            layer.self_attn.o_proj.weight.zero_()
-            layer.mlp.down_proj.weight.zero_()
+        for layer in list(grown.body.layers)[len(draft.body.layers) :]:
+            for name in ("self_attn.o_proj", "mlp.down_proj"):  # the two writes to the residual stream
+                cast(torch.nn.Linear, layer.get_submodule(name)).weight.zero_()
     grown.set_vocab_subset(draft.vocab_subset)
     return grown
 
