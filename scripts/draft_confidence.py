@@ -109,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     seqs = judged_sequences(str(args.data_dir)) if judged else list(split_sequences(read_shards(chosen, ())))
     never = torch.tensor(list(tokenizer.all_special_ids), dtype=torch.long)
     head = target.lm_head.weight.float()
+    in_head = {  # each draft's trimmed head, as a mask over the vocabulary
+        spec: torch.zeros(head.shape[0], dtype=torch.bool).index_fill_(0, d.vocab_subset, True)
+        for spec, d in drafts.items()
+    }
     counts = torch.zeros(len(EDGES) - 1)
     agree = {spec: torch.zeros(len(EDGES) - 1) for spec in drafts}
     copy_counts = torch.zeros(2)  # answer positions where a 2-gram lookup proposes the target's token: no, yes
@@ -128,9 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 logits = torch.full((*pred.shape[:2], head.shape[0]), float("-inf"))
                 logits[..., draft.vocab_subset] = pred.float() @ head[draft.vocab_subset].T
                 if args.widen:  # the text's own ids join the head where the drafter would hold them
-                    in_head = torch.zeros(head.shape[0], dtype=torch.bool)
-                    in_head[draft.vocab_subset] = True
-                    ids, seen = text_extras(tokens, in_head, never)
+                    ids, seen = text_extras(tokens, in_head[spec], never)
                     extra = (pred.float() @ head[ids].T).masked_fill(~seen, float("-inf"))
                     logits[..., ids] = extra
                 ok = answer & (logits.argmax(-1) == choice)

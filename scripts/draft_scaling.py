@@ -77,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tok-per-s", type=float, required=True, help="the target's batched generation rate here")
     ap.add_argument("--with-start", action="store_true", help="a warm start's step-0 score as a row of its own")
     a = ap.parse_args(argv)
-    table = scaling_table([json.loads(p.read_text()) for p in a.cards], a.with_start)
+    try:
+        table = scaling_table([json.loads(p.read_text()) for p in a.cards], a.with_start)
+    except (OSError, ValueError, KeyError, TypeError) as err:  # not a draft card: say so, no traceback
+        print(f"error: {', '.join(map(str, a.cards))}: not draft cards written by train draft ({err!r})")
+        return 2
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     if len(table) < 2:
         return 0
