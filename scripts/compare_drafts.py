@@ -7,7 +7,8 @@ target, precision and prompts, so the figures do not depend on the machine's loa
 
 - ``chat``: the benchmark prompts (``prompts/specscope.jsonl``, never trained on), 64 new tokens;
 - ``spec-bench``: held-out Spec-Bench first turns (``spec_bench.select(N, offset)``; offset 70 is past every
-  question the project has tuned on), 128 new tokens, with a row per category.
+  question the project has tuned on), 128 new tokens, with a row per category;
+- ``default``: the Live tab's first task (its passage to summarize), 96 new tokens.
 
 Usage::
 
@@ -34,20 +35,25 @@ from spec_core.model.draft_assets import load_draft
 from spec_core.model.int8 import int8_draft
 from spec_core.model.models import INT8, load_pair
 from spec_core.serve import spec_bench
+from visuals.menus import PRESETS
 
 
 def prompts_of(args) -> list[dict]:
     if args.set == "chat":
         return [{"category": "chat", **o} for _, o in read_objects(Path("prompts/specscope.jsonl"), "prompt file")]
+    if args.set == "default":
+        return [{"category": "default", "id": PRESETS[0].label, "prompt": PRESETS[0].prompt}]
     return [p for p in spec_bench.select(args.per_category, args.offset) if not p.get("history")]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("drafts", nargs="+", help="DIR:NAME of each draft (NAME.safetensors with its NAME.json)")
-    ap.add_argument("--set", choices=["chat", "spec-bench"], default="chat")
+    ap.add_argument("--set", choices=["chat", "spec-bench", "default"], default="chat")
     ap.add_argument("--methods", default="fixed:1,fixed:2,fixed:4")
-    ap.add_argument("--max-new-tokens", type=int, default=None, help="default: 64 (chat), 128 (spec-bench)")
+    ap.add_argument(
+        "--max-new-tokens", type=int, default=None, help="default: 64 (chat), 128 (spec-bench), 96 (default)"
+    )
     ap.add_argument("--per-category", type=int, default=3)
     ap.add_argument("--offset", type=int, default=70)
     ap.add_argument("--dtype", default="auto")
@@ -65,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not (Path(directory) / f"{name}.json").is_file():
             ap.error(f"{spec!r}: give DIR:NAME with DIR/NAME.json and DIR/NAME.safetensors")
         specs.append((spec, Path(directory), name))
-    tokens = args.max_new_tokens or (64 if args.set == "chat" else 128)
+    tokens = args.max_new_tokens or {"chat": 64, "spec-bench": 128, "default": 96}[args.set]
     if tokens < 1 or args.per_category < 1 or args.offset < 0:
         ap.error("--max-new-tokens and --per-category must be at least 1, --offset at least 0")
     torch.set_num_threads(args.threads)

@@ -201,6 +201,7 @@ DELEGATED = {  # commands owned by their modules: `main(argv) -> int` there, so 
     ("train", "data"): "spec_core.train.data",
     ("train", "pacer"): "spec_core.train.pacer",
     ("train", "diversed"): "spec_core.train.diversed",
+    ("train", "copy"): "spec_core.train.copy",
     ("analyze", "block"): "spec_core.analysis.block",
     ("analyze", "policies"): "spec_core.analysis.policies",
     ("analyze", "preverifier"): "spec_core.analysis.preverifier",
@@ -212,7 +213,7 @@ DELEGATED = {  # commands owned by their modules: `main(argv) -> int` there, so 
     ("loadtest", None): "spec_core.analysis.loadtest",
 }
 HELP = {
-    "train": "train a learned part: draft | block | data | pacer | diversed (see `train WHAT --help`)",
+    "train": "train a learned part: draft | copy | block | data | pacer | diversed (see `train WHAT --help`)",
     "analyze": "analyses: block (block drafters per loss) | policies (policy replay and oracle) | preverifier (PACER's heads vs the draft's Π q, held out) | trees (token-tree shapes) | lookup (prompt lookup replayed at every copy length on Spec-Bench answers) | heads (the app's which-pre-verifier comparison from shipped assets) | calibration (each shipped draft's own Π q: ECE, reliability, AUC)",
     "pareto": "acceptance vs quality of the verifiers on the evaluation split (see `pareto --help`)",
     "loadtest": "concurrent gradio_client users against a running app: latency, errors, isolation",

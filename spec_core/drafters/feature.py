@@ -5,6 +5,9 @@ numbers, which are exactly what a summary, an answer from a document or a code e
 the head is widened by the text's own tokens (the prompt's, then each verified token's) that it lacks, with their
 rows of the target's head, as EAGLE-3's draft-to-target map widens a small head; the chat template's special
 tokens are never added. The draft's q is over the widened head, so verification stays exact.
+
+A draft trained to copy (its card's ``copy``) also moves part of q onto the token a prompt lookup would copy, by
+its gate's say (:mod:`.copying`, a pointer-generator); q stays the distribution each token is drawn from.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from spec_core.core import rules
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
+from spec_core.drafters.copying import Pointer, mix, pointer_evidence
 from spec_core.model.cached_lm import LMOutput, roomy_cache
 
 if TYPE_CHECKING:
@@ -32,13 +37,18 @@ class FeatureDrafter:
 
     needs_target_hidden = True
 
-    def __init__(self, draft: FeatureDraft, special_ids: Iterable[int] = (), widen: bool = True):
+    def __init__(self, draft: FeatureDraft, special_ids: Iterable[int] = (), widen: bool = True, copy: bool = True):
         self.draft = draft
         self.device = next(draft.parameters()).device
         self.target_layers = tuple(getattr(draft, "feature_layers", ()))  # fused-feature drafts read these
         self.special_ids = tuple(int(i) for i in special_ids)  # never added to the head (template markers)
         self.widen = widen and bool(draft.vocab_subset.numel())  # a full head needs no widening
         self.extra: tuple[torch.Tensor, torch.Tensor] | None = None  # (ids, rows) the text adds to the head
+        gate = getattr(draft, "copy_gate", None)
+        self.pointer = Pointer(frozenset(self.special_ids)) if copy and gate is not None else None
+        if self.pointer is not None:
+            self.in_head = torch.zeros(draft.vocab_size, dtype=torch.bool, device=self.device)
+            self.in_head[draft.vocab_subset.to(self.device) if draft.vocab_subset.numel() else slice(None)] = True
 
     def _widen(self, tokens: Sequence[int]) -> None:
         """Add the tokens of ``tokens`` that the head cannot propose yet (and are not special) to this
@@ -77,6 +87,8 @@ class FeatureDrafter:
             special = torch.tensor(self.special_ids, dtype=torch.long, device=self.device)
             self.covered[special[(special >= 0) & (special < self.covered.numel())]] = True
             self._widen(prompt_ids)
+        if self.pointer is not None:
+            self.pointer.reset(prompt_ids)
 
     def _target_features(self, out: LMOutput, n: int | None = None) -> torch.Tensor:
         """The draft's input features for the first ``n`` positions of a target output."""
@@ -108,7 +120,11 @@ class FeatureDrafter:
             self.cached = length - 1
             feature = out[-1]  # predicted feature of position length − 1
             row = self.draft.logits(feature, self.extra).float()  # [V]
-            token, q, prob = draw(row, sampling, generator)
+            if self.pointer is not None:
+                token, q, prob, row = self._draw_copying(row, feature, sampling, generator)
+                self.pointer.extend([token])
+            else:
+                token, q, prob = draw(row, sampling, generator)
             self._set_feats(length - 1, feature[None])
             self.ids.append(token)
             tokens.append(token)
@@ -118,16 +134,38 @@ class FeatureDrafter:
             logits.append(row)
         return chunk_of(tokens, qs, token_probs, hidden, logits)
 
+    def _draw_copying(self, row: torch.Tensor, feature: torch.Tensor, sampling: SamplingConfig, generator):
+        """:func:`~.base.draw` from the gated mixture: (token, q or None, q of the token, log q as the row)."""
+        found = self.pointer.candidate() if self.pointer is not None else None
+        if found is None:
+            return (*draw(row, sampling, generator), row)
+        logp = torch.log_softmax(row, -1)
+        evidence = pointer_evidence(logp, found, self.in_head).to(self.device)
+        assert self.draft.copy_gate is not None  # a pointer is made for a gated draft only
+        g = float(self.draft.copy_gate(feature.float(), evidence))
+        mixed = mix(logp.exp(), found[0], g)  # temperature 1: what a later policy or verifier reads
+        if sampling.greedy:
+            token = int(mixed.argmax())
+            return token, None, float(mixed[token]), mixed.log()
+        q = mix(rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)[0], found[0], g)
+        token = int(rules.sample(q[None], generator)[0])
+        return token, q, float(q[token]), mixed.log()
+
     def follow(self, tokens: Sequence[int]) -> None:
         """This round's drafts came from elsewhere (a lookup, :mod:`.lookup`): take them as drafted here, so that
         :meth:`commit` keeps what the target accepts (their states come from the target's pass then)."""
         self.ids += tokens
+        if self.pointer is not None:
+            self.pointer.extend(tokens)
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
         start = self.round_start - 1  # position of the round's last verified token
         valid_pairs = start  # pairs 1..start were built from verified features only
         self._set_feats(start, self._target_features(verified, accepted + 1))
         self.ids = self.ids[: self.round_start + accepted] + [next_token]
+        if self.pointer is not None:  # the round's drafts leave the pointer's text; the verified ones join it
+            self.pointer.truncate(self.round_start)
+            self.pointer.extend(self.ids[self.round_start :])
         self._widen(self.ids[self.round_start :])  # the verified tokens: the text's own words join the head
         if self.cached > valid_pairs:
             self.cache.crop(valid_pairs - self.cached)  # negative: number of pairs to drop

@@ -20,7 +20,6 @@ length with this machine's pass costs (:mod:`spec_core.policies.cost`).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol, cast
@@ -32,6 +31,7 @@ from spec_core.core.cost_model import CostProfile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, Drafter
+from spec_core.drafters.ngram import NgramIndex
 from spec_core.drafters.pair_draft import PairDraft
 from spec_core.model.cached_lm import LMOutput
 
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 COPY_SOURCE = "lookup"  # DraftChunk.source of a copied token (the hybrid's network drafts are "model")
 MAX_NGRAM = 8
 MAX_K = 32
-VOTERS = 16  # the most recent occurrences of an n-gram that vote on its continuation
 EXPLORE = 8  # a network priced below a plain step still drafts one round in this many
 PRIOR_FIRST, PRIOR_NEXT, PRIOR_WEIGHT = 0.4, 0.7, 4.0  # a fresh text's guess: the first copied token is kept 40%
 #   of the time, each next one (once the one before was kept) 70%, worth 4 rounds of evidence; the generation's own
@@ -85,53 +84,6 @@ def special_ids(tokenizer) -> frozenset[int]:
     added = getattr(tokenizer, "added_tokens_decoder", None) or {}
     ids.update(int(i) for i, token in added.items() if getattr(token, "special", False))
     return frozenset(ids)
-
-
-class NgramIndex:
-    """Every n-gram (n in ``min_n..max_n``) of a growing text → the positions that followed it, kept as tokens
-    arrive (``extend``): a match costs one dictionary look-up per n, whatever the context's length.
-
-    ``banned``: tokens a copy never proposes (:func:`special_ids`). The prompt's chat template is in the text, so
-    without them a copy would draft ``<|im_start|>``, ``assistant``, a newline: a match whose continuation starts
-    with one is passed over, a text that ends with one has no match (what follows a template marker is template),
-    and a copy stops before the first one (:meth:`copy`)."""
-
-    def __init__(self, min_n: int, max_n: int, banned: frozenset[int] = frozenset()):
-        self.min_n, self.max_n, self.banned = min_n, max_n, banned
-        self.ids: list[int] = []
-        self.after: dict[tuple[int, ...], list[int]] = {}  # n-gram → positions p with ids[p − n : p] == n-gram
-
-    def extend(self, tokens: Sequence[int]) -> None:
-        ids, after = self.ids, self.after
-        for t in tokens:
-            ids.append(int(t))
-            end = len(ids)
-            for n in range(self.min_n, min(self.max_n, end) + 1):
-                after.setdefault(tuple(ids[end - n : end]), []).append(end)
-
-    def match(self) -> tuple[int, int, bool] | None:
-        """The longest n-gram ending the text that occurred before: (n, where its chosen continuation starts,
-        whether that continuation followed it more than once), or None. The continuation is the one most of its
-        last :data:`VOTERS` occurrences agree on, the most recent among equals."""
-        end = len(self.ids)
-        if end and self.ids[-1] in self.banned:
-            return None
-        for n in range(min(self.max_n, end), self.min_n - 1, -1):
-            seen = self.after.get(tuple(self.ids[end - n : end]), ())
-            starts = [p for p in seen[-VOTERS - 1 :] if p < end and self.ids[p] not in self.banned]  # nor its end
-            if not starts:
-                continue
-            votes = Counter(self.ids[p] for p in starts)
-            best = max(votes.values())
-            start = next(p for p in reversed(starts) if votes[self.ids[p]] == best)
-            return n, start, best > 1
-        return None
-
-    def copy(self, start: int, k: int) -> list[int]:
-        """Up to ``k`` tokens from ``start``, stopping before the first banned one."""
-        out = self.ids[start : start + k]
-        cut = next((i for i, t in enumerate(out) if t in self.banned), len(out)) if self.banned else len(out)
-        return out[:cut]
 
 
 class KeepEstimates:

@@ -169,7 +169,7 @@ class FeatureTreeDrafter(FeatureDrafter):
     """
 
     def __init__(self, draft: FeatureDraft, shape: TreeShape):
-        super().__init__(draft, widen=False)  # the tree drafts over the trimmed head
+        super().__init__(draft, widen=False, copy=False)  # the tree drafts over the trimmed head, no copy
         self.shape, self.block_len = shape, shape.depth  # sets its own length: D levels a round
         self.round_tokens: list[int] | None = None  # this round's nodes, once proposed
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from spec_core.core.cost_model import CostProfile
-from spec_core.drafters.lookup import KeepEstimates, LookupParams, NgramIndex
+from spec_core.drafters.lookup import KeepEstimates, LookupParams
+from spec_core.drafters.ngram import NgramIndex
 from spec_core.policies.base import DraftSoFar
 from spec_core.policies.cost import CostLength
 

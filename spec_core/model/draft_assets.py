@@ -35,6 +35,7 @@ def load_draft(target: LlamaForCausalLM, name: str, directory: Path = DRAFTS_DIR
             init_from_target=False,
             head_size=int(card.get("head_size", 0)),
             feature_layers=tuple(card.get("feature_layers", ())),
+            copy_evidence_size=len(card["copy"]["evidence"]) if card.get("copy") else 0,
         )
     else:
         raise SpecScopeError(f"draft {name!r}: unknown design {design!r}")

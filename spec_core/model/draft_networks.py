@@ -70,6 +70,7 @@ class FeatureDraft(nn.Module):
         init_from_target: bool = True,
         head_size: int = 0,
         feature_layers: tuple[int, ...] = (),
+        copy_evidence_size: int = 0,
     ):
         super().__init__()
         hidden = target.config.hidden_size
@@ -92,6 +93,8 @@ class FeatureDraft(nn.Module):
         self.register_buffer("vocab_subset", torch.arange(head_size, dtype=torch.long), persistent=True)
         self._head_rows: torch.Tensor | None = None
         self.head_proj: nn.Module | None = None  # features → the trimmed head's logits, when set (an int8 draft)
+        # a copy gate (spec_core.drafters.copying), when the draft was trained to copy: its card's "copy" says
+        self.copy_gate = CopyGate(hidden, copy_evidence_size) if copy_evidence_size else None
         with torch.no_grad():  # start as "embedding passes through": fc ≈ [0 | I]
             self.fc.weight.zero_()
             self.fc.weight[:, hidden:].copy_(torch.eye(hidden))
@@ -169,6 +172,29 @@ class FeatureDraft(nn.Module):
         if hasattr(head, "weight_int8") and not getattr(head, "_weight", None):
             return (head.weight_int8[ids].float() * head.scales[ids].float()[:, None]).to(torch.bfloat16)
         return head.weight[ids].detach()
+
+
+class CopyGate(nn.Module):
+    """A pointer-generator's gate (See, Liu & Manning, arXiv 1704.04368) for a feature draft: how much of the draft's
+    next-token distribution goes to the token a prompt lookup would copy.
+
+    ``g = sigmoid(w · [feature ⊕ evidence] + b)`` from the draft's predicted feature ``[..., H]`` and the match's
+    evidence ``[..., E]`` (:func:`spec_core.drafters.copying.copy_evidence`); the draft then proposes from
+    ``q = (1 − g) · p_draft + g · δ_copy``. It starts nearly shut (``g`` ≈ 0.02), the draft as it was.
+    """
+
+    def __init__(self, hidden_size: int, evidence_size: int):
+        super().__init__()
+        self.hidden_size, self.evidence_size = hidden_size, evidence_size
+        self.linear = nn.Linear(hidden_size + evidence_size, 1)
+        with torch.no_grad():
+            self.linear.weight.zero_()
+            self.linear.bias.fill_(-4.0)
+
+    def forward(self, features: torch.Tensor, evidence: torch.Tensor) -> torch.Tensor:
+        """``[...]`` the gate's opening for each position."""
+        x = torch.cat([features.float(), evidence.float()], dim=-1).to(self.linear.weight.dtype)
+        return torch.sigmoid(self.linear(x).squeeze(-1).float())
 
 
 def trainable_state(draft: nn.Module) -> dict[str, torch.Tensor]:

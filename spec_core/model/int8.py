@@ -113,7 +113,10 @@ def int8_draft(draft: nn.Module) -> nn.Module:
         return draft
     shared = {id(draft.embed): draft.embed, id(draft.head): draft.head}
     quant = cast("FeatureDraft", copy.deepcopy(draft, memo=shared))  # a feature draft: it has head_rows
+    gate = getattr(quant, "copy_gate", None)  # a copy gate's one row stays as it was (it costs nothing)
     for module in list(quant.modules()):
+        if gate is not None and module is gate:
+            continue
         for name, child in list(module.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(module, name, Int8Linear(child, keep_weight=True))

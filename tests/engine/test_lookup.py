@@ -13,7 +13,8 @@ from spec_core.core import rules
 from spec_core.core.cost_model import CostProfile, accelerator_profile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
-from spec_core.drafters.lookup import KeepEstimates, LookupParams, NgramIndex
+from spec_core.drafters.lookup import KeepEstimates, LookupParams
+from spec_core.drafters.ngram import NgramIndex
 from spec_core.engine.loop import Generation, generate
 from spec_core.engine.methods import parse_method
 from spec_core.policies.base import DraftSoFar

@@ -1,0 +1,111 @@
+"""A feature draft that can copy: a pointer-generator gate over prompt lookup's candidate.
+
+A one-layer draft has no induction mechanism (the two-layer circuit that copies what followed an earlier occurrence,
+Olsson et al., arXiv 2209.11895), so on a text that quotes its passage it proposes the target's token a fifth of
+the time where a 2-gram prompt lookup would propose it (docs/LOG.md, 2026-12-06). The pointer supplies the copy
+from outside: at each drafted position the :class:`Pointer` finds what followed the longest earlier match of the
+text's last 1..3 tokens (the prompt lookup of :mod:`.lookup`), and a trained gate (See, Liu & Manning,
+"Get To The Point", arXiv 1704.04368) says how much of the draft's distribution moves onto it:
+
+    q = (1 − g) · p_draft + g · δ_copy,   g = sigmoid(w · [draft feature ⊕ evidence] + b)
+
+The evidence is the match's own (:func:`copy_evidence`): its n, how far the match runs back, whether its
+continuation recurred, and how the draft itself rates the copy. q is a proper distribution and the token is drawn
+from it, so the lossless rule stays exact; a greedy draft proposes q's argmax. ``python -m spec_core train copy``
+trains the gate on the frozen draft (:mod:`spec_core.train.copy`), on the same widened head the drafter uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from spec_core.drafters.ngram import NgramIndex
+
+POINTER_MAX_N = 3  # the longest n-gram matched (the lookup's default)
+RUN_CAP = 32  # how far back a match's length is counted
+EVIDENCE = (
+    "n=1",
+    "n=2",
+    "n=3",
+    "log run",  # log(1 + tokens the match runs back) / log(1 + RUN_CAP)
+    "recurred",  # the continuation followed the n-gram more than once
+    "draft logp(copy)",  # the draft's own log-probability of the copy, / 10
+    "draft logp(top)",  # the draft's log-probability of its own first choice, / 10
+    "copy is top",  # the draft's first choice is the copy already
+    "copy off head",  # the copy is outside the trimmed head (a word only the text's own widening holds)
+)
+
+
+class Pointer:
+    """The copy candidate for the next token of a growing text: what followed the longest (1..3 tokens) earlier
+    match of its end, as :class:`~spec_core.drafters.lookup.NgramIndex` keeps it, and how far that match runs back.
+    ``banned`` (the chat template's markers) are never copied."""
+
+    def __init__(self, banned: frozenset[int] = frozenset()):
+        self.banned = banned
+        self.index = NgramIndex(1, POINTER_MAX_N, banned)
+
+    def reset(self, ids: Sequence[int]) -> None:
+        self.index = NgramIndex(1, POINTER_MAX_N, self.banned)
+        self.index.extend(ids)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.index.extend(tokens)
+
+    def truncate(self, length: int) -> None:
+        self.index.truncate(length)
+
+    def __len__(self) -> int:
+        return len(self.index.ids)
+
+    def candidate(self) -> tuple[int, int, int, bool] | None:
+        """(token, n, run, recurred): the copy, its match's n, how many tokens the match runs back (≥ n, at most
+        :data:`RUN_CAP`), whether its continuation recurred; None where nothing matches."""
+        found = self.index.match()
+        if found is None:
+            return None
+        n, start, recurred = found
+        ids = self.index.ids
+        end, run = len(ids), n
+        while run < RUN_CAP and start - run - 1 >= 0 and ids[start - run - 1] == ids[end - run - 1]:
+            run += 1
+        return ids[start], n, run, recurred
+
+
+def copy_evidence(n, run, recurred, logp_copy, logp_top, is_top, off_head) -> torch.Tensor:
+    """The gate's evidence ``[..., E]`` in :data:`EVIDENCE`'s order, from tensors (or numbers) of one shape: a
+    position's while drafting, a batch's in training (:mod:`spec_core.train.copy`)."""
+    n, run, logp_copy, logp_top = (torch.as_tensor(x, dtype=torch.float32) for x in (n, run, logp_copy, logp_top))
+    recurred, is_top, off_head = (torch.as_tensor(x, dtype=torch.float32) for x in (recurred, is_top, off_head))
+    return torch.stack(
+        [
+            (n == 1).float(),
+            (n == 2).float(),
+            (n >= 3).float(),
+            torch.log1p(run) / math.log1p(RUN_CAP),
+            recurred,
+            logp_copy.nan_to_num(neginf=-30.0).clamp(min=-30.0) / 10.0,
+            logp_top.nan_to_num(neginf=-30.0).clamp(min=-30.0) / 10.0,
+            is_top,
+            off_head,
+        ],
+        dim=-1,
+    )
+
+
+def pointer_evidence(logp: torch.Tensor, found: tuple[int, int, int, bool], in_head: torch.Tensor) -> torch.Tensor:
+    """The evidence ``[E]`` for ``found`` (:meth:`Pointer.candidate`) given the draft's log-probabilities ``logp``
+    [V] (temperature 1, over the head it proposes from) and ``in_head`` [V], its trimmed head's mask."""
+    token, n, run, recurred = found
+    top = int(logp.argmax())
+    return copy_evidence(n, run, recurred, logp[token].cpu(), logp[top].cpu(), top == token, not bool(in_head[token]))
+
+
+def mix(probs: torch.Tensor, token: int, g: float) -> torch.Tensor:
+    """``(1 − g) · probs + g · δ_token`` [V]: the draft's distribution with ``g`` of its mass moved onto the copy."""
+    out = probs * (1.0 - g)
+    out[token] += g
+    return out
