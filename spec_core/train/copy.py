@@ -1,6 +1,6 @@
 """Train a feature draft's copy gate: a pointer-generator over prompt lookup's candidate (:mod:`spec_core.drafters.copying`).
 
-``python -m spec_core train copy --data-dir DIR --draft assets/drafts:feature --name feature --out-dir OUT``
+``python -m spec_core train copy --data-dir DIR --draft assets/drafts/feature.json --name feature --out-dir OUT``
 
 1. examples — on token-id shards, the target's features are recomputed online (:mod:`.features`); the frozen draft
    predicts each answer position from the target's feature of the one before (its first drafted token), over the
@@ -198,7 +198,7 @@ def _slice(text: str, what: str) -> slice:
 class CopyTrainConfig:
     data_dir: Path
     out_dir: Path
-    draft: str = "assets/drafts:feature"  # DIR:NAME of the feature draft to gate
+    draft: Path = Path("assets/drafts/feature.json")  # the card of the feature draft to gate
     name: str = "feature"  # the gated draft's asset name
     train_shards: str = "108:"  # slices of the sorted shards
     heldout_shards: str = "52:56"
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--heldout-shards", default=d.heldout_shards, help="the held-out shards, a slice of the sorted list"
     )
-    ap.add_argument("--draft", default=d.draft, help="DIR:NAME of the feature draft to gate")
+    ap.add_argument("--draft", type=Path, default=d.draft, help="the card (NAME.json) of the feature draft to gate")
     ap.add_argument("--name", default=d.name, help="the gated draft's asset name")
     ap.add_argument("--out-dir", type=Path, required=True, help="where the gated draft is written")
     ap.add_argument("--epochs", type=int, default=d.epochs)
@@ -241,9 +241,10 @@ def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None =
     """Train the gate of ``cfg.draft`` and write the gated draft; ``target`` (default: the embedded one, float32)
     and its ``special_ids`` may be passed in (tests)."""
     apply_threads(cfg.threads)
-    directory, sep, name = cfg.draft.rpartition(":")
-    if not sep or not (Path(directory) / f"{name}.json").is_file():
-        raise SpecScopeError(f"--draft {cfg.draft!r}: give DIR:NAME with DIR/NAME.json and DIR/NAME.safetensors")
+    card_path = Path(cfg.draft).with_suffix(".json")
+    if not card_path.is_file():
+        raise SpecScopeError(f"--draft {str(cfg.draft)!r}: give a draft's card, NAME.json beside NAME.safetensors")
+    directory, name = card_path.parent, card_path.stem
     paths = shard_paths(cfg.data_dir)
     train_paths = paths[_slice(cfg.train_shards, "--train-shards")]
     held_paths = paths[_slice(cfg.heldout_shards, "--heldout-shards")]

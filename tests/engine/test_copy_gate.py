@@ -187,7 +187,7 @@ def test_train_copy_writes_a_gated_draft_whose_card_it_wrote_and_stays_lossless(
     copy_cfg = CopyTrainConfig(
         data_dir=tmp_path / "data",
         out_dir=tmp_path / "gated",
-        draft=f"{tmp_path / 'base'}:feature",
+        draft=tmp_path / "base" / "feature.json",
         train_shards="0:2",
         heldout_shards="2:",
         epochs=2,
@@ -213,8 +213,8 @@ def test_train_copy_refuses_a_missing_draft_and_empty_shard_slices_with_a_messag
     from spec_core.train.copy import main
 
     assert main(["--data-dir", str(tmp_path), "--out-dir", str(tmp_path), "--draft", str(tmp_path / "nope")]) == 2
-    assert "give DIR:NAME" in capsys.readouterr().out
-    assert main(["--data-dir", str(tmp_path), "--out-dir", str(tmp_path), "--draft", "assets/drafts:feature"]) == 2
+    assert "give a draft's card" in capsys.readouterr().out
+    assert main(["--data-dir", str(tmp_path), "--out-dir", str(tmp_path), "--draft", "assets/drafts/feature.json"]) == 2
     assert "no shards" in capsys.readouterr().out
     args = ["--data-dir", str(tmp_path), "--out-dir", str(tmp_path), "--train-shards", "x:y"]
     assert main(args) == 2
