@@ -74,6 +74,16 @@ def _part_notes(e: RoundEvent, i: int) -> tuple[str, ...]:
             f"w_t = {prob_text(w)} (the target's weight in ν = w·p + (1 − w)·q)"
             + (f"   ν(x) = {prob_text(nu)}" if nu is not None else "")
         )
+    offers = getattr(e, "draft_copy_offers", ())  # a copying draft's pointer (spec_core/drafters/copying.py)
+    if i < len(offers) and offers[i][0] >= 0:
+        token, g = offers[i]
+        if token == e.draft_tokens[i]:
+            notes.append(
+                f"copied: the draft's pointer offered this token (it followed an earlier occurrence of the last "
+                f"words) and its gate moved g = {prob_text(g)} of q onto it"
+            )
+        else:
+            notes.append(f"the draft's pointer offered another token (gate g = {prob_text(g)}); the draft's own won")
     return tuple(notes)
 
 

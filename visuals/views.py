@@ -64,6 +64,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "visuals.tree",
     "visuals.lookup",
     "visuals.block",
+    "visuals.copying",
 )  # imported once by views_for
 
 

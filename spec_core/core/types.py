@@ -285,6 +285,9 @@ class RoundEvent:
     tree: TreeRound | None = None  # a round whose draft branched: the whole tree (None for a chain)
     draft_sources: tuple[str, ...] = ()  # per entry of draft_tokens: "model" (a draft network) or "lookup" (copied
     #   from the prompt or the text so far); () in an event read from an older file: every draft is "model"
+    draft_copy_offers: tuple[tuple[int, float], ...] = ()  # per entry of draft_tokens, a copying draft's pointer
+    #   (spec_core/drafters/copying.py): (the token it offered, the gate's g), (−1, 0.0) where it offered none; ()
+    #   for a draft without a pointer and in an event read from an older file
     draft_forwards: int = -1  # the draft's forward passes this round: one per token for a chain drafted token by
     #   token, one for a block drafter's block, D for a tree of depth D (one batched pass per level), 0 for plain
     #   decoding. −1 (an event built by hand or read from an older file): one per drafted token, or the tree's D

@@ -53,6 +53,8 @@ class DraftChunk:
     source: str = "model"  # where the tokens came from: "model" (a draft network) or "lookup" (copied from the text)
     estimates: list[float] | None = None  # [n] the drafter's own estimate that each token is kept given the ones
     #   before it were (a lookup draft's match evidence); None: its probability ``token_probs`` stands in
+    copy_offers: list[tuple[int, float]] | None = None  # [n] a copying draft's pointer (drafters/copying.py):
+    #   (the token it offered, the gate's g), (−1, 0.0) where it offered none; None: a draft without a pointer
 
 
 class Drafter(Protocol):
@@ -138,6 +140,7 @@ class RoundDraft:
         self.forwards = 0  # the draft's forward passes
         self.sources: list[str] = []  # [γ] "model" or "lookup"
         self.estimates: list[float] = []  # [γ] the drafter's estimate that each token is kept (given its prefix)
+        self.copy_offers: list[tuple[int, float]] = []  # [γ] a copying draft's pointer: (offered token, g)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -153,6 +156,7 @@ class RoundDraft:
         self.token_probs += chunk.token_probs
         self.sources += [chunk.source] * len(chunk.tokens)
         self.estimates += chunk.estimates if chunk.estimates is not None else chunk.token_probs
+        self.copy_offers += chunk.copy_offers if chunk.copy_offers is not None else [(-1, 0.0)] * len(chunk.tokens)
         self.hidden += chunk.hidden
         self.logits += chunk.logits
         if chunk.probs is not None:
@@ -207,7 +211,7 @@ def draw(logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Genera
     return token, q, float(q[token])
 
 
-def chunk_of(tokens, qs, token_probs, hidden, logits) -> DraftChunk:
+def chunk_of(tokens, qs, token_probs, hidden, logits, copy_offers=None) -> DraftChunk:
     """A chain drafted token by token: one draft forward per token."""
     probs = torch.stack(qs) if qs and qs[0] is not None else None
-    return DraftChunk(tokens, probs, token_probs, hidden, logits, len(tokens))
+    return DraftChunk(tokens, probs, token_probs, hidden, logits, len(tokens), copy_offers=copy_offers)

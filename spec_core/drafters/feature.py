@@ -108,7 +108,7 @@ class FeatureDrafter:
 
     @torch.inference_mode()
     def propose(self, n: int, sampling: SamplingConfig, generator: torch.Generator | None) -> DraftChunk:
-        tokens, qs, token_probs, hidden, logits = [], [], [], [], []
+        tokens, qs, token_probs, hidden, logits, offers = [], [], [], [], [], []
         for _ in range(n):
             length = len(self.ids)
             first = self.cached + 1  # first position whose pair is not cached yet
@@ -121,8 +121,9 @@ class FeatureDrafter:
             feature = out[-1]  # predicted feature of position length − 1
             row = self.draft.logits(feature, self.extra).float()  # [V]
             if self.pointer is not None:
-                token, q, prob, row = self._draw_copying(row, feature, sampling, generator)
+                token, q, prob, row, offer = self._draw_copying(row, feature, sampling, generator)
                 self.pointer.extend([token])
+                offers.append(offer)
             else:
                 token, q, prob = draw(row, sampling, generator)
             self._set_feats(length - 1, feature[None])
@@ -132,13 +133,14 @@ class FeatureDrafter:
             token_probs.append(prob)
             hidden.append(feature)
             logits.append(row)
-        return chunk_of(tokens, qs, token_probs, hidden, logits)
+        return chunk_of(tokens, qs, token_probs, hidden, logits, offers if self.pointer is not None else None)
 
     def _draw_copying(self, row: torch.Tensor, feature: torch.Tensor, sampling: SamplingConfig, generator):
-        """:func:`~.base.draw` from the gated mixture: (token, q or None, q of the token, log q as the row)."""
+        """:func:`~.base.draw` from the gated mixture: (token, q or None, q of the token, log q as the row, the
+        pointer's offer: (its token, g), (−1, 0.0) where it had none)."""
         found = self.pointer.candidate() if self.pointer is not None else None
         if found is None:
-            return (*draw(row, sampling, generator), row)
+            return (*draw(row, sampling, generator), row, (-1, 0.0))
         logp = torch.log_softmax(row, -1)
         evidence = pointer_evidence(logp, found, self.in_head).to(self.device)
         assert self.draft.copy_gate is not None  # a pointer is made for a gated draft only
@@ -146,10 +148,10 @@ class FeatureDrafter:
         mixed = mix(logp.exp(), found[0], g)  # temperature 1: what a later policy or verifier reads
         if sampling.greedy:
             token = int(mixed.argmax())
-            return token, None, float(mixed[token]), mixed.log()
+            return token, None, float(mixed[token]), mixed.log(), (found[0], g)
         q = mix(rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)[0], found[0], g)
         token = int(rules.sample(q[None], generator)[0])
-        return token, q, float(q[token]), mixed.log()
+        return token, q, float(q[token]), mixed.log(), (found[0], g)
 
     def follow(self, tokens: Sequence[int]) -> None:
         """This round's drafts came from elsewhere (a lookup, :mod:`.lookup`): take them as drafted here, so that

@@ -169,6 +169,9 @@ class RoundRecorder:
             next_prob=next_value,
             tree=tree,
             draft_sources=tuple(draft.sources[i] for i in line),
+            draft_copy_offers=tuple(draft.copy_offers[i] for i in line)
+            if any(t >= 0 for t, _ in draft.copy_offers)
+            else (),
             draft_forwards=draft.forwards,
             rejection=rejection,
         )

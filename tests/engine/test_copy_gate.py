@@ -219,3 +219,15 @@ def test_train_copy_refuses_a_missing_draft_and_empty_shard_slices_with_a_messag
     args = ["--data-dir", str(tmp_path), "--out-dir", str(tmp_path), "--train-shards", "x:y"]
     assert main(args) == 2
     assert "give a slice" in capsys.readouterr().out
+
+
+def test_a_gated_drafts_rounds_carry_the_pointers_offers_for_the_views():
+    res = generate(gated_pair(30.0), PROMPT, "fixed:3", max_new_tokens=30)
+    offered = [(e, o) for e in res.events for o in [e.draft_copy_offers] if o]
+    assert offered  # the prompt repeats itself: the pointer offers
+    for e, offers in offered:
+        assert len(offers) == e.draft_len
+        for (token, g), drafted in zip(offers, e.draft_tokens):
+            assert token < 0 or (token == drafted and g > 0.99)  # the gate is wide open: every offer is drafted
+    plain = generate(make_tiny_pair(draft="feature"), PROMPT, "fixed:3", max_new_tokens=30)
+    assert not any(e.draft_copy_offers for e in plain.events)
