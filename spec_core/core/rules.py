@@ -57,6 +57,14 @@ def ensemble(p: torch.Tensor, q: torch.Tensor, w: torch.Tensor | float) -> torch
     return w * p + (1.0 - w) * q
 
 
+def copy_mix(q: torch.Tensor, token: int, g: float) -> torch.Tensor:
+    """A pointer-generator's draft distribution ``(1 − g) · q + g · δ_token`` [V] (See, Liu & Manning, arXiv
+    1704.04368): the draft's q with the share g moved onto the copied token."""
+    out = q * (1.0 - g)
+    out[token] += g
+    return out
+
+
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """norm(max(0, p − q)) per row; where p ≤ q everywhere (p == q), fall back to p itself."""
     r = (p - q).clamp_min(0.0)

@@ -102,10 +102,3 @@ def pointer_evidence(logp: torch.Tensor, found: tuple[int, int, int, bool], in_h
     token, n, run, recurred = found
     top = int(logp.argmax())
     return copy_evidence(n, run, recurred, logp[token].cpu(), logp[top].cpu(), top == token, not bool(in_head[token]))
-
-
-def mix(probs: torch.Tensor, token: int, g: float) -> torch.Tensor:
-    """``(1 − g) · probs + g · δ_token`` [V]: the draft's distribution with ``g`` of its mass moved onto the copy."""
-    out = probs * (1.0 - g)
-    out[token] += g
-    return out

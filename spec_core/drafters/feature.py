@@ -20,7 +20,7 @@ import torch
 from spec_core.core import rules
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
-from spec_core.drafters.copying import Pointer, mix, pointer_evidence
+from spec_core.drafters.copying import Pointer, pointer_evidence
 from spec_core.model.cached_lm import LMOutput, roomy_cache
 
 if TYPE_CHECKING:
@@ -145,11 +145,13 @@ class FeatureDrafter:
         evidence = pointer_evidence(logp, found, self.in_head).to(self.device)
         assert self.draft.copy_gate is not None  # a pointer is made for a gated draft only
         g = float(self.draft.copy_gate(feature.float(), evidence))
-        mixed = mix(logp.exp(), found[0], g)  # temperature 1: what a later policy or verifier reads
+        mixed = rules.copy_mix(logp.exp(), found[0], g)  # temperature 1: what a later policy or verifier reads
         if sampling.greedy:
             token = int(mixed.argmax())
             return token, None, float(mixed[token]), mixed.log(), (found[0], g)
-        q = mix(rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)[0], found[0], g)
+        q = rules.copy_mix(
+            rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)[0], found[0], g
+        )
         token = int(rules.sample(q[None], generator)[0])
         return token, q, float(q[token]), mixed.log(), (found[0], g)
 

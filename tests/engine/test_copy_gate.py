@@ -14,7 +14,7 @@ from test_train_draft import tiny_shards
 
 from spec_core.core import rules
 from spec_core.core.types import SamplingConfig
-from spec_core.drafters.copying import EVIDENCE, RUN_CAP, Pointer, mix
+from spec_core.drafters.copying import EVIDENCE, RUN_CAP, Pointer
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.ngram import NgramIndex
 from spec_core.engine.loop import Generation, generate
@@ -58,7 +58,7 @@ def test_the_pointer_copies_what_followed_and_counts_how_far_the_match_runs_back
 
 def test_the_mixture_is_a_distribution_that_moves_g_onto_the_copy():
     probs = torch.softmax(torch.randn(11), -1)
-    out = mix(probs, 4, 0.3)
+    out = rules.copy_mix(probs, 4, 0.3)
     assert torch.isclose(out.sum(), torch.tensor(1.0))
     assert torch.isclose(out[4], 0.7 * probs[4] + 0.3)
     assert torch.allclose(out[:4], 0.7 * probs[:4])
