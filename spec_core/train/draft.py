@@ -269,6 +269,11 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
     if cfg.init is not None:  # warm start: the draft's own trimmed head replaces the data's top tokens
         draft, init_card = load_draft(target, cfg.init.stem, cfg.init.parent)
         check_init(cfg, init_card, cfg.init)
+        if getattr(draft, "copy_gate", None) is not None:  # a gate fits the draft it was trained on: retrain it after
+            draft.copy_gate = None
+            print(
+                "the warm start's copy gate is left out: train it again on this draft (python -m spec_core train copy)"
+            )
         if cfg.design == "feature" and int(init_card["num_layers"]) < cfg.num_layers:
             draft = grow_draft(draft, target, cfg.num_layers)
         if cfg.design == "feature":
@@ -389,6 +394,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
             "train_answer_tokens": init_card.get("data", {}).get("train_answer_tokens"),
             "data": init_card.get("data", {}).get("dir"),
             "num_layers": int(init_card.get("num_layers", 0)),
+            "copy_gate": "left out (train copy retrains it)" if init_card.get("copy") else None,
         },
         "heldout": {k: v if v is None else round(v, 4) for k, v in final.items()},  # the shipped (best) step's
         "history": history,

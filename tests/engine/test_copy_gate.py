@@ -231,3 +231,22 @@ def test_a_gated_drafts_rounds_carry_the_pointers_offers_for_the_views():
             assert token < 0 or (token == drafted and g > 0.99)  # the gate is wide open: every offer is drafted
     plain = generate(make_tiny_pair(draft="feature"), PROMPT, "fixed:3", max_new_tokens=30)
     assert not any(e.draft_copy_offers for e in plain.events)
+
+
+def test_a_warm_start_from_a_gated_draft_leaves_the_gate_out_and_ships_a_loadable_draft(tmp_path):
+    pair = make_tiny_pair()
+    tiny_shards(pair.target, tmp_path / "data", n_shards=3)
+    common = dict(data_dir=tmp_path / "data", design="feature", steps=2, batch_size=4, eval_every=2)
+    common |= dict(heldout_shards=1, head_size=12, threads=1, warmup=1, work_dir=tmp_path / "work")
+    base = train(DraftTrainConfig(**common, out_dir=tmp_path / "base"), target=pair.target)
+    gated = train_copy(
+        CopyTrainConfig(tmp_path / "data", tmp_path / "gated", base.with_suffix(".json"), "feature", "0:2", "2:", 1),
+        pair.target,
+        set(),
+    )
+    common["work_dir"] = tmp_path / "work2"
+    again = train(DraftTrainConfig(**common, out_dir=tmp_path / "again", init=gated), target=pair.target)
+    card = json.loads(again.with_suffix(".json").read_text())
+    assert "copy" not in card and card["init"]["copy_gate"].startswith("left out")
+    draft, _ = load_draft(pair.target, "feature", tmp_path / "again")
+    assert draft.copy_gate is None
