@@ -220,31 +220,42 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--draft", type=Path, default=d.draft, help="the card (NAME.json) of the feature draft to gate")
     ap.add_argument("--name", default=d.name, help="the gated draft's asset name")
-    ap.add_argument("--out-dir", type=Path, required=True, help="where the gated draft is written")
+    ap.add_argument("--out-dir", type=Path, default=None, help="where the gated draft is written (to train one)")
     ap.add_argument("--epochs", type=int, default=d.epochs)
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--max-sequences", type=int, default=None, help="at most this many training sequences")
     ap.add_argument("--depths", type=int, default=d.depths, help="drafted depths to train on (held out: 1 to 3)")
+    ap.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="train nothing: print a gated --draft's held-out agreement at drafted depths 1 to 3 (JSON)",
+    )
     add_threads(ap)
     args = ap.parse_args(argv)
-    cfg = CopyTrainConfig(**{k: getattr(args, k) for k in CopyTrainConfig.__dataclass_fields__})
+    if args.out_dir is None and not args.evaluate:
+        ap.error("--out-dir is needed to train a gate (or --evaluate a gated draft)")
+    cfg = CopyTrainConfig(
+        **{k: getattr(args, k) for k in CopyTrainConfig.__dataclass_fields__ if k != "out_dir"},
+        out_dir=args.out_dir or Path("."),
+    )
     try:
-        print(f"wrote {train_copy(cfg)}")
+        if args.evaluate:
+            print(json.dumps(evaluate_copy(cfg), indent=1))
+        else:
+            print(f"wrote {train_copy(cfg)}")
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
     return 0
 
 
-def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None = None) -> Path:
-    """Train the gate of ``cfg.draft`` and write the gated draft; ``target`` (default: the embedded one, float32)
-    and its ``special_ids`` may be passed in (tests)."""
+def _load(cfg: CopyTrainConfig, target, special_ids):
+    """(draft in float32, its card, the target, its special ids, the training shards, the held-out shards)."""
     apply_threads(cfg.threads)
     card_path = Path(cfg.draft).with_suffix(".json")
     if not card_path.is_file():
         raise SpecScopeError(f"--draft {str(cfg.draft)!r}: give a draft's card, NAME.json beside NAME.safetensors")
-    directory, name = card_path.parent, card_path.stem
     paths = shard_paths(cfg.data_dir)
     train_paths = paths[_slice(cfg.train_shards, "--train-shards")]
     held_paths = paths[_slice(cfg.heldout_shards, "--heldout-shards")]
@@ -256,12 +267,29 @@ def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None =
         target, tokenizer = load_target("cpu", torch.float32)
         special_ids = set(tokenizer.all_special_ids)
     target = target.float().eval().requires_grad_(False)
-    loaded, card = load_draft(target, name, Path(directory))
+    loaded, card = load_draft(target, card_path.stem, card_path.parent)
     if card.get("design") != "feature" or not isinstance(loaded, FeatureDraft):
         raise SpecScopeError(f"{cfg.draft}: a {card.get('design')} draft; a copy gate is for a feature draft")
-    draft = loaded.float().eval()
+    return loaded.float().eval(), card, target, set(special_ids or ()), train_paths, held_paths
+
+
+def evaluate_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None = None) -> dict:
+    """A gated draft's held-out agreement at drafted depths 1..3 (the module's step 3), training nothing."""
+    draft, card, target, special, _, held_paths = _load(cfg, target, special_ids)
+    if draft.copy_gate is None:
+        raise SpecScopeError(f"{cfg.draft}: this draft has no copy gate (its card has no 'copy')")
+    gate = draft.copy_gate.float()
     layers = data_layer_positions(cfg.data_dir, tuple(draft.feature_layers))
-    special = set(special_ids or ())
+    helds = build_examples(draft, target, list(split_sequences(read_shards(held_paths, ()))), layers, special, 3)
+    out = {f"depth{k + 1}": agreement(held, gate_of(gate, held)) for k, held in enumerate(helds)}
+    return {"draft_sha256": card.get("sha256"), "heldout_shards": [p.stem for p in held_paths], **out}
+
+
+def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None = None) -> Path:
+    """Train the gate of ``cfg.draft`` and write the gated draft; ``target`` (default: the embedded one, float32)
+    and its ``special_ids`` may be passed in (tests)."""
+    draft, card, target, special, train_paths, held_paths = _load(cfg, target, special_ids)
+    layers = data_layer_positions(cfg.data_dir, tuple(draft.feature_layers))
     started = time.perf_counter()
     seqs = list(split_sequences(read_shards(train_paths, ())))
     if cfg.max_sequences:

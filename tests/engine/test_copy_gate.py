@@ -23,7 +23,15 @@ from spec_core.model.draft_assets import load_draft, save_draft
 from spec_core.model.draft_networks import CopyGate
 from spec_core.model.int8 import Int8Linear, int8_draft
 from spec_core.model.models import ModelPair
-from spec_core.train.copy import CopyTrainConfig, Examples, agreement, gated_right, train_copy, train_gate
+from spec_core.train.copy import (
+    CopyTrainConfig,
+    Examples,
+    agreement,
+    evaluate_copy,
+    gated_right,
+    train_copy,
+    train_gate,
+)
 from spec_core.train.draft import DraftTrainConfig, train
 
 
@@ -201,6 +209,13 @@ def test_train_copy_writes_a_gated_draft_whose_card_it_wrote_and_stays_lossless(
     held = card["copy"]["results"]["heldout"]["depth1"]
     assert held["positions"] == 6 * 12 and 0.0 <= held["gated"] <= held["oracle"] <= 1.0
     assert card["copy"]["training"]["train_shards"] == ["shard_00000", "shard_00001"]
+    again = evaluate_copy(
+        CopyTrainConfig(**{**copy_cfg.__dict__, "draft": weights.with_suffix(".json")}), pair.target, set()
+    )
+    assert again["draft_sha256"] == card["sha256"]
+    assert abs(again["depth1"]["gated"] - held["gated"]) < 0.03  # the gate as stored (bfloat16) scores the same
+    with pytest.raises(Exception, match="no copy gate"):
+        evaluate_copy(copy_cfg, pair.target, set())  # the base draft has none
     draft, _ = load_draft(pair.target, "feature", tmp_path / "gated")
     gated = ModelPair("tiny", pair.target, draft, "feature", pair.tokenizer, pair.device, pair.dtype)
     ar = generate(gated, "abcab", "ar", max_new_tokens=20)
