@@ -49,7 +49,7 @@ def lens_slots(frame, lane, rnd) -> list[Any]:
     """The figure slots, with the round-following views (the training lens) redrawn for this round."""
     if frame is None or not lane or lane not in frame.lanes:
         return [gr.update()] * N_VIEW_SLOTS
-    active = views.views_for(list(frame.lanes))[:N_VIEW_SLOTS]
+    active = views.views_with_data(frame.lanes)[:N_VIEW_SLOTS]
     figs = [views.build_for_round(v, frame.lanes, lane, int(rnd), frame.baseline) for v in active]
     return [f if f is not None else gr.update() for f in figs] + [gr.update()] * (N_VIEW_SLOTS - len(active))
 

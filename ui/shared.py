@@ -122,7 +122,7 @@ def view_updates(lanes, slots: int = N_VIEW_SLOTS, replayed=None) -> list[Any]:
     """For each figure slot: (visibility, caption, figure) from the view registry; unused slots hidden. The
     caption says what to look for, what this run's data shows (with its counts), then how to read the figure.
     ``replayed``: the run's fixed window replayed on its text (:attr:`spec_core.serve.live.LiveFrame.baseline`)."""
-    active = views.views_for(list(lanes))[:slots]
+    active = views.views_with_data(lanes)[:slots]
     out: list[Any] = []
     for i in range(slots):
         v = active[i] if i < len(active) else None

@@ -117,6 +117,7 @@ register_view(
         "arXiv 1704.04368).",
         pointer_figure,
         describe=pointer_caption,
+        shows=lambda lanes: bool(copying_lanes(lanes)),
         look_for="Sky bars are drafts the draft copied from the text through its pointer.",
     )
 )

@@ -54,6 +54,8 @@ class View:
     replayed: bool = False  # its build and describe also take ``replayed=``: a fixed window replayed on the run's
     #   text (visuals/baseline.py), drawn as the baseline when no fixed-window lane ran
     look_for: str = ""  # one sentence: what to look for in it (the caption's first, so never folded away)
+    shows: Callable[[Lanes], bool] | None = None  # lanes (those it serves) → whether they give it anything to draw;
+    #   None: always. A view whose internals only some drafts carry (the copy pointer's) stays out of a run without them
 
 
 VIEWS: list[View] = []
@@ -109,6 +111,12 @@ def views_for(methods: Sequence[str]) -> list[View]:
     """The views the given methods get, generic ones first, in registration order."""
     _load_plugins()
     return [v for v in VIEWS if any(_serves(v, m) for m in methods)]
+
+
+def views_with_data(lanes: Lanes) -> list[View]:
+    """The views a run's lanes get (:func:`views_for`), less those whose ``shows`` finds nothing in them to draw:
+    what the app's figure slots hold, in order."""
+    return [v for v in views_for(list(lanes)) if v.shows is None or v.shows(lanes_for(v, lanes))]
 
 
 def lanes_for(view: View, lanes: Lanes) -> dict[str, Sequence[RoundEvent]]:

@@ -175,26 +175,35 @@ def test_shipped_drafts_load_and_reach_minimum_acceptance(embedded_f32, name):
 
 
 @pytest.mark.embedded
-def test_the_committed_candidate_draft_loads_and_stays_lossless(embedded_f32):
-    """``assets/drafts/candidates/``: an improved checkpoint committed before the parts that read the draft are
-    retrained for it (issue #43). It matches its card's hash, was warm-started from the shipped draft, and a
-    fixed window with it writes ``ar``'s text at temperature 0."""
+def test_the_shipped_feature_draft_copies_through_its_gate_and_stays_lossless(embedded_f32):
+    """The shipped feature draft carries a copy gate trained by ``train copy`` (its card's ``copy``, written by the
+    trainer, names the draft it gates). On a prompt whose answer quotes it, the gate lifts acceptance well above
+    the same draft without it, and both write ``ar``'s text at temperature 0 (docs/ALGORITHMS.md §6)."""
+    import copy as copy_module
     import dataclasses
 
-    directory = DRAFTS_DIR / "candidates"
-    names = available_drafts(directory)
-    if not names:
-        pytest.skip("no candidate draft is committed")
-    for name in names:
-        card = json.loads((directory / f"{name}.json").read_text())
-        assert file_sha256(directory / card["weights"]) == card["sha256"]
-        shipped = json.loads((DRAFTS_DIR / f"{name}.json").read_text())
-        assert card["init"]["sha256"] == shipped["sha256"] and card["sha256"] != shipped["sha256"]
-        draft, _ = load_draft(embedded_f32.parts_target, name, directory)
-        pair = dataclasses.replace(embedded_f32, draft=draft, draft_card=card, extras={})
-        prompt = "Summarize in one sentence: Ada Lovelace wrote the first published program, for Babbage's engine."
-        ar = generate(pair, prompt, "ar", max_new_tokens=24)
-        assert generate(pair, prompt, "fixed:3", max_new_tokens=24).token_ids == ar.token_ids
+    card = json.loads((DRAFTS_DIR / "feature.json").read_text())
+    assert card["copy"]["evidence"] and card["base_sha256"] != card["sha256"]
+    held = card["copy"]["results"]["heldout"]
+    held = held.get("depth1", held)  # the first cards reported the first drafted token only
+    assert held["gated"] > held["draft"]
+    draft, _ = load_draft(embedded_f32.parts_target, "feature")
+    assert draft.copy_gate is not None
+    shut = copy_module.deepcopy(draft)
+    shut.copy_gate = None
+    prompt = (
+        "Repeat this sentence word for word: The Analytical Engine weaves algebraic patterns just as the Jacquard "
+        "loom weaves flowers and leaves."
+    )
+    ar = generate(embedded_f32, prompt, "ar", max_new_tokens=24)
+    rates = {}
+    for name, d in (("gated", draft), ("shut", shut)):
+        pair = dataclasses.replace(embedded_f32, draft=d, draft_card=card, extras={})
+        res = generate(pair, prompt, "fixed:3", max_new_tokens=24)
+        assert res.token_ids == ar.token_ids, name
+        rates[name] = res.stats.accepted_tokens / res.stats.drafted_tokens
+    print(rates)
+    assert rates["gated"] >= rates["shut"] + 0.2, rates
 
 
 def test_training_reads_several_data_folders_and_holds_out_the_last_shards_of_each(tmp_path):

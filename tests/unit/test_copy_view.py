@@ -50,3 +50,9 @@ def test_every_task_keeps_its_views_within_the_slots_the_copy_view_among_them():
     for preset in PRESETS:
         keys = [v.key for v in views.views_for(list(preset.methods))]
         assert len(keys) <= N_VIEW_SLOTS and "copy_pointer" in keys, (preset.task, keys)
+
+
+def test_the_copy_view_takes_a_slot_only_when_a_lane_copies():
+    plain = {"fixed:3": [ev(0, [" a"], 1, method="fixed:3")]}
+    assert "copy_pointer" not in [v.key for v in views.views_with_data(plain)]
+    assert "copy_pointer" in [v.key for v in views.views_with_data({"fixed:3": ROUNDS})]
