@@ -68,11 +68,16 @@ class Pointer:
         if found is None:
             return None
         n, start, recurred = found
-        ids = self.index.ids
-        end, run = len(ids), n
-        while run < RUN_CAP and start - run - 1 >= 0 and ids[start - run - 1] == ids[end - run - 1]:
-            run += 1
-        return ids[start], n, run, recurred
+        return self.index.ids[start], n, run_back(self.index.ids, self.index.ids, start, n), recurred
+
+
+def run_back(text: Sequence[int], ids: Sequence[int], start: int, n: int) -> int:
+    """How many tokens ``text``'s end and the tokens of ``ids`` before ``start`` share, counted back from the
+    n-gram that matched (≥ ``n``, at most :data:`RUN_CAP`)."""
+    end, run = len(text), n
+    while run < RUN_CAP and start - run - 1 >= 0 and ids[start - run - 1] == text[end - run - 1]:
+        run += 1
+    return run
 
 
 def copy_evidence(n, run, recurred, logp_copy, logp_top, is_top, off_head) -> torch.Tensor:

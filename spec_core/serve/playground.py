@@ -43,9 +43,11 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from spec_core.core import rules
 from spec_core.core.cost_model import CostProfile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.lane_speed import draft_ratio, lane_quotes
+from spec_core.drafters.copying import Pointer, pointer_evidence
 from spec_core.drafters.feature import FeatureDrafter
 from spec_core.drafters.lookup import special_ids
 from spec_core.drafters.tree import attention_mask
@@ -94,11 +96,59 @@ def _mask(prefix: torch.Tensor, cached: int, own: list[int], n: int, model, devi
     return attention_mask(visible, 0, model, device)
 
 
-def _pick(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _pick(logits: torch.Tensor, hidden: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy tokens ``[n]`` and the draft's temperature-1 probability of each, as the drafters' ``draw``."""
     logits = logits.float()
     tokens = logits.argmax(-1)
     return tokens, torch.softmax(logits, -1).gather(-1, tokens[:, None])[:, 0]
+
+
+class _CopyingPick:
+    """:func:`_pick` for a feature draft with a copy gate (docs/ALGORITHMS.md §6), as its drafter proposes: over the
+    trimmed head widened by the text's own words (those each row's prefix holds), with q moved onto the pointer's
+    copy by the gate. Row i's text is its prefix ``seq[:starts[i]]`` and its drafts so far, which the pointer's
+    index holds while that row is read (one index, moved from row to row: rows are consecutive prefixes)."""
+
+    def __init__(self, draft: FeatureDraft, seq: list[int], starts: torch.Tensor, banned: frozenset[int]):
+        self.draft, self.seq, self.starts = draft, seq, [int(x) for x in starts]
+        self.pointer = Pointer(banned)
+        self.pointer.reset(seq[: self.starts[0]])
+        device = next(draft.parameters()).device
+        self.in_head = torch.zeros(draft.vocab_size, dtype=torch.bool, device=device)
+        self.in_head[draft.vocab_subset.to(device) if draft.vocab_subset.numel() else slice(None)] = True
+        text = torch.tensor(seq, device=device)
+        off = text[~self.in_head[text] & ~torch.isin(text, torch.tensor(sorted(banned), dtype=torch.long))]
+        ids = torch.unique(off) if off.numel() else off
+        first = torch.tensor([seq.index(int(t)) for t in ids], dtype=torch.long)  # where each first appears
+        self.extra = (ids, draft.rows_of(ids)) if ids.numel() else None
+        self.unseen = (first[None, :] >= torch.tensor(self.starts)[:, None]).to(device)  # [n, E] not in row i's prefix
+        self.drafted: list[list[int]] = [[] for _ in self.starts]
+
+    def __call__(self, logits: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gate, pointer = self.draft.copy_gate, self.pointer
+        assert gate is not None  # made for a gated draft only
+        with torch.inference_mode():
+            full = self.draft.logits(hidden, self.extra).float()  # [n, V]
+            if self.extra is not None:
+                full[:, self.extra[0]] = full[:, self.extra[0]].masked_fill(self.unseen, float("-inf"))
+            tokens, chosen = [], []
+            for i, start in enumerate(self.starts):
+                pointer.extend(self.drafted[i])  # the pointer's text: row i's prefix and its drafts so far
+                found = pointer.candidate()
+                pointer.truncate(start)
+                logp = torch.log_softmax(full[i], -1)  # as the drafter: one row at a time
+                row = logp.exp()
+                if found is not None:
+                    evidence = pointer_evidence(logp, found, self.in_head).to(hidden.device)
+                    row = rules.copy_mix(row, found[0], float(gate(hidden[i].float(), evidence)))
+                token = int(row.argmax())
+                tokens.append(token)
+                chosen.append(float(row[token]))
+                self.drafted[i].append(token)
+                if i + 1 < len(self.starts):
+                    pointer.extend(self.seq[start : self.starts[i + 1]])  # on to the next row's prefix
+            pointer.truncate(self.starts[0])
+        return torch.tensor(tokens, device=hidden.device), torch.tensor(chosen)
 
 
 @torch.inference_mode()
@@ -140,14 +190,17 @@ def _draft_rows(pair: ModelPair, seq: list[int], p: int, n: int, m: int):
             o = lm.forward(tokens, positions=start + depth - 2, mask=mask)
             return o.logits, o.hidden
 
-    tok, prob = _pick(logits)
+    pick: Callable[..., tuple[torch.Tensor, torch.Tensor]] = _pick
+    if pair.draft_design == "feature" and getattr(pair.draft, "copy_gate", None) is not None:
+        pick = _CopyingPick(cast("FeatureDraft", pair.draft), seq, start, frozenset(special_ids(pair.tokenizer)))
+    tok, prob = pick(logits, hidden)
     all_tok, all_prob, all_hidden = [tok], [prob], [hidden]
     visible_prefix = start - (1 if pair.draft_design == "feature" else 0)  # cached text each row may see
     for depth in range(2, m + 1):
         own = [cached + k * n for k in range(depth - 2)]
         mask = _mask(visible_prefix, cached + (depth - 2) * n, own, n, mask_model, device)
         logits, hidden = step(tok.to(device), hidden, depth, mask)
-        tok, prob = _pick(logits)
+        tok, prob = pick(logits, hidden)
         all_tok.append(tok)
         all_prob.append(prob)
         all_hidden.append(hidden)

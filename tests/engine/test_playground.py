@@ -282,3 +282,32 @@ def test_the_playground_sets_a_live_lanes_measured_speedup_beside_its_replay(rec
     path = tmp_path / "r.json"
     save_record(ran, path)
     assert load_record(path).meta["live_quotes"] == quotes  # a saved record keeps the run's quotes
+
+
+def test_a_copying_drafts_record_replays_the_engines_rounds():
+    """A feature draft with a copy gate (docs/ALGORITHMS.md §6): the record drafts as the drafter does (the pointer's
+    copy mixed in by the gate, row by row), so every fixed window and confidence rule replays the engine's rounds."""
+    from spec_core.drafters.copying import EVIDENCE
+    from spec_core.model.draft_networks import CopyGate
+
+    pair = noisy_pair("feature", 0.05)
+    gate = CopyGate(32, len(EVIDENCE))
+    with torch.no_grad():
+        gate.linear.weight.normal_(0.0, 0.5)
+        gate.linear.bias.fill_(0.5)
+    pair.draft.copy_gate = gate
+    prompt = "abcabcabd abcab"  # text that repeats itself: the pointer offers, the gate weighs
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        record = record_text(pair, prompt, max_new_tokens=N, costs=COSTS)
+        offered = 0
+        for policy in ("fixed:1", "fixed:3", "fixed:6", "confidence:0.3"):
+            real = generate(pair, prompt, policy, max_new_tokens=N)
+            replay = replay_policy(record, policy)
+            assert real.token_ids == record.tokens, policy
+            assert list(zip(replay.lengths, replay.kept)) == rounds_of(real), policy
+            offered += sum(1 for e in real.events for t, _ in e.draft_copy_offers if t >= 0)
+        assert offered > 0  # the pointer really took part
+    finally:
+        torch.set_num_threads(before)
