@@ -85,7 +85,10 @@ def pointer_figure(lanes: Lanes) -> go.Figure:
         barmode="stack",
         yaxis2={"title": "gate g", "overlaying": "y", "side": "right", "range": [0, 1.05], "showgrid": False},
     )
-    return per_round_layout(fig, "What the draft copied: its pointer's offers, kept, and its gate", spec)
+    title = "What the draft copied: its pointer's offers, kept, and its gate"
+    if not spec:  # what it rests on all the same: these rounds, with nothing offered
+        return per_round_layout(fig, title, drafting_lanes(lanes), "no lane here drafts with a copying draft")
+    return per_round_layout(fig, title, spec)
 
 
 def pointer_caption(lanes: Lanes) -> str:
