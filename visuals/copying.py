@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from spec_core.core.types import RoundEvent
-from visuals.plots import Lanes, drafted_line, drafting_lanes, per_round_layout
+from visuals.plots import Lanes, drafted_line, drafting_lanes, kept_bars, per_round_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -47,22 +47,8 @@ def pointer_figure(lanes: Lanes) -> go.Figure:
     spec = copying_lanes(lanes)
     for i, (method, events) in enumerate(spec.items()):
         colour, dash, marker = series_style(i)
-        rounds = [e.index for e in events]
-        kept = [kept_split(e) for e in events]
-        for part, name, shade in ((0, "pointer's copy, kept", OKABE_ITO["sky"]), (1, "network's own, kept", colour)):
-            values = [k[part] for k in kept]
-            if any(values):
-                fig.add_trace(
-                    go.Bar(
-                        x=rounds,
-                        y=values,
-                        name=f"{method} · {name}",
-                        marker={"color": shade, "opacity": 0.75},
-                        legendgroup=method,
-                        offsetgroup=method,
-                        hovertemplate=f"round %{{x}}: %{{y}} {name}<extra>{method}</extra>",
-                    )
-                )
+        parts = (("pointer's copy, kept", OKABE_ITO["sky"]), ("network's own, kept", colour))
+        kept_bars(fig, method, events, parts, kept_split)
         fig.add_trace(drafted_line(method, events, colour, dash))
         gates = [(e.index, [g for t, g in offers_of(e) if t >= 0]) for e in events]
         gates = [(x, sum(g) / len(g)) for x, g in gates if g]

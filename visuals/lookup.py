@@ -23,7 +23,7 @@ from spec_core.drafters.lookup import HybridDraft, LookupDraft
 from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.engine.replay import TextRecord, default_costs
 from spec_core.policies.cost import CostLength
-from visuals.plots import Lanes, base_layout, copied_round, drafted_line, drafting_lanes, per_round_layout
+from visuals.plots import Lanes, base_layout, copied_round, drafted_line, drafting_lanes, kept_bars, per_round_layout
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -121,22 +121,8 @@ def sources_figure(lanes: Lanes) -> go.Figure:
     spec = drafting_lanes(lanes)
     for i, (method, events) in enumerate(spec.items()):
         colour, dash, marker = series_style(i)
-        rounds = [e.index for e in events]
-        kept = [_kept_by_source(e) for e in events]
-        for part, name, shade in ((0, "copied, kept", OKABE_ITO["sky"]), (1, "model's draft, kept", colour)):
-            values = [k[part] for k in kept]
-            if any(values):
-                fig.add_trace(
-                    go.Bar(
-                        x=rounds,
-                        y=values,
-                        name=f"{method} · {name}",
-                        marker={"color": shade, "opacity": 0.75},
-                        legendgroup=method,
-                        offsetgroup=method,
-                        hovertemplate=f"round %{{x}}: %{{y}} {name}<extra>{method}</extra>",
-                    )
-                )
+        parts = (("copied, kept", OKABE_ITO["sky"]), ("model's draft, kept", colour))
+        kept_bars(fig, method, events, parts, _kept_by_source)
         fig.add_trace(drafted_line(method, events, colour, dash))
         expected = [(e.index, e.policy_trace.get("expected_tokens")) for e in events]
         expected = [(x, y - 1) for x, y in expected if y is not None]  # the round's own token apart: drafts kept

@@ -187,6 +187,28 @@ def draft_lengths_figure(lanes: Lanes, replayed: PolicyReplay | None = None) -> 
     return per_round_layout(fig, "Draft length and accepted length per round", spec, replay_note(replays))
 
 
+def kept_bars(fig: go.Figure, method: str, events: Sequence[RoundEvent], parts, split) -> None:
+    """Stacked bars, one per round of ``method``: its kept drafts split by who supplied them. ``parts``: (name,
+    colour) of each share; ``split(event)``: the round's count for each, in that order. A share no round has is
+    left out of the legend."""
+    rounds = [e.index for e in events]
+    counts = [split(e) for e in events]
+    for k, (name, shade) in enumerate(parts):
+        values = [c[k] for c in counts]
+        if any(values):
+            fig.add_trace(
+                go.Bar(
+                    x=rounds,
+                    y=values,
+                    name=f"{method} · {name}",
+                    marker={"color": shade, "opacity": 0.75},
+                    legendgroup=method,
+                    offsetgroup=method,
+                    hovertemplate=f"round %{{x}}: %{{y}} {name}<extra>{method}</extra>",
+                )
+            )
+
+
 def per_round_layout(fig: go.Figure, title: str, spec: Lanes, more: str = "") -> go.Figure:
     """The house layout of a figure drawn round by round: tokens against the round, both from zero; ``more``: a
     further sample for the note (a replayed baseline's rounds)."""
