@@ -41,7 +41,7 @@ EVIDENCE = (
 
 class Pointer:
     """The copy candidate for the next token of a growing text: what followed the longest (1..3 tokens) earlier
-    match of its end, as :class:`~spec_core.drafters.lookup.NgramIndex` keeps it, and how far that match runs back.
+    match of its end, as :class:`~spec_core.drafters.ngram.NgramIndex` keeps it, and how far that match runs back.
     ``banned`` (the chat template's markers) are never copied."""
 
     def __init__(self, banned: frozenset[int] = frozenset()):
