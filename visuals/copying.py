@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from spec_core.core.types import RoundEvent
-from visuals.plots import Lanes, drafted_line, drafting_lanes, kept_bars, per_round_layout
+from visuals.plots import Lanes, drafted_line, drafting_lanes, kept_bars, per_round_layout, round_markers
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -53,20 +53,8 @@ def pointer_figure(lanes: Lanes) -> go.Figure:
         gates = [(e.index, [g for t, g in offers_of(e) if t >= 0]) for e in events]
         gates = [(x, sum(g) / len(g)) for x, g in gates if g]
         if gates:
-            fig.add_trace(
-                go.Scatter(
-                    x=[x for x, _ in gates],
-                    y=[y for _, y in gates],
-                    name=f"{method} · mean gate g of the offers",
-                    mode="markers",
-                    yaxis="y2",
-                    marker={"color": colour, "symbol": marker, "size": 7, "line": {"color": "white", "width": 1}},
-                    legendgroup=method,
-                    hovertemplate="round %{x}: the gate moved %{y:.2f} of q onto the pointer's offers<extra>"
-                    + method
-                    + "</extra>",
-                )
-            )
+            hover = "the gate moved %{y:.2f} of q onto the pointer's offers"
+            fig.add_trace(round_markers(method, gates, "mean gate g of the offers", hover, colour, marker, yaxis="y2"))
     fig.update_layout(
         barmode="stack",
         yaxis2={"title": "gate g", "overlaying": "y", "side": "right", "range": [0, 1.05], "showgrid": False},

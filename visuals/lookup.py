@@ -23,7 +23,16 @@ from spec_core.drafters.lookup import HybridDraft, LookupDraft
 from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.engine.replay import TextRecord, default_costs
 from spec_core.policies.cost import CostLength
-from visuals.plots import Lanes, base_layout, copied_round, drafted_line, drafting_lanes, kept_bars, per_round_layout
+from visuals.plots import (
+    Lanes,
+    base_layout,
+    copied_round,
+    drafted_line,
+    drafting_lanes,
+    kept_bars,
+    per_round_layout,
+    round_markers,
+)
 from visuals.style import OKABE_ITO, series_style
 from visuals.views import View, register_view
 
@@ -127,19 +136,8 @@ def sources_figure(lanes: Lanes) -> go.Figure:
         expected = [(e.index, e.policy_trace.get("expected_tokens")) for e in events]
         expected = [(x, y - 1) for x, y in expected if y is not None]  # the round's own token apart: drafts kept
         if expected:
-            fig.add_trace(
-                go.Scatter(
-                    x=[x for x, _ in expected],
-                    y=[y for _, y in expected],
-                    name=f"{method} · kept drafts the costs planned for",
-                    mode="markers",
-                    marker={"color": colour, "symbol": marker, "size": 7, "line": {"color": "white", "width": 1}},
-                    legendgroup=method,
-                    hovertemplate="round %{x}: the cost policy expected %{y:.2f} drafts kept<extra>"
-                    + method
-                    + "</extra>",
-                )
-            )
+            hover = "the cost policy expected %{y:.2f} drafts kept"
+            fig.add_trace(round_markers(method, expected, "kept drafts the costs planned for", hover, colour, marker))
     fig.update_layout(barmode="stack")
     return per_round_layout(fig, "Where the kept drafts came from, and the length the costs chose", spec)
 

@@ -209,6 +209,21 @@ def kept_bars(fig: go.Figure, method: str, events: Sequence[RoundEvent], parts, 
             )
 
 
+def round_markers(method: str, points, name: str, hover: str, colour: str, marker: str, **kw) -> go.Scatter:
+    """One marker per round of ``method`` at ``points`` ((round, value) pairs): ``name`` after the method in the
+    legend, ``hover`` the sentence after "round N: " (``%{y}`` the value); ``kw`` goes to the trace (``yaxis``)."""
+    return go.Scatter(
+        x=[x for x, _ in points],
+        y=[y for _, y in points],
+        name=f"{method} · {name}",
+        mode="markers",
+        marker={"color": colour, "symbol": marker, "size": 7, "line": {"color": "white", "width": 1}},
+        legendgroup=method,
+        hovertemplate=f"round %{{x}}: {hover}<extra>{method}</extra>",
+        **kw,
+    )
+
+
 def per_round_layout(fig: go.Figure, title: str, spec: Lanes, more: str = "") -> go.Figure:
     """The house layout of a figure drawn round by round: tokens against the round, both from zero; ``more``: a
     further sample for the note (a replayed baseline's rounds)."""
