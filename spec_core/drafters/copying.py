@@ -13,6 +13,10 @@ The evidence is the match's own (:func:`copy_evidence`): its n, how far the matc
 continuation recurred, and how the draft itself rates the copy. q is a proper distribution and the token is drawn
 from it, so the lossless rule stays exact; a greedy draft proposes q's argmax. ``python -m spec_core train copy``
 trains the gate on the frozen draft (:mod:`spec_core.train.copy`), on the same widened head the drafter uses.
+
+A parallel block drafter (:mod:`.block`) copies the same way, position by position along its block: the pointer
+reads the text with the block's drafted tokens so far, the gate the drafter's state at that position
+(:mod:`spec_core.train.copy_block` trains it).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from collections.abc import Sequence
 
 import torch
 
+from spec_core.core import rules
+from spec_core.core.types import SamplingConfig
+from spec_core.drafters.base import draw
 from spec_core.drafters.ngram import NgramIndex
 
 POINTER_MAX_N = 3  # the longest n-gram matched (the lookup's default)
@@ -107,3 +114,36 @@ def pointer_evidence(logp: torch.Tensor, found: tuple[int, int, int, bool], in_h
     token, n, run, recurred = found
     top = int(logp.argmax())
     return copy_evidence(n, run, recurred, logp[token].cpu(), logp[top].cpu(), top == token, not bool(in_head[token]))
+
+
+def draw_copying(
+    gate,
+    pointer: Pointer,
+    row: torch.Tensor,
+    state: torch.Tensor,
+    in_head: torch.Tensor,
+    sampling: SamplingConfig,
+    generator: torch.Generator | None,
+) -> tuple[int, torch.Tensor | None, float, torch.Tensor, tuple[int, float]]:
+    """:func:`~.base.draw` from the gated mixture of the draft's ``row`` (logits [V]) and the pointer's copy.
+
+    ``gate`` is the drafter's trained :class:`~spec_core.model.draft_networks.CopyGate`, reading the draft's
+    ``state`` [H] where the row was read off and the match's evidence; ``in_head`` [V] is the mask of the head the
+    draft proposes from. Returns (token, q or None when greedy, q of the token, log q as the row a later policy or
+    verifier reads, the pointer's offer: (its token, g), (−1, 0.0) where it had none).
+    """
+    found = pointer.candidate()
+    if found is None:
+        return (*draw(row, sampling, generator), row, (-1, 0.0))
+    logp = torch.log_softmax(row, -1)
+    evidence = pointer_evidence(logp, found, in_head).to(row.device)
+    g = float(gate(state.float(), evidence))
+    mixed = rules.copy_mix(logp.exp(), found[0], g)  # temperature 1: what a later policy or verifier reads
+    if sampling.greedy:
+        token = int(mixed.argmax())
+        return token, None, float(mixed[token]), mixed.log(), (found[0], g)
+    q = rules.copy_mix(
+        rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)[0], found[0], g
+    )
+    token = int(rules.sample(q[None], generator)[0])
+    return token, q, float(q[token]), mixed.log(), (found[0], g)

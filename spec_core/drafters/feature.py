@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.core import rules
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, chunk_of, draw
-from spec_core.drafters.copying import Pointer, pointer_evidence
+from spec_core.drafters.copying import Pointer, draw_copying
 from spec_core.model.cached_lm import LMOutput, roomy_cache
 
 if TYPE_CHECKING:
@@ -136,24 +135,9 @@ class FeatureDrafter:
         return chunk_of(tokens, qs, token_probs, hidden, logits, offers if self.pointer is not None else None)
 
     def _draw_copying(self, row: torch.Tensor, feature: torch.Tensor, sampling: SamplingConfig, generator):
-        """:func:`~.base.draw` from the gated mixture: (token, q or None, q of the token, log q as the row, the
-        pointer's offer: (its token, g), (−1, 0.0) where it had none)."""
-        found = self.pointer.candidate() if self.pointer is not None else None
-        if found is None:
-            return (*draw(row, sampling, generator), row, (-1, 0.0))
-        logp = torch.log_softmax(row, -1)
-        evidence = pointer_evidence(logp, found, self.in_head).to(self.device)
-        assert self.draft.copy_gate is not None  # a pointer is made for a gated draft only
-        g = float(self.draft.copy_gate(feature.float(), evidence))
-        mixed = rules.copy_mix(logp.exp(), found[0], g)  # temperature 1: what a later policy or verifier reads
-        if sampling.greedy:
-            token = int(mixed.argmax())
-            return token, None, float(mixed[token]), mixed.log(), (found[0], g)
-        q = rules.copy_mix(
-            rules.warp_probs(row[None], sampling.temperature, sampling.top_k, sampling.top_p)[0], found[0], g
-        )
-        token = int(rules.sample(q[None], generator)[0])
-        return token, q, float(q[token]), mixed.log(), (found[0], g)
+        """:func:`~.copying.draw_copying` with this draft's gate and pointer."""
+        assert self.pointer is not None and self.draft.copy_gate is not None  # a pointer only for a gated draft
+        return draw_copying(self.draft.copy_gate, self.pointer, row, feature, self.in_head, sampling, generator)
 
     def follow(self, tokens: Sequence[int]) -> None:
         """This round's drafts came from elsewhere (a lookup, :mod:`.lookup`): take them as drafted here, so that

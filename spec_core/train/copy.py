@@ -199,7 +199,7 @@ class CopyTrainConfig:
     data_dir: Path
     out_dir: Path
     draft: Path = Path("assets/drafts/feature.json")  # the card of the feature draft to gate
-    name: str = "feature"  # the gated draft's asset name
+    name: str = ""  # the gated draft's asset name ("": the base's own)
     train_shards: str = "108:"  # slices of the sorted shards
     heldout_shards: str = "52:56"
     epochs: int = 4
@@ -207,6 +207,7 @@ class CopyTrainConfig:
     seed: int = 0
     max_sequences: int | None = None
     depths: int = 1  # drafted depths the gate trains on (1: the first drafted token; k reads the draft's own features)
+    anchors: int = 16  # a block drafter's: blocks a sequence
     threads: int | None = None  # torch's own choice
 
 
@@ -218,14 +219,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--heldout-shards", default=d.heldout_shards, help="the held-out shards, a slice of the sorted list"
     )
-    ap.add_argument("--draft", type=Path, default=d.draft, help="the card (NAME.json) of the feature draft to gate")
-    ap.add_argument("--name", default=d.name, help="the gated draft's asset name")
+    ap.add_argument(
+        "--draft", type=Path, default=d.draft, help="the card (NAME.json) of the feature draft or block drafter to gate"
+    )
+    ap.add_argument("--name", default=d.name, help="the gated draft's asset name (default: the base's)")
     ap.add_argument("--out-dir", type=Path, default=None, help="where the gated draft is written (to train one)")
     ap.add_argument("--epochs", type=int, default=d.epochs)
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--max-sequences", type=int, default=None, help="at most this many training sequences")
     ap.add_argument("--depths", type=int, default=d.depths, help="drafted depths to train on (held out: 1 to 3)")
+    ap.add_argument("--anchors", type=int, default=d.anchors, help="a block drafter's: whole blocks per sequence")
     ap.add_argument(
         "--evaluate",
         action="store_true",
@@ -240,22 +244,35 @@ def main(argv: list[str] | None = None) -> int:
         out_dir=args.out_dir or Path("."),
     )
     try:
+        block = _design(cfg) == "block"
+        if block:
+            from spec_core.train.copy_block import evaluate_block_copy, train_block_copy
+
+            apply_threads(cfg.threads)
         if args.evaluate:
-            print(json.dumps(evaluate_copy(cfg), indent=1))
+            print(json.dumps((evaluate_block_copy if block else evaluate_copy)(cfg), indent=1))
         else:
-            print(f"wrote {train_copy(cfg)}")
+            print(f"wrote {(train_block_copy if block else train_copy)(cfg)}")
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
     return 0
 
 
-def _load(cfg: CopyTrainConfig, target, special_ids):
-    """(draft in float32, its card, the target, its special ids, the training shards, the held-out shards)."""
-    apply_threads(cfg.threads)
+def _design(cfg: CopyTrainConfig) -> str:
+    """The design its card gives ``--draft`` (``feature``, ``block``, ...); a clear error for a file that is none."""
     card_path = Path(cfg.draft).with_suffix(".json")
     if not card_path.is_file():
         raise SpecScopeError(f"--draft {str(cfg.draft)!r}: give a draft's card, NAME.json beside NAME.safetensors")
+    try:
+        card = json.loads(card_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SpecScopeError(f"--draft {str(cfg.draft)!r} is not a card (JSON): {err}") from None
+    return str(card.get("design", "")) if isinstance(card, dict) else ""
+
+
+def split_paths(cfg: CopyTrainConfig) -> tuple[list[Path], list[Path]]:
+    """(training shards, held-out shards) of ``cfg``'s slices of the sorted shards, which must not overlap."""
     paths = shard_paths(cfg.data_dir)
     train_paths = paths[_slice(cfg.train_shards, "--train-shards")]
     held_paths = paths[_slice(cfg.heldout_shards, "--heldout-shards")]
@@ -263,6 +280,15 @@ def _load(cfg: CopyTrainConfig, target, special_ids):
         raise SpecScopeError(f"no shards for {cfg.train_shards!r} or {cfg.heldout_shards!r} in {cfg.data_dir}")
     if set(train_paths) & set(held_paths):
         raise SpecScopeError("the training and held-out shards overlap")
+    return train_paths, held_paths
+
+
+def _load(cfg: CopyTrainConfig, target, special_ids):
+    """(draft in float32, its card, the target, its special ids, the training shards, the held-out shards)."""
+    apply_threads(cfg.threads)
+    card_path = Path(cfg.draft).with_suffix(".json")
+    _design(cfg)
+    train_paths, held_paths = split_paths(cfg)
     if target is None:
         target, tokenizer = load_target("cpu", torch.float32)
         special_ids = set(tokenizer.all_special_ids)
@@ -327,7 +353,12 @@ def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None =
             "results": results,
         },
     )
-    return save_draft(draft.to(torch.bfloat16), cfg.name, out, cfg.out_dir)
+    return save_draft(draft.to(torch.bfloat16), cfg.name or card_path_stem(cfg), out, cfg.out_dir)
+
+
+def card_path_stem(cfg: CopyTrainConfig) -> str:
+    """The base draft's own asset name (its card's file name)."""
+    return Path(cfg.draft).with_suffix(".json").stem
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pathlib import Path
 from spec_core.core.assets import BLOCK_DIR, load_asset, save_asset
 from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.block.network import BlockConfig, BlockDraftModel
+from spec_core.model.draft_networks import CopyGate
 
 
 def save_block_model(model: BlockDraftModel, name: str, card: dict, directory: Path = BLOCK_DIR) -> Path:
@@ -25,6 +26,8 @@ def load_block_model(target, name: str, directory: Path = BLOCK_DIR) -> tuple[Bl
     if config.hidden_size != target.config.hidden_size:
         raise SpecScopeError(f"block drafter {name!r} was trained for hidden size {config.hidden_size}")
     model = BlockDraftModel(config, target.model.embed_tokens, target.lm_head)
+    if card.get("copy"):  # a copying drafter (``train copy``): its gate reads the state and the match's evidence
+        model.copy_gate = CopyGate(config.hidden_size, len(card["copy"]["evidence"]))
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.startswith("rotary")]
     if missing or unexpected:

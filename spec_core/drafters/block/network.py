@@ -33,6 +33,8 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding, rotate_half
 
+from spec_core.model.draft_networks import CopyGate
+
 
 @dataclass(frozen=True)
 class BlockConfig:
@@ -167,6 +169,7 @@ class BlockDraftModel(nn.Module):
         self.rotary = LlamaRotaryEmbedding(c.llama_config())
         self.embed = [embed]  # in lists: the target's, shared and frozen, not registered as submodules
         self.head = [head]
+        self.copy_gate: CopyGate | None = None  # a copying drafter's pointer-generator gate (drafters/copying.py)
         nn.init.normal_(self.fc.weight, std=0.02)
         with torch.no_grad():
             self.mask_embedding.copy_(embed.weight.float().mean(0))

@@ -1,4 +1,10 @@
-"""The runtime block drafter: one forward of a :class:`~.network.BlockDraftModel` drafts a whole block."""
+"""The runtime block drafter: one forward of a :class:`~.network.BlockDraftModel` drafts a whole block.
+
+A drafter whose card has ``copy`` also copies, as the feature draft does (:mod:`spec_core.drafters.copying`, a
+pointer-generator, See, Liu & Manning, arXiv 1704.04368): at each block position the pointer offers what followed
+the longest earlier match of the text with the block's drafted tokens so far, and the drafter's trained gate moves
+g of that position's q onto it. The block still takes one forward; the pointer is a dictionary lookup a position.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from spec_core.core.types import SamplingConfig
 from spec_core.drafters.base import DraftChunk, draw
 from spec_core.drafters.block.assets import load_block_model
 from spec_core.drafters.block.network import BlockDraftModel
+from spec_core.drafters.copying import Pointer, draw_copying
 from spec_core.model.cached_lm import LMOutput
 
 if TYPE_CHECKING:
@@ -29,7 +36,7 @@ class BlockDrafter:
 
     needs_target_hidden = False  # reads the target's layer states (``target_layers``) only
 
-    def __init__(self, model: BlockDraftModel):
+    def __init__(self, model: BlockDraftModel, special_ids: Sequence[int] = (), copy: bool = True):
         self.model = model.eval()
         self.target_layers = model.config.target_layers
         self.block_len = model.config.block_size - 1
@@ -38,6 +45,11 @@ class BlockDrafter:
         self.ctx_kv: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.n_ctx = 0
         self.drafted: list[int] = []
+        banned = frozenset(int(i) for i in special_ids)  # the chat template's markers are never copied
+        self.pointer = Pointer(banned) if copy and model.copy_gate is not None else None
+        self.in_head: torch.Tensor | None = (
+            None  # the head it proposes from: the target's whole one (set when drafting)
+        )
 
     @torch.inference_mode()
     def _extend(self, layer_hidden: torch.Tensor) -> None:
@@ -51,6 +63,8 @@ class BlockDrafter:
 
     def reset(self, prompt_ids: list[int], prefill: LMOutput | None) -> None:
         self.ids, self.ctx_kv, self.n_ctx, self.drafted = list(prompt_ids), [], 0, []
+        if self.pointer is not None:
+            self.pointer.reset(prompt_ids)
         if prefill is not None:
             if prefill.layer_hidden is None:
                 raise SpecScopeError("the block drafter needs the target's layer hidden states (CachedLM layers=)")
@@ -72,17 +86,34 @@ class BlockDrafter:
         hidden = self.model.block_states(tokens, torch.tensor([[anchor_pos]], device=self.device), kv, None)[0, 0]
         hidden = hidden[1 : n + 1]  # [n, H] block positions 1..n
         logits = self.model.logits(hidden).float()  # [n, V]
-        out_tokens, qs, token_probs = [], [], []
-        for row in logits:  # each position from its own warped distribution (q rows are what was sampled)
-            token, q, prob = draw(row, sampling, generator)
+        if self.pointer is not None and (self.in_head is None or len(self.in_head) != logits.shape[-1]):
+            self.in_head = torch.ones(logits.shape[-1], dtype=torch.bool)
+        out_tokens, token_probs, rows, offers = [], [], [], []
+        qs: list[torch.Tensor | None] = []
+        for state, row in zip(hidden, logits):  # each position from its own warped distribution (q: what was sampled)
+            if self.pointer is not None:
+                assert self.model.copy_gate is not None and self.in_head is not None
+                token, q, prob, row, offer = draw_copying(
+                    self.model.copy_gate, self.pointer, row, state, self.in_head, sampling, generator
+                )
+                self.pointer.extend([token])  # the next position's pointer reads the block so far
+                offers.append(offer)
+            else:
+                token, q, prob = draw(row, sampling, generator)
             out_tokens.append(token)
             qs.append(q)
             token_probs.append(prob)
+            rows.append(row)
         self.drafted += out_tokens
-        probs = torch.stack(qs) if qs[0] is not None else None
-        return DraftChunk(out_tokens, probs, token_probs, list(hidden), list(logits), 1)  # one forward: the block
+        probs = torch.stack([q for q in qs if q is not None]) if qs[0] is not None else None
+        return DraftChunk(  # one forward: the block
+            out_tokens, probs, token_probs, list(hidden), rows, 1, copy_offers=offers if self.pointer else None
+        )
 
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
+        if self.pointer is not None:  # the round's drafts leave the pointer's text; the verified ones join it
+            self.pointer.truncate(len(self.ids))
+            self.pointer.extend([*self.drafted[:accepted], next_token])
         self.ids += [*self.drafted[:accepted], next_token]
         self.drafted = []
         if verified.layer_hidden is None:
@@ -110,4 +141,5 @@ def make_block_drafter(pair: ModelPair, loss: str) -> BlockDrafter:
             )
         return load_block_model(pair.parts_target, loss)[0].to(pair.device)
 
-    return BlockDrafter(pair.learned("block", loss, load))
+    special = getattr(pair.tokenizer, "all_special_ids", None) or ()  # the template's markers, never copied
+    return BlockDrafter(pair.learned("block", loss, load), special)
