@@ -260,6 +260,7 @@ def main(argv: list[str]) -> int:
             }
             if median_round
             else {},
+            "copy": copy_summary(card),
             "train": {
                 "steps": card["steps"],
                 "wall_s": card["wall_s"],
@@ -269,8 +270,9 @@ def main(argv: list[str]) -> int:
                 "log": card["log"],
             },
         }
+        said = f"held-out τ≈{held['tau_estimate']:.3f}" if held else "no held-out blocks"
         print(
-            f"{name:24s} τ {results[name]['tau_mean']:.3f}  held-out τ≈{held.get('tau_estimate', 0):.3f}  "
+            f"{name:24s} τ {results[name]['tau_mean']:.3f}  {said}  "
             f"same-as-ar {results[name]['identical_to_ar']}/{len(prompts)}",
             flush=True,
         )
@@ -290,13 +292,28 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def copy_summary(card: dict) -> dict:
+    """A copying drafter's gate as its card reports it (``train copy``): held-out τ estimates alone and gated, and
+    the held-out shards; {} for a drafter without a gate."""
+    held = (card.get("copy") or {}).get("results", {}).get("heldout") or {}
+    if not held:
+        return {}
+    return {
+        "alone_tau": held["alone"]["tau_estimate"],
+        "gated_tau": held["gated"]["tau_estimate"],
+        "blocks": held["blocks"],
+        "heldout_shards": card["copy"]["training"]["heldout_shards"],
+    }
+
+
 def markdown_table(analysis: dict) -> str:
-    """τ, acceptance by position and training cost per drafter, as a Markdown table."""
+    """τ, acceptance by position and training cost per drafter, as a Markdown table (a copying drafter's gate:
+    its card's held-out τ estimate alone → gated, on the gate's own held-out shards)."""
     temp = analysis.get("temperature", 0.0)
     lines = [
         f"| drafter | B | seed | α | τ (engine, T = {temp:g}) | held-out τ est. | held-out P(acc ≥ 1, 2, 3) | "
-        "engine P(acc ≥ 1, 2, 3) | same as ar | median step (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "engine P(acc ≥ 1, 2, 3) | same as ar | median step (s) | copy gate: held-out τ alone → gated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in analysis["drafters"].items():
         c = r["accept_curve"]
@@ -304,10 +321,12 @@ def markdown_table(analysis: dict) -> str:
         h = r["heldout"] or r["train"]["heldout"]
         hpick = ", ".join(f"{h['accept_by_position'][k]:.3f}" for k in (0, 1, 2))
         alpha = r["alpha"] if r["loss"].startswith("dpace") else "–"
+        copied = r.get("copy") or {}
+        gate = f"{copied['alone_tau']:.3f} → {copied['gated_tau']:.3f}" if copied else "–"
         lines.append(
             f"| {name} | {r.get('block_size', '?')} | {r.get('seed', '?')} | {alpha} | {r['tau_mean']:.3f} | {h['tau_estimate']:.3f} | {hpick} | "
             f"{pick} | {r['identical_to_ar']}/{len(analysis['prompts'])} | "
-            f"{r['train']['median_step_s']:.3f} |"
+            f"{r['train']['median_step_s']:.3f} | {gate} |"
         )
     return "\n".join(lines)
 

@@ -143,3 +143,18 @@ def test_train_copy_gates_a_block_drafter_from_its_card(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("not json")
     args = ["--data-dir", str(tmp_path / "data"), "--draft", str(tmp_path / "bad.json"), "--evaluate"]
     assert main(args) == 2 and "is not a card" in capsys.readouterr().out
+
+
+def test_analyze_block_reports_a_gated_drafters_card_beside_the_engine():
+    from spec_core.analysis.block import copy_summary, markdown_table
+
+    assert copy_summary({"loss": "dpace"}) == {}
+    held = {"alone": {"tau_estimate": 1.25}, "gated": {"tau_estimate": 3.4}, "blocks": 64}
+    card = {"copy": {"results": {"heldout": held}, "training": {"heldout_shards": ["shard_00144"]}}}
+    summary = copy_summary(card)
+    assert summary == {"alone_tau": 1.25, "gated_tau": 3.4, "blocks": 64, "heldout_shards": ["shard_00144"]}
+    curve = {"accept_by_position": [0.5, 0.2, 0.1], "tau_estimate": 1.8}
+    row = {"loss": "dpace", "alpha": 0.5, "tau_mean": 1.7, "accept_curve": [0.4, 0.2, 0.1], "heldout": curve}
+    row |= {"identical_to_ar": 2, "train": {"median_step_s": 0.8, "heldout": curve}}
+    table = markdown_table({"prompts": ["a", "b"], "drafters": {"dpace": {**row, "copy": summary}, "decay": row}})
+    assert "| 1.250 → 3.400 |" in table.splitlines()[2] and table.splitlines()[3].endswith("| – |")
