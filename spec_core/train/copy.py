@@ -332,6 +332,16 @@ def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None =
     }
     print(json.dumps(results["heldout"], indent=1))
     draft.copy_gate = gate
+    training = {"sequences": len(seqs), "positions": len(train), "depths": cfg.depths}
+    out = gated_card(card, cfg, train_paths, held_paths, training, results, started)
+    return save_draft(draft.to(torch.bfloat16), cfg.name or card_path_stem(cfg), out, cfg.out_dir)
+
+
+def gated_card(
+    card: dict, cfg: CopyTrainConfig, train_paths, held_paths, training: dict, results: dict, started: float
+) -> dict:
+    """The gated draft's card, written here: the base's card (less its name, weights and hash) with ``base_sha256`` and ``copy``: the method, the evidence, the training (``training`` adds the trainer's
+    own counts to the shards and settings) and the held-out ``results``."""
     out = {k: v for k, v in card.items() if k not in ("name", "weights", "sha256")}
     out.update(
         base_sha256=card.get("sha256"),
@@ -342,10 +352,8 @@ def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None =
                 "data_dir": str(cfg.data_dir),
                 "train_shards": [p.stem for p in train_paths],
                 "heldout_shards": [p.stem for p in held_paths],
-                "sequences": len(seqs),
-                "positions": len(train),
+                **training,
                 "epochs": cfg.epochs,
-                "depths": cfg.depths,
                 "lr": cfg.lr,
                 "seed": cfg.seed,
                 "wall_s": round(time.perf_counter() - started, 1),
@@ -353,7 +361,7 @@ def train_copy(cfg: CopyTrainConfig, target=None, special_ids: set[int] | None =
             "results": results,
         },
     )
-    return save_draft(draft.to(torch.bfloat16), cfg.name or card_path_stem(cfg), out, cfg.out_dir)
+    return out
 
 
 def card_path_stem(cfg: CopyTrainConfig) -> str:

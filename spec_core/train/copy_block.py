@@ -33,9 +33,9 @@ import torch
 from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.block.assets import load_block_model, save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
-from spec_core.drafters.copying import EVIDENCE, Pointer, copy_evidence
+from spec_core.drafters.copying import Pointer, copy_evidence
 from spec_core.train import block as tb
-from spec_core.train.copy import PAPER, Examples, agreement, gate_of, gated_right, train_gate
+from spec_core.train.copy import Examples, agreement, gate_of, gated_card, gated_right, train_gate
 from spec_core.train.data import read_shards, split_sequences
 from spec_core.train.features import OnlineFeatures
 
@@ -189,25 +189,6 @@ def train_block_copy(cfg: CopyTrainConfig, target=None, special_ids=None) -> Pat
     results = {"heldout": report(gate, helds), "train": agreement(train, gate_of(gate, train))}
     print(json.dumps({k: results["heldout"][k] for k in ("blocks", "alone", "gated")}, indent=1))
     model.copy_gate = gate
-    out = {k: v for k, v in card.items() if k not in ("name", "weights", "sha256", "design", "config")}
-    out.update(
-        base_sha256=card.get("sha256"),
-        copy={
-            "method": PAPER,
-            "evidence": list(EVIDENCE),
-            "training": {
-                "data_dir": str(cfg.data_dir),
-                "train_shards": [p.stem for p in train_paths],
-                "heldout_shards": [p.stem for p in held_paths],
-                "sequences": len(seqs),
-                "anchors": cfg.anchors,
-                "positions": len(train),
-                "epochs": cfg.epochs,
-                "lr": cfg.lr,
-                "seed": cfg.seed,
-                "wall_s": round(time.perf_counter() - started, 1),
-            },
-            "results": results,
-        },
-    )
+    training = {"sequences": len(seqs), "anchors": cfg.anchors, "positions": len(train)}
+    out = gated_card(card, cfg, train_paths, held_paths, training, results, started)
     return save_block_model(model.to(torch.bfloat16), cfg.name or Path(cfg.draft).stem, out, cfg.out_dir)
