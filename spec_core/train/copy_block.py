@@ -34,13 +34,14 @@ from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.block.assets import load_block_model, save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.drafters.copying import Pointer, copy_evidence
+from spec_core.model.models import load_target
 from spec_core.train import block as tb
-from spec_core.train.copy import Examples, agreement, gate_of, gated_card, gated_right, train_gate
+from spec_core.train.copy_gate import Examples, agreement, gate_of, gated_card, gated_right, split_paths, train_gate
 from spec_core.train.data import read_shards, split_sequences
 from spec_core.train.features import OnlineFeatures
 
 if TYPE_CHECKING:
-    from spec_core.train.copy import CopyTrainConfig
+    from spec_core.train.copy_gate import CopyTrainConfig
 
 
 def block_sequences(paths: list[Path], block_size: int) -> list[tb.Sequence]:
@@ -140,9 +141,6 @@ def report(gate, helds: list[Examples]) -> dict:
 
 def _load(cfg: CopyTrainConfig, target, special_ids):
     """(drafter in float32, its card, its online features, the special ids, training shards, held-out shards)."""
-    from spec_core.model.models import load_target
-    from spec_core.train.copy import split_paths
-
     card_path = Path(cfg.draft).with_suffix(".json")
     train_paths, held_paths = split_paths(cfg)
     if target is None:
