@@ -31,7 +31,7 @@ ALLOWED = {
     ("spec_core/core/types.py", 'partition(":")'): "PartSpec.parse: every part's own FAMILY[:ARG] parse, under methods",
     ("spec_core/core/precision.py", 'split(":")'): "a /proc/cpuinfo line ('model name : ...'), not a method",
     ("spec_core/serve/spec_bench.py", 'partition(":")'): "a suite name (spec-bench:N), not a method",
-    ("spec_core/train/copy.py", 'partition(":")'): "a slice of shards (108:), not a method",
+    ("spec_core/train/copy_gate.py", 'partition(":")'): "a slice of shards (108:), not a method",
 }
 
 
