@@ -47,9 +47,8 @@ class BlockDrafter:
         self.drafted: list[int] = []
         banned = frozenset(int(i) for i in special_ids)  # the chat template's markers are never copied
         self.pointer = Pointer(banned) if copy and model.copy_gate is not None else None
-        self.in_head: torch.Tensor | None = (
-            None  # the head it proposes from: the target's whole one (set when drafting)
-        )
+        vocab = model.embed[0].num_embeddings  # it proposes from the target's whole (tied) head
+        self.in_head = torch.ones(vocab, dtype=torch.bool)
 
     @torch.inference_mode()
     def _extend(self, layer_hidden: torch.Tensor) -> None:
@@ -86,13 +85,11 @@ class BlockDrafter:
         hidden = self.model.block_states(tokens, torch.tensor([[anchor_pos]], device=self.device), kv, None)[0, 0]
         hidden = hidden[1 : n + 1]  # [n, H] block positions 1..n
         logits = self.model.logits(hidden).float()  # [n, V]
-        if self.pointer is not None and (self.in_head is None or len(self.in_head) != logits.shape[-1]):
-            self.in_head = torch.ones(logits.shape[-1], dtype=torch.bool)
         out_tokens, token_probs, rows, offers = [], [], [], []
         qs: list[torch.Tensor | None] = []
         for state, row in zip(hidden, logits):  # each position from its own warped distribution (q: what was sampled)
             if self.pointer is not None:
-                assert self.model.copy_gate is not None and self.in_head is not None
+                assert self.model.copy_gate is not None
                 token, q, prob, row, offer = draw_copying(
                     self.model.copy_gate, self.pointer, row, state, self.in_head, sampling, generator
                 )
