@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.block.assets import load_block_model, save_block_model
 from spec_core.drafters.block.network import BlockDraftModel
 from spec_core.drafters.copying import Pointer, copy_evidence
@@ -171,8 +170,10 @@ def train_block_copy(cfg: CopyTrainConfig, target=None, special_ids=None) -> Pat
     """Train the gate of the block drafter ``cfg.draft`` and write the gated drafter (``target`` and
     ``special_ids`` as :func:`evaluate_block_copy`'s)."""
     model, card, features, banned, train_paths, held_paths = _load(cfg, target, special_ids)
-    if model.copy_gate is not None:
-        raise SpecScopeError(f"{cfg.draft}: this drafter has a copy gate already; give the drafter it was trained on")
+    if model.copy_gate is not None:  # a gated drafter (the shipped ones): its gate is trained again, on the same base
+        print(f"{cfg.draft}: its copy gate is left out and trained again; the drafter's weights stay")
+        model.copy_gate = None
+        card = {**card, "sha256": card.get("base_sha256", card.get("sha256"))}
     started = time.perf_counter()
     size = model.config.block_size
     seqs = block_sequences(train_paths, size)

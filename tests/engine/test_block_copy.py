@@ -138,8 +138,10 @@ def test_train_copy_gates_a_block_drafter_from_its_card(tmp_path, capsys):
     assert loaded.copy_gate is not None
     again = evaluate_block_copy(CopyTrainConfig(**{**cfg.__dict__, "draft": weights.with_suffix(".json")}), target)
     assert again["draft_sha256"] == card["sha256"] and again["alone"] == held["alone"]
-    with pytest.raises(Exception, match="has a copy gate already"):
-        train_block_copy(CopyTrainConfig(**{**cfg.__dict__, "draft": weights.with_suffix(".json")}), target, set())
+    retrained = CopyTrainConfig(**{**cfg.__dict__, "draft": weights.with_suffix(".json"), "out_dir": tmp_path / "re"})
+    again_card = json.loads(train_block_copy(retrained, target, set()).with_suffix(".json").read_text())
+    assert again_card["base_sha256"] == card["base_sha256"]  # a gated card: the gate is trained again on its base
+    assert again_card["copy"]["results"]["heldout"]["alone"] == held["alone"]
     (tmp_path / "bad.json").write_text("not json")
     args = ["--data-dir", str(tmp_path / "data"), "--draft", str(tmp_path / "bad.json"), "--evaluate"]
     assert main(args) == 2 and "is not a card" in capsys.readouterr().out
