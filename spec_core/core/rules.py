@@ -12,6 +12,8 @@ distribution (``draft_probs``), ``x`` the drafted tokens, ``nu`` an ensemble ν 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 # ----------------------------------------------------------------------------------------------------------
@@ -62,6 +64,14 @@ def copy_mix(q: torch.Tensor, token: int, g: float) -> torch.Tensor:
     1704.04368): the draft's q with the share g moved onto the copied token."""
     out = q * (1.0 - g)
     out[token] += g
+    return out
+
+
+def copy_mix_log(logq: torch.Tensor, mixed: torch.Tensor, token: int, g: float) -> torch.Tensor:
+    """``log`` of :func:`copy_mix`'s ``mixed`` [V], from the draft's log-probabilities ``logq``: log(1 − g) + log q
+    off the copied token, its own entry read off ``mixed`` (no elementwise log of the zeros off a trimmed head)."""
+    out = logq + math.log1p(-g) if g < 1.0 else torch.full_like(logq, float("-inf"))
+    out[token] = math.log(float(mixed[token])) if float(mixed[token]) > 0 else float("-inf")
     return out
 
 

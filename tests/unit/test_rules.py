@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from spec_core.core import rules
@@ -72,3 +73,16 @@ def test_ensemble_and_total_variation():
     p, q = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     assert torch.allclose(rules.ensemble(p, q, 0.25), torch.tensor([0.25, 0.75]))
     assert float(rules.total_variation(p, q)) == 1.0
+
+
+@pytest.mark.parametrize("g", [0.0, 0.3, 0.999, 1.0])
+@pytest.mark.parametrize("token", [5, 40])  # on the head, and off it (probability 0 before the copy)
+def test_copy_mix_log_is_the_log_of_the_mixture_without_taking_logs_of_zeros(g, token):
+    row = torch.full((64,), float("-inf"))
+    row[:16] = torch.linspace(-3.0, 2.0, 16)  # a trimmed head: the rest of the row is -inf
+    mixed = rules.copy_mix(torch.softmax(row, -1), token, g)
+    got, want = rules.copy_mix_log(torch.log_softmax(row, -1), mixed, token, g), mixed.log()
+    assert torch.equal(torch.isfinite(got), torch.isfinite(want))
+    finite = torch.isfinite(want)
+    assert torch.allclose(got[finite], want[finite], atol=1e-5)
+    assert torch.allclose(got.exp().sum(), torch.tensor(1.0), atol=1e-5)
