@@ -176,8 +176,15 @@ def generate_shard(model, tokenizer, cfg: DataConfig, i: int, path: Path) -> tup
     return len(seqs), int((lengths - torch.tensor(answer_starts)).sum())
 
 
-def generate_dataset(model, tokenizer, cfg: DataConfig, log=print) -> list[Path]:
-    """Write the shards of ``cfg`` (skipping finished ones); returns every shard path written so far."""
+def generate_dataset(model, tokenizer, cfg: DataConfig, log=print, worker: tuple[int, int] = (0, 1)) -> list[Path]:
+    """Write the shards of ``cfg`` (skipping finished ones); returns every shard path written so far.
+
+    ``worker`` (k, n): write only the shards whose index is k mod n, so that n processes on one folder (one a core)
+    share the run without writing a shard twice. A shard depends only on its index, so the folder they fill holds
+    the bytes one process would have written."""
+    k, n = worker
+    if not 0 <= k < n:
+        raise ValueError(f"worker {k}/{n}: K/N needs 0 <= K < N")
     unknown = set(cfg.sources) - set(ALL_SOURCES)
     if unknown or not cfg.sources:
         raise ValueError(f"unknown prompt source(s) {sorted(unknown)} (from {ALL_SOURCES})")
@@ -188,7 +195,7 @@ def generate_dataset(model, tokenizer, cfg: DataConfig, log=print) -> list[Path]
     )
     done_tokens, t_start = 0, time.time()
     for i, path in enumerate(paths):
-        if path.exists():
+        if path.exists() or i % n != k:
             continue
         t0 = time.time()
         n_seqs, new = generate_shard(model, tokenizer, cfg, i, path)
@@ -269,6 +276,15 @@ def load_generator(precision: str, device: str = "cpu"):
     return target, tokenizer
 
 
+def parse_worker(text: str) -> tuple[int, int] | None:
+    """``"K/N"`` → (K, N) with 0 <= K < N; None for anything else."""
+    k, slash, n = text.partition("/")
+    if not slash or not k.strip().isdigit() or not n.strip().isdigit():
+        return None
+    worker = int(k), int(n)
+    return worker if 0 <= worker[0] < worker[1] else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m spec_core train data``: generate (or resume) the training shards."""
 
@@ -290,16 +306,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--store-features", action="store_true", help="also store the target's hidden states (first format)"
     )
+    ap.add_argument(
+        "--worker",
+        default="0/1",
+        help="K/N: write only the shards numbered K mod N, to share one folder among N processes (one a core)",
+    )
     ap.add_argument("--device", default="cpu")
     add_threads(ap, None)
     args = ap.parse_args(argv)
+    worker = parse_worker(args.worker)
+    if worker is None:
+        ap.error(f"--worker takes K/N with 0 <= K < N, e.g. 1/2; got {args.worker!r}")
     unknown = {s.strip() for s in args.source.split(",")} - set(ALL_SOURCES)
     if unknown:
         ap.error(f"unknown --source {sorted(unknown)} (from {', '.join(ALL_SOURCES)})")
     apply_threads(args.threads)
     target, tokenizer = load_generator(args.precision, args.device)
-    cfg = DataConfig(**{k: v for k, v in vars(args).items() if k not in ("device", "threads")})
-    paths = generate_dataset(target, tokenizer, cfg, log=lambda line: print(line, flush=True))
+    cfg = DataConfig(**{k: v for k, v in vars(args).items() if k not in ("device", "threads", "worker")})
+    paths = generate_dataset(target, tokenizer, cfg, log=lambda line: print(line, flush=True), worker=worker)
     print(f"{len(paths)} shards in {cfg.out_dir}", file=sys.stderr)
     return 0
 

@@ -69,6 +69,31 @@ def test_generation_writes_token_id_shards_and_resumes_to_the_same_bytes(tmp_pat
     assert all(a[1] == b[1] and all(torch.equal(a[0][k], b[0][k]) for k in a[0]) for a, b in zip(after, before))
 
 
+def test_two_workers_share_a_folder_and_write_what_one_process_writes(tmp_path):
+    pair = make_tiny_pair(VOCAB)
+    one = generate_dataset(pair.target, ChatTokenizer(), tiny_config(tmp_path / "one"), log=lambda _: None)
+    shared = tiny_config(tmp_path / "two")
+    lines: list[str] = []
+    odd = generate_dataset(pair.target, ChatTokenizer(), shared, log=lines.append, worker=(1, 2))
+    assert [p.name for p in odd] == ["shard_00001.safetensors", "shard_00003.safetensors"]
+    assert [line[:11] for line in lines] == ["shard 00001", "shard 00003"]  # its own shards only
+    both = generate_dataset(pair.target, ChatTokenizer(), shared, log=lines.append, worker=(0, 2))
+    assert [p.name for p in both] == [p.name for p in one]
+    for a, b in zip(one, both):
+        (ta, ma), (tb, mb) = contents(a), contents(b)
+        assert ma == mb and all(torch.equal(ta[k], tb[k]) for k in ta)
+
+
+@pytest.mark.parametrize("text", ["2/2", "1", "a/2", "-1/2", "0/0", "1/2/3"])
+def test_a_worker_outside_its_range_is_refused(tmp_path, text, capsys):
+    assert data_mod.parse_worker(text) is None
+    with pytest.raises(SystemExit):
+        data_mod.main(["--out-dir", str(tmp_path), f"--worker={text}"])
+    assert "--worker takes K/N" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="K/N"):
+        generate_dataset(None, ChatTokenizer(), tiny_config(tmp_path), worker=(2, 2))
+
+
 def read_meta(path):
     with safe_open(str(path), framework="pt") as f:
         return f.metadata()
