@@ -22,8 +22,9 @@ from spec_core.core.cli_args import add_threads
 from spec_core.core.cost_tables import run_costs
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
-from spec_core.drafters.lookup import special_ids
-from spec_core.engine.lookup_replay import copy_replays
+from spec_core.drafters.lookup import LookupParams, special_ids
+from spec_core.engine.hybrid_replay import network_runs, replay_oracle_sources
+from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays
 from spec_core.engine.loop import Generation
 from spec_core.model.models import load_pair
 from spec_core.serve import spec_bench
@@ -45,13 +46,20 @@ def record_answers(pair: ModelPair, prompts: list[dict], max_new_tokens: int) ->
     return out
 
 
-def replay_rows(answers: list[dict], profile, max_new_tokens: int) -> pd.DataFrame:
-    """One row per (answer, way of choosing the copy's length): τ and predicted speedup over ``ar``."""
+def replay_rows(answers: list[dict], profile, max_new_tokens: int, pair: ModelPair | None = None) -> pd.DataFrame:
+    """One row per (answer, way of choosing the copy's length): τ and predicted speedup over ``ar``. With ``pair``,
+    two more: the oracle over its draft network's chains alone, and over both sources (the hybrid's ceiling,
+    :mod:`spec_core.engine.hybrid_replay`)."""
 
     rows = []
     for a in answers:
         banned = frozenset(a.get("special_ids", ()))
-        for r in copy_replays(a["prompt_ids"], a["tokens"], profile, max_new_tokens, banned):
+        replays = copy_replays(a["prompt_ids"], a["tokens"], profile, max_new_tokens, banned)
+        if pair is not None:
+            at = copies(a["prompt_ids"], a["tokens"], LookupParams(k=max(COPY_WINDOWS)), banned)
+            runs = network_runs(pair, a["prompt_ids"], a["tokens"])
+            replays += [replay_oracle_sources(at, runs, profile, max_new_tokens, copy=c) for c in (False, True)]
+        for r in replays:
             rows.append(
                 {
                     "prompt_id": a["id"],
@@ -78,6 +86,18 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     return out.round(3)
 
 
+def ceiling_sentence(df: pd.DataFrame) -> str:
+    """How far above ``lookup`` (and the copy's own oracle) the hybrid's oracle goes, answer by answer (medians)."""
+    by = df.pivot_table(index="prompt_id", columns="policy", values="speedup_vs_ar")
+    over_lookup = (by["oracle (hybrid)"] / by["lookup (cost)"]).median()
+    over_copy = (by["oracle (hybrid)"] / by["oracle"]).median()
+    return (
+        f"the hybrid's ceiling: an oracle choosing copy, network or a plain step each round is {over_lookup:.3f}x "
+        f"lookup's cost policy and {over_copy:.3f}x the copy's own oracle (medians over the answers; it never "
+        "drafts a rejected token and never pays the network's start)"
+    )
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m spec_core analyze lookup", description=__doc__.splitlines()[0])
     ap.add_argument("--per-category", type=int, default=6, help="Spec-Bench questions of each category")
@@ -85,6 +105,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--dtype", default=None, help="the pair's precision (default: auto)")
     add_threads(ap, None)
+    ap.add_argument(
+        "--network",
+        action="store_true",
+        help="also replay the draft network's chains: its oracle, and the hybrid's (either source, each round)",
+    )
     ap.add_argument("--out", default="runs/lookup_replay.csv")
     a = ap.parse_args(argv)
     try:
@@ -97,7 +122,8 @@ def main(argv: list[str]) -> int:
         pair = load_pair("embedded", dtype=a.dtype, operator=True)
         profile, in_force = run_costs(pair)  # the table in force, read (never timed here)
         print(in_force.sentence(pair.precision, (a.dtype or "auto") == "auto"))
-        df = replay_rows(record_answers(pair, prompts, a.max_new_tokens), profile, a.max_new_tokens)
+        answers = record_answers(pair, prompts, a.max_new_tokens)
+        df = replay_rows(answers, profile, a.max_new_tokens, pair if a.network else None)
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
@@ -111,4 +137,6 @@ def main(argv: list[str]) -> int:
         print(table(df).to_string())
     tau = statistics.median(df[df.policy == "lookup (cost)"].tau)
     print(f"wrote {a.out} ({len(df)} rows); lookup's median τ over the answers: {tau:.2f}")
+    if a.network:
+        print(ceiling_sentence(df))
     return 0

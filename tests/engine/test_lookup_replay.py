@@ -126,3 +126,39 @@ def test_analyze_lookup_refuses_bad_settings_and_tables_by_category(capsys):
     )
     t = lookup.table(df)
     assert list(t.columns) == ["overall", "qa", "rag"] and t.loc["oracle", "rag"] == 1.5
+
+
+@pytest.mark.parametrize("prompt", ["abcabcabdabcab", "hello there"])
+def test_network_runs_are_what_the_engines_network_rounds_keep(prompt, one_thread):
+    """At each position where the engine's ``fixed:4`` starts a round, it keeps min(run, 4) drafts: the replay's
+    network sees the features and text the engine's drafter sees."""
+    from spec_core.engine.hybrid_replay import network_runs
+
+    pair = make_tiny_pair(vocab=8, draft="feature")
+    run = generate(pair, prompt, "fixed:4", 40)
+    runs = network_runs(pair, run.prompt_ids, run.token_ids, depth=4)
+    assert len(runs) == len(run.token_ids)
+    pos = 0
+    for e in run.events:
+        if e.draft_len == 4:  # the budget cuts the last rounds short
+            assert e.accepted == min(runs[pos], 4), pos
+        pos += e.accepted + 1
+    assert pos == len(run.token_ids) and any(runs)
+
+
+def test_the_hybrid_oracle_is_at_least_either_sources_oracle_and_equals_the_copys_without_a_network():
+    from spec_core.engine.hybrid_replay import replay_oracle_sources
+    from spec_core.engine.lookup_replay import replay_oracle
+
+    prompt = list(range(30)) * 2
+    answer = list(range(30)) + [99, 98, 97, 96] + list(range(10))
+    at = copies(prompt, answer)
+    runs = [2 if 30 <= i < 34 else 0 for i in range(len(answer))]  # the network knows the new words, no others
+    copy = replay_oracle(at, CPU_LIKE)
+    assert replay_oracle_sources(at, None, CPU_LIKE).ms == pytest.approx(copy.ms)
+    assert replay_oracle_sources(at, [0] * len(answer), CPU_LIKE).ms == pytest.approx(copy.ms)
+    network = replay_oracle_sources(at, runs, CPU_LIKE, copy=False)
+    hybrid = replay_oracle_sources(at, runs, CPU_LIKE)
+    assert hybrid.ms < copy.ms and hybrid.ms < network.ms  # each source serves a stretch the other cannot
+    assert hybrid.tokens == sum(k + 1 for k in hybrid.kept) == len(answer)
+    assert (hybrid.policy, network.policy) == ("oracle (hybrid)", "oracle (network)")
