@@ -10,7 +10,8 @@
 - ``meta`` (a JSON string): each shard's metadata and the folder's ``config.json``.
 
 ``--first K`` packs only the shards numbered K or more, so each session's new shards can go in a file of their
-own; unpacking every pack into one folder gives the whole run back.
+own, and ``--last M`` only those numbered M or fewer (a run written by several workers, ``train data --worker``,
+is packed up to its first gap); unpacking every pack into one folder gives the whole run back.
 
 ``python -m spec_core.train.pack unpack assets/data/tokens-NAME.npz OUT_DIR`` writes the shards back, token for
 token, with the same metadata: the trainers then recompute the target's features online
@@ -33,12 +34,15 @@ from spec_core.train.data import shard_paths, write_shard
 TOKEN_LIMIT = 2**16  # uint16 ids
 
 
-def pack(shard_dir: Path, out: Path, first: int = 0) -> dict:
-    """Pack the shards of ``shard_dir`` numbered ``first`` or more into ``out`` (a session's new shards go in a
-    file of their own, the earlier packs stay as they are); returns a summary (shards, sequences, tokens, bytes)."""
-    paths = [p for p in shard_paths(shard_dir) if int(p.stem.split("_")[1]) >= first]
+def pack(shard_dir: Path, out: Path, first: int = 0, last: int | None = None) -> dict:
+    """Pack the shards of ``shard_dir`` numbered ``first`` or more (and ``last`` or fewer) into ``out`` (a session's
+    new shards go in a file of their own, the earlier packs stay as they are; ``last`` stops a pack of a run that
+    several workers still write before its first gap); returns a summary (shards, sequences, tokens, bytes)."""
+    number = lambda p: int(p.stem.split("_")[1])  # noqa: E731
+    paths = [p for p in shard_paths(shard_dir) if number(p) >= first and (last is None or number(p) <= last)]
     if not paths:
-        raise SystemExit(f"no shard_*.safetensors numbered {first} or more in {shard_dir}")
+        upto = f" and {last} or fewer" if last is not None else ""
+        raise SystemExit(f"no shard_*.safetensors numbered {first} or more{upto} in {shard_dir}")
     tokens, lengths, answer_starts, per_shard, index, metas = [], [], [], [], [], []
     for path in paths:
         with safe_open(str(path), framework="pt") as f:
@@ -107,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("shard_dir", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--first", type=int, default=0, help="pack only the shards numbered this or more")
+    p.add_argument("--last", type=int, default=None, help="and only those numbered this or fewer")
     u = sub.add_parser("unpack", help="one compressed file -> shards")
     u.add_argument("pack", type=Path)
     u.add_argument("out_dir", type=Path)
     a = ap.parse_args(argv)
     if a.command == "pack":
-        summary = pack(a.shard_dir, a.out, a.first)
+        summary = pack(a.shard_dir, a.out, a.first, a.last)
         print(json.dumps(summary))
     else:
         paths = unpack(a.pack, a.out_dir)

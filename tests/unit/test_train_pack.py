@@ -76,6 +76,13 @@ def test_packs_split_by_first_shard_unpack_into_one_folder(tmp_path):
     assert contents(tmp_path / "u" / "shard_00003.safetensors")[0]["tokens"].tolist() == [5, 6, 10, 2]
     with pytest.raises(SystemExit, match="numbered 9 or more"):
         pack(src, tmp_path / "none.npz", first=9)
+    assert main(["pack", str(src), str(tmp_path / "mid.npz"), "--first", "1", "--last", "2"]) == 0
+    assert [p.name for p in unpack(tmp_path / "mid.npz", tmp_path / "m")] == [
+        "shard_00001.safetensors",
+        "shard_00002.safetensors",
+    ]
+    with pytest.raises(SystemExit, match="numbered 3 or more and 2 or fewer"):
+        pack(src, tmp_path / "none.npz", first=3, last=2)
 
 
 @pytest.mark.embedded
