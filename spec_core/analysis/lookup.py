@@ -23,8 +23,8 @@ from spec_core.core.cost_tables import run_costs
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.lookup import LookupParams, special_ids
-from spec_core.engine.hybrid_replay import network_runs, replay_oracle_sources
-from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays
+from spec_core.engine.hybrid_replay import network_runs
+from spec_core.engine.lookup_replay import COPY_WINDOWS, copies, copy_replays, replay_oracle_sources
 from spec_core.engine.loop import Generation
 from spec_core.model.models import load_pair
 from spec_core.serve import spec_bench

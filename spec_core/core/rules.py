@@ -71,7 +71,8 @@ def copy_mix_log(logq: torch.Tensor, mixed: torch.Tensor, token: int, g: float) 
     """``log`` of :func:`copy_mix`'s ``mixed`` [V], from the draft's log-probabilities ``logq``: log(1 − g) + log q
     off the copied token, its own entry read off ``mixed`` (no elementwise log of the zeros off a trimmed head)."""
     out = logq + math.log1p(-g) if g < 1.0 else torch.full_like(logq, float("-inf"))
-    out[token] = math.log(float(mixed[token])) if float(mixed[token]) > 0 else float("-inf")
+    kept = float(mixed[token])
+    out[token] = math.log(kept) if kept > 0 else float("-inf")
     return out
 
 

@@ -11,7 +11,8 @@ priced by the one cost model (a copied token costs no draft forward, a network's
 
 The oracle is a ceiling: it never drafts a token the target rejects and never pays the network's start (its pass
 over the text before its first round). ``python -m spec_core analyze lookup --network`` prints it beside the
-copy's own oracle and ``lookup``'s cost policy.
+copy's own oracle and ``lookup``'s cost policy (the oracle itself is
+:func:`~spec_core.engine.lookup_replay.replay_oracle_sources`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
-from spec_core.core.cost_model import CostProfile
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.pair_draft import PairDraft
-from spec_core.engine.lookup_replay import CopyAt, CopyReplay
 from spec_core.engine.loop import _split_prefill
 from spec_core.model.cached_lm import CachedLM, LMOutput
 
@@ -71,39 +69,3 @@ def _row(out: LMOutput, i: int) -> LMOutput:
     """Row ``i`` of ``out``'s states (the drafter's commit reads no logits)."""
     pick = lambda x: x[i : i + 1] if x is not None else None  # noqa: E731
     return LMOutput(out.logits[:0], pick(out.hidden), pick(out.layer_hidden))
-
-
-def replay_oracle_sources(
-    at: Sequence[CopyAt],
-    runs: Sequence[int] | None,
-    profile: CostProfile,
-    limit: int | None = None,
-    copy: bool = True,
-) -> CopyReplay:
-    """The rounds that reach the end of the answer in the least predicted time, knowing what the target keeps:
-    each a plain step, ``L`` copied tokens (``copy``; at most what the answer bears out) or ``L`` network drafts
-    (``runs``; likewise). ``runs=None`` with ``copy`` is the copy's own oracle; ``copy=False`` the network's."""
-    n, limit = len(at), limit or len(at)
-    best = np.zeros(n + 1)
-    plan: list[tuple[int, int]] = [(0, 0)] * n  # (drafted, draft forwards) of each position's best round
-    for pos in range(n - 1, -1, -1):
-        room = max(limit - pos - 1, 0)
-        options = [(float(profile.round_ms(1, 0)) + best[min(pos + 1, n)], 0, 0)]
-        if copy:
-            for length in range(1, min(at[pos].match, room) + 1):
-                options.append((float(profile.round_ms(length + 1, 0)) + best[min(pos + length + 1, n)], length, 0))
-        if runs is not None:
-            for length in range(1, min(runs[pos], room) + 1):
-                ms = float(profile.round_ms(length + 1, length)) + best[min(pos + length + 1, n)]
-                options.append((ms, length, length))
-        ms, length, forwards = min(options)
-        best[pos], plan[pos] = ms, (length, forwards)
-    lengths, kept, total, pos = [], [], 0.0, 0
-    while pos < n:
-        length, forwards = plan[pos]
-        lengths.append(length)
-        kept.append(length)
-        total += float(profile.round_ms(length + 1, forwards))
-        pos += length + 1
-    name = "oracle (hybrid)" if copy and runs is not None else "oracle (network)" if runs is not None else "oracle"
-    return CopyReplay(name, tuple(lengths), tuple(kept), n, total, profile.step_ms * n)

@@ -125,14 +125,43 @@ def replay_cost(at: Sequence[CopyAt], profile: CostProfile, limit: int | None = 
 
 def replay_oracle(at: Sequence[CopyAt], profile: CostProfile, limit: int | None = None) -> CopyReplay:
     """The copy length that reaches the end in the least predicted time, knowing what the target keeps."""
+    return replay_oracle_sources(at, None, profile, limit)
+
+
+def replay_oracle_sources(
+    at: Sequence[CopyAt],
+    runs: Sequence[int] | None,
+    profile: CostProfile,
+    limit: int | None = None,
+    copy: bool = True,
+) -> CopyReplay:
+    """The rounds that reach the end of the answer in the least predicted time, knowing what the target keeps:
+    each a plain step, ``L`` copied tokens (``copy``; at most what the answer bears out) or ``L`` network drafts
+    (``runs``; likewise). ``runs=None`` with ``copy`` is the copy's own oracle; ``copy=False`` the network's."""
     n, limit = len(at), limit or len(at)
-    best, choice = [0.0] * (n + 1), [0] * (n + 1)
+    best = np.zeros(n + 1)
+    plan: list[tuple[int, int]] = [(0, 0)] * n  # (drafted, draft forwards) of each position's best round
     for pos in range(n - 1, -1, -1):
-        top = max(0, min(at[pos].match, limit - pos - 1))
-        lengths = np.arange(top + 1)
-        ms = profile.round_ms(lengths + 1, 0) + np.array([best[min(pos + int(k) + 1, n)] for k in lengths])
-        choice[pos], best[pos] = int(np.argmin(ms)), float(ms.min())
-    return _replay("oracle", at, profile, lambda pos: choice[pos], limit)
+        room = max(limit - pos - 1, 0)
+        options = [(float(profile.round_ms(1, 0)) + best[min(pos + 1, n)], 0, 0)]
+        if copy:
+            for length in range(1, min(at[pos].match, room) + 1):
+                options.append((float(profile.round_ms(length + 1, 0)) + best[min(pos + length + 1, n)], length, 0))
+        if runs is not None:
+            for length in range(1, min(runs[pos], room) + 1):
+                ms = float(profile.round_ms(length + 1, length)) + best[min(pos + length + 1, n)]
+                options.append((ms, length, length))
+        ms, length, forwards = min(options)
+        best[pos], plan[pos] = ms, (length, forwards)
+    lengths, kept, total, pos = [], [], 0.0, 0
+    while pos < n:
+        length, forwards = plan[pos]
+        lengths.append(length)
+        kept.append(length)
+        total += float(profile.round_ms(length + 1, forwards))
+        pos += length + 1
+    name = "oracle (hybrid)" if copy and runs is not None else "oracle (network)" if runs is not None else "oracle"
+    return CopyReplay(name, tuple(lengths), tuple(kept), n, total, profile.step_ms * n)
 
 
 def copy_replays(

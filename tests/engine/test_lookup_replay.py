@@ -147,8 +147,7 @@ def test_network_runs_are_what_the_engines_network_rounds_keep(prompt, one_threa
 
 
 def test_the_hybrid_oracle_is_at_least_either_sources_oracle_and_equals_the_copys_without_a_network():
-    from spec_core.engine.hybrid_replay import replay_oracle_sources
-    from spec_core.engine.lookup_replay import replay_oracle
+    from spec_core.engine.lookup_replay import replay_oracle, replay_oracle_sources
 
     prompt = list(range(30)) * 2
     answer = list(range(30)) + [99, 98, 97, 96] + list(range(10))
