@@ -156,6 +156,7 @@ class BlockPreVerifier(nn.Module):
         self.norm_mlp = nn.LayerNorm(w)
         self.mlp = nn.Sequential(nn.Linear(w, 2 * w), nn.GELU(), nn.Linear(2 * w, w))
         self.norm_read, self.read = nn.LayerNorm(w), nn.Linear(w, 1)
+        self._fused_weights: dict[str, torch.Tensor] | None = None  # predict_one's, made at its first call
 
     def forward(
         self,
@@ -190,6 +191,62 @@ class BlockPreVerifier(nn.Module):
     def predict(self, hidden: torch.Tensor, token_embeds: torch.Tensor | None, positions: torch.Tensor):
         """â = σ(logits) ``[n]`` for one block (inference)."""
         return torch.sigmoid(self.forward(hidden, token_embeds, positions))
+
+    @torch.inference_mode()
+    def predict_one(self, hidden: torch.Tensor, token_embed: torch.Tensor, position: int) -> float:
+        """â of a block of one token (``pacer``'s b = 1): :meth:`predict` in half its tensor operations.
+
+        A token alone in its block attends to itself only, so the attention's softmax is exactly 1 and its output
+        is the token's value row: out(v) = LN(z) W_v W_o + (b_v W_o + b_o), one product through the two matrices
+        multiplied once. The two input norms (no affine part) run as one, and the two projections as one product
+        over [LN h, LN E[x]]. The same numbers up to float rounding (``tests/engine/test_preverifier.py``).
+
+        Why it matters: the head runs once a round between two target passes, which leave the caches cold, and
+        then each of its small tensor operations costs tens of microseconds. On the embedded pair at int8 the
+        head's time a round fell from 0.68 to 0.29 ms (of about 24; docs/LOG.md, "2026-12-06 (seventh session)")."""
+        f = self._fused()
+        F, width = nn.functional, (self.cfg.width,)
+        rows = torch.cat([hidden.reshape(1, -1), token_embed.reshape(1, -1)]).to(f["w_in"].dtype)  # [2, H_d]
+        normed = F.layer_norm(rows, (self.cfg.hidden_size,), eps=self.norm_h.eps).reshape(1, -1)  # [1, 2 H_d]
+        z = torch.addmm(f["bias"][min(max(position, 1), self.cfg.max_len)], normed, f["w_in"])  # [1, W]
+        a = F.layer_norm(z, width, self.norm_attn.weight, self.norm_attn.bias, self.norm_attn.eps)
+        z = z + torch.addmm(f["b_vo"], a, f["w_vo"])
+        m = F.layer_norm(z, width, self.norm_mlp.weight, self.norm_mlp.bias, self.norm_mlp.eps)
+        z = z + F.linear(F.gelu(F.linear(m, f["up_w"], f["up_b"])), f["down_w"], f["down_b"])
+        r = F.layer_norm(z, width, self.norm_read.weight, self.norm_read.bias, self.norm_read.eps)
+        return float(torch.sigmoid(F.linear(r, self.read.weight, self.read.bias))[0, 0])
+
+    def _fused(self) -> dict[str, torch.Tensor]:
+        """The weights :meth:`predict_one` reads, multiplied out once at inference (``train``/``eval`` and
+        ``load_state_dict`` forget them: an optimiser changes the weights only in training mode)."""
+        fused = self._fused_weights
+        if fused is None:
+            if self.proj_e is None or self.position is None or self.logit is not None or self.training:
+                raise SpecScopeError("predict_one is for the shipped design at inference: token, position, no logit")
+            w = self.cfg.width
+            w_v, b_v = self.qkv.weight[2 * w :].detach(), self.qkv.bias[2 * w :].detach()
+            w_o, b_o = self.out.weight.detach(), self.out.bias.detach()
+            position = self.position.weight.detach().clone()
+            position[0] = 0.0  # row 0 is never read (positions are clamped to 1..max_len)
+            fused = {
+                "w_in": torch.cat([self.proj_h.weight, self.proj_e.weight], dim=1).detach().t().contiguous(),
+                "bias": position + self.proj_h.bias.detach(),  # [max_len + 1, W]: the projection's bias + P[pos]
+                "w_vo": (w_v.t() @ w_o.t()).contiguous(),  # [W, W]
+                "b_vo": b_v @ w_o.t() + b_o,  # [W]
+            }
+            for key, layer in (("up", self.mlp[0]), ("down", self.mlp[2])):  # the MLP's two linears, as they are
+                assert isinstance(layer, nn.Linear)
+                fused[f"{key}_w"], fused[f"{key}_b"] = layer.weight.detach(), layer.bias.detach()
+            self._fused_weights = fused
+        return fused
+
+    def train(self, mode: bool = True):
+        self._fused_weights = None
+        return super().train(mode)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._fused_weights = None
+        return super().load_state_dict(*args, **kwargs)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -106,6 +106,14 @@ class PacerLength:
         if self.reads_tokens and embed is None:
             raise SpecScopeError("pacer: this pre-verifier reads the drafted tokens' embeddings; pass embed")
         self.reads_probs = not self.paper and bool(getattr(cfg, "use_token_prob", False))
+        # the paper head's one-token path (BlockPreVerifier.predict_one): its shipped design, a real embedding
+        self.single = (
+            self.reads_tokens
+            and hasattr(head, "predict_one")
+            and getattr(cfg, "use_position", False)
+            and not getattr(cfg, "use_draft_logit", False)
+            and isinstance(getattr(embed, "weight", None), torch.Tensor)
+        )
         self.blocks: list[_Block] = []
         self.threshold = params.threshold
         self.head_s = 0.0  # seconds spent in the pre-verifier this round
@@ -137,6 +145,11 @@ class PacerLength:
     def _score(self, so_far: DraftSoFar, start: int, end: int) -> list[float]:
         """â for drafted tokens start..end−1 (the block just drafted)."""
         t0 = time.perf_counter()
+        if self.single and end - start == 1:  # a block of one token (b = 1): the head's short path, same numbers
+            embed = self.embed.weight[so_far.tokens[start]]  # [H_d]: the drafted token's row, no lookup op
+            predicted = [self.head.predict_one(so_far.hidden[start], embed, start + 1)]
+            self.head_s += time.perf_counter() - t0
+            return predicted
         hidden = torch.stack(so_far.hidden[start:end])  # [m, H_d]
         positions = torch.arange(start + 1, end + 1, device=hidden.device)  # [m] 1-based
         if self.paper:  # the block's states, drafted tokens and positions; never the draft's probabilities

@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import make_tiny_pair
 
+from spec_core.core.errors import SpecScopeError
 from spec_core.engine.loop import generate
 from spec_core.engine.methods import parse_method
 from spec_core.heads.preverifier import (
@@ -87,6 +88,46 @@ def test_pacer_with_the_paper_head_never_reads_token_probs():
     # the block's score is the head's on that block alone (positions in the draft, tokens embedded)
     block2 = head.predict(torch.stack(hidden[2:4]), embed(torch.tensor(tokens[2:4])), torch.tensor([3, 4]))
     assert policy.trace()["predicted"][2:4] == pytest.approx(block2.tolist(), abs=1e-6)
+
+
+def _random_head(seed: int, hidden_size: int = 8, max_len: int = 4) -> BlockPreVerifier:
+    """A paper head whose every weight and bias is random (a fresh head's zero biases would hide a bias misread)."""
+    torch.manual_seed(seed)
+    head = BlockPreVerifier(BlockPreVerifierConfig(hidden_size=hidden_size, max_len=max_len))
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_(0.0, 0.5)
+    return head.eval()
+
+
+def test_predict_one_is_predict_on_a_block_of_one():
+    head, other = _random_head(0), _random_head(1)
+    for _ in range(3):  # twice with the same weights (its fused weights are reused), then after a load
+        for position in range(1, 8):  # past max_len positions share its last embedding
+            h, e = torch.randn(8) * 3, torch.randn(8)
+            full = float(head.predict(h[None], e[None], torch.tensor([position]))[0])
+            assert head.predict_one(h, e, position) == pytest.approx(full, abs=1e-6)
+            assert head.predict_one(h.bfloat16(), e.bfloat16(), position) == pytest.approx(
+                float(head.predict(h[None].bfloat16(), e[None].bfloat16(), torch.tensor([position]))[0]), abs=1e-6
+            )
+        head.load_state_dict(other.state_dict())  # new weights: the fused ones must follow
+    h, e = torch.randn(8), torch.randn(8)
+    assert head.predict_one(h, e, 2) == pytest.approx(other.predict_one(h, e, 2), abs=1e-6)
+    with pytest.raises(SpecScopeError, match="inference"):
+        head.train().predict_one(h, e, 1)  # a head being trained has no fixed fused weights
+
+
+def test_pacer_scores_one_token_blocks_on_the_short_path_with_the_same_numbers():
+    head, embed = _random_head(2), torch.nn.Embedding(16, 8)
+    policy = PacerLength(PacerParams(block=1, threshold=0.0, rho=1.0, max_len=5), head, "paper", embed=embed)
+    assert policy.single
+    tokens, hidden = [], []
+    while policy.next_chunk(DraftSoFar(tokens, _Untouchable(), hidden, 64)) > 0:
+        tokens.append(len(tokens) + 3)
+        hidden.append(torch.randn(8))
+    ids = torch.tensor(tokens)
+    full = [float(head.predict(hidden[i][None], embed(ids[i : i + 1]), torch.tensor([i + 1]))[0]) for i in range(5)]
+    assert policy.trace()["predicted"] == pytest.approx(full, abs=1e-6)
 
 
 # -- packing: the block-diagonal mask ----------------------------------------------------------------------------
