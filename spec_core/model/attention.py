@@ -9,9 +9,14 @@ pass, measured at 70 µs a layer against 30 µs without it for 2 queries over 20
 ``[B, H, Q, D] → [B, H_kv, (H / H_kv) · Q, D]``, the mask tiled to match — so SDPA reads the cache as it is. The
 sums are the same ones, so the output equals the repeated path's: bit for bit on an Intel Xeon with AMX, and to
 float32's last bits (≤ 3e-6 in a test) on an AMD EPYC with AVX2, whose GEMM inside SDPA rounds a query row by its
-place in a block of rows (a pass's 5 queries against 10 folded ones; a test checks both). transformers already does this for one query (``pack_gqa``); this extends it to the few of a verification
-pass or a token tree. Everything else (no mask, one query, a per-head mask, a position bias) goes to
-transformers' own ``sdpa_attention_forward``.
+place in a block of rows (a pass's 5 queries against 10 folded ones; a test checks both). This extends it to the
+few queries of a verification pass or a token tree.
+
+One query without a mask (a draft's one-token step) is folded too. transformers folds one query only when a mask is
+given (``pack_gqa``); without one it asks SDPA for ``enable_gqa``, whose CPU kernel took 244 µs against 82 µs
+folded for 9 heads over 3, 300 keys, bfloat16, after a pass over other weights had left the caches cold (AMD EPYC
+Zen 5, one thread; docs/LOG.md, "2026-12-06 (seventh session)"). Everything else (a per-head mask, a position bias,
+soft-capping) goes to transformers' own ``sdpa_attention_forward``.
 
 :func:`use_grouped_sdpa` registers it under :data:`NAME` (transformers' ``AttentionInterface`` and, for its
 masks, ``AttentionMaskInterface``, which builds the same boolean masks as for ``sdpa``) and switches a loaded
@@ -48,6 +53,17 @@ def grouped_sdpa(
 
     groups = getattr(module, "num_key_value_groups", 1)
     batch, heads, q_len, dim = query.shape
+    if (
+        groups > 1
+        and q_len == 1
+        and attention_mask is None
+        and dropout == 0.0
+        and not any(kwargs.get(k) is not None for k in UNFOLDABLE)
+    ):  # one query sees every key: fold its heads onto their key/value head, no mask at all
+        out = F.scaled_dot_product_attention(
+            query.reshape(batch, heads // groups, groups, dim), key, value, scale=scaling
+        )
+        return out.reshape(batch, 1, heads, value.shape[-1]), None
     foldable = (
         groups > 1
         and q_len > 1

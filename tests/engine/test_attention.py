@@ -42,15 +42,23 @@ def test_folded_groups_equal_transformers_sdpa(monkeypatch):
     assert calls.count(torch.Size([1, 2, 10, 8])) == 2 * 2
 
 
-def test_one_query_and_other_attentions_are_left_to_transformers():
-    model = tiny_llama(32, seed=4)
+def test_one_query_is_folded_and_other_attentions_are_left_to_transformers(monkeypatch):
+    model = tiny_llama(32, seed=4, layers=2, hidden=32)  # 4 query heads over 2 key/value heads
     model.set_attn_implementation("eager")
     assert attention.use_grouped_sdpa(model).config._attn_implementation == "eager"
     model.set_attn_implementation("sdpa")
     ctx = torch.randint(0, 32, (12,))
     one = _passes(model, ctx, torch.tensor([7]))
+    calls = []
+    sdpa = attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        attention.F, "scaled_dot_product_attention", lambda q, *a, **k: calls.append(q.shape) or sdpa(q, *a, **k)
+    )
     attention.use_grouped_sdpa(model)
-    assert torch.equal(_passes(model, ctx, torch.tensor([7])), one)
+    # a draft's one-token step: transformers would ask SDPA for enable_gqa; here the query's 4 heads sit on their
+    # 2 key/value heads' query axis, and the sums are the same ones (a wrong fold would be off by O(1))
+    torch.testing.assert_close(_passes(model, ctx, torch.tensor([7])), one, rtol=0, atol=1e-5)
+    assert calls.count(torch.Size([1, 2, 2, 8])) == 2  # every layer, no mask
 
 
 def test_the_embedded_target_loads_batch_invariant(embedded_f32):
