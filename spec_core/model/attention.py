@@ -13,9 +13,9 @@ place in a block of rows (a pass's 5 queries against 10 folded ones; a test chec
 few queries of a verification pass or a token tree.
 
 One query without a mask (a draft's one-token step) is folded too. transformers folds one query only when a mask is
-given (``pack_gqa``); without one it asks SDPA for ``enable_gqa``, whose CPU kernel took 244 µs against 82 µs
-folded for 9 heads over 3, 300 keys, bfloat16, after a pass over other weights had left the caches cold (AMD EPYC
-Zen 5, one thread; docs/LOG.md, "2026-12-06 (seventh session)"). Everything else (a per-head mask, a position bias,
+given (``pack_gqa``); without one it asks SDPA for ``enable_gqa``, whose CPU kernel took 206 µs against 32 µs
+folded for 9 heads over 3, 300 keys, bfloat16 (244 against 82 µs after a pass over other weights had left the
+caches cold; AMD EPYC Zen 5, one thread; docs/LOG.md, "2026-12-06 (seventh session)"). Everything else (a per-head mask, a position bias,
 soft-capping) goes to transformers' own ``sdpa_attention_forward``.
 
 :func:`use_grouped_sdpa` registers it under :data:`NAME` (transformers' ``AttentionInterface`` and, for its
