@@ -391,7 +391,7 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
         else {
             "from": cfg.init.name,
             "sha256": init_card.get("sha256", ""),
-            "train_answer_tokens": init_card.get("data", {}).get("train_answer_tokens"),
+            "train_answer_tokens": answer_tokens_seen(init_card),
             "data": init_card.get("data", {}).get("dir"),
             "num_layers": int(init_card.get("num_layers", 0)),
             "copy_gate": "left out (train copy retrains it)" if init_card.get("copy") else None,
@@ -413,6 +413,15 @@ def train(cfg: DraftTrainConfig, target=None) -> Path:
 def mean_agreement(ev: dict[str, float]) -> float:
     """The held-out score a run keeps its best step by: agreement averaged over the drafted positions."""
     return sum(v for k, v in ev.items() if k.startswith("agree")) / sum(1 for k in ev if k.startswith("agree"))
+
+
+def answer_tokens_seen(card: dict) -> int | None:
+    """The answer tokens a draft saw in all: its own run's and, for a warm start, all its start had seen (a card's
+    ``init.train_answer_tokens`` counts so, so a chain of warm starts adds up). None when the card does not say."""
+    own = (card.get("data") or {}).get("train_answer_tokens")
+    if own is None:
+        return None
+    return int(own) + int((card.get("init") or {}).get("train_answer_tokens") or 0)
 
 
 def check_init(cfg: DraftTrainConfig, card: dict, path: Path) -> None:

@@ -279,6 +279,13 @@ def test_a_warm_start_scores_its_init_first_and_keeps_its_trimmed_head(tmp_path)
         assert torch.equal(a, b), k  # lr 0: the weights never moved
     with pytest.raises(SystemExit, match="pass matching options"):  # other fused layers: another draft
         train(DraftTrainConfig(**base, steps=1, feature_layers=(1,), init=first, work_dir=tmp_path / "w3"), pair.target)
+    # a warm start of a warm start counts every answer token its start saw: the start's own and its start's
+    own = card["data"]["train_answer_tokens"]
+    assert card["init"]["train_answer_tokens"] == init_card["data"]["train_answer_tokens"]  # "first" had no start
+    warm_path = tmp_path / "assets" / "warm.safetensors"
+    again = DraftTrainConfig(**base, steps=1, eval_every=1, name="again", init=warm_path, work_dir=tmp_path / "w4")
+    chained = json.loads(train(again, pair.target).with_suffix(".json").read_text())
+    assert chained["init"]["train_answer_tokens"] == own + init_card["data"]["train_answer_tokens"]
 
 
 def test_text_extras_are_the_texts_own_off_head_ids_held_from_their_first_occurrence():
