@@ -126,6 +126,12 @@ def shard_plan(cfg: DataConfig, i: int) -> tuple[str, int, bool, int]:
     return source, k, sampled, cfg.seed + i * 1000
 
 
+def source_size(cfg: DataConfig, source: str) -> int:
+    """How many prompts a fixed source (not ``magpie``, which samples its own) holds for this run."""
+    rounds = -(-num_shards(cfg) // len(cfg.sources))
+    return len(_static_prompts(source, rounds * cfg.sources.count(source) * cfg.shard_size, cfg.seed))
+
+
 def num_shards(cfg: DataConfig) -> int:
     return (cfg.num_prompts + cfg.shard_size - 1) // cfg.shard_size
 
@@ -194,12 +200,21 @@ def generate_dataset(model, tokenizer, cfg: DataConfig, log=print, worker: tuple
         json.dumps({k: str(v) for k, v in cfg.__dict__.items()} | {"target_layers": cfg.target_layers}, indent=2)
     )
     done_tokens, t_start = 0, time.time()
+    used_up: set[str] = set()  # fixed sources whose every prompt has a shard: their later shards stay empty
     for i, path in enumerate(paths):
-        if path.exists() or i % n != k:
+        source = shard_plan(cfg, i)[0]
+        if path.exists() or i % n != k or source in used_up:
             continue
         t0 = time.time()
         n_seqs, new = generate_shard(model, tokenizer, cfg, i, path)
         dt = time.time() - t0
+        if not n_seqs and source != "magpie":  # a fixed list of prompts, all taken by earlier shards
+            used_up.add(source)
+            log(
+                f"shard {i:05d} {source:>9} is empty: the source's {source_size(cfg, source):,} prompts are all "
+                "in earlier shards; its later shards are skipped, the other sources go on"
+            )
+            continue
         done_tokens += new
         log(
             f"shard {i:05d} {shard_plan(cfg, i)[0]:>9} sampled={shard_plan(cfg, i)[2]!s:5} seqs={n_seqs:3d} "

@@ -84,6 +84,24 @@ def test_two_workers_share_a_folder_and_write_what_one_process_writes(tmp_path):
         assert ma == mb and all(torch.equal(ta[k], tb[k]) for k in ta)
 
 
+def test_a_used_up_source_says_so_once_and_the_others_go_on(tmp_path, monkeypatch):
+    """A fixed source (``passages``, ``written``) holds so many prompts; when earlier shards hold them all, its next
+    shard is empty: the job says so once, writes no file for it, skips its later shards and goes on with the rest."""
+    import spec_core.train.data as data_module
+
+    real = data_module._static_prompts
+    monkeypatch.setattr(  # "written" holds 4 prompts: shard k = 0 takes 3, k = 1 the last one, k = 2 none
+        data_module, "_static_prompts", lambda source, n, seed: real(source, n, seed)[: 4 if source == "written" else n]
+    )
+    pair = make_tiny_pair(VOCAB)
+    lines: list[str] = []
+    paths = generate_dataset(pair.target, ChatTokenizer(), tiny_config(tmp_path, num_prompts=24), log=lines.append)
+    assert [p.name[6:11] for p in paths] == ["00000", "00001", "00002", "00003", "00004", "00006"]
+    assert [line[:11] for line in lines] == ["shard " + f"{i:05d}" for i in range(7)]  # none for shard 7
+    assert "written is empty: the source's 4 prompts are all in earlier shards" in lines[5]
+    assert len(read_shards([paths[3]])[0]["answer_starts"]) == 1  # the last prompt, alone in its shard
+
+
 @pytest.mark.parametrize("text", ["2/2", "1", "a/2", "-1/2", "0/0", "1/2/3"])
 def test_a_worker_outside_its_range_is_refused(tmp_path, text, capsys):
     assert data_mod.parse_worker(text) is None
