@@ -126,10 +126,11 @@ def shard_plan(cfg: DataConfig, i: int) -> tuple[str, int, bool, int]:
     return source, k, sampled, cfg.seed + i * 1000
 
 
-def source_size(cfg: DataConfig, source: str) -> int:
-    """How many prompts a fixed source (not ``magpie``, which samples its own) holds for this run."""
+def source_prompts(cfg: DataConfig, source: str) -> tuple[tuple[str, str], ...]:
+    """The (category, prompt) pairs a fixed source (not ``magpie``, which samples its own) holds for this run: as
+    many as its shards may need, fewer when its list is shorter (``passages``, ``written``)."""
     rounds = -(-num_shards(cfg) // len(cfg.sources))
-    return len(_static_prompts(source, rounds * cfg.sources.count(source) * cfg.shard_size, cfg.seed))
+    return _static_prompts(source, rounds * cfg.sources.count(source) * cfg.shard_size, cfg.seed)
 
 
 def num_shards(cfg: DataConfig) -> int:
@@ -141,9 +142,7 @@ def shard_prompts(cfg: DataConfig, i: int, model, tokenizer) -> list[tuple[str, 
     source, k, _, seed = shard_plan(cfg, i)
     if source == "magpie":
         return [("magpie", q) for q in magpie_questions(model, tokenizer, cfg.shard_size, seed - 1)]
-    rounds = -(-num_shards(cfg) // len(cfg.sources))
-    per_source = rounds * cfg.sources.count(source) * cfg.shard_size  # prompts this source may need
-    return list(_static_prompts(source, per_source, cfg.seed)[k * cfg.shard_size : (k + 1) * cfg.shard_size])
+    return list(source_prompts(cfg, source)[k * cfg.shard_size : (k + 1) * cfg.shard_size])
 
 
 def generate_shard(model, tokenizer, cfg: DataConfig, i: int, path: Path) -> tuple[int, int]:
@@ -211,13 +210,13 @@ def generate_dataset(model, tokenizer, cfg: DataConfig, log=print, worker: tuple
         if not n_seqs and source != "magpie":  # a fixed list of prompts, all taken by earlier shards
             used_up.add(source)
             log(
-                f"shard {i:05d} {source:>9} is empty: the source's {source_size(cfg, source):,} prompts are all "
+                f"shard {i:05d} {source:>9} is empty: the source's {len(source_prompts(cfg, source)):,} prompts are all "
                 "in earlier shards; its later shards are skipped, the other sources go on"
             )
             continue
         done_tokens += new
         log(
-            f"shard {i:05d} {shard_plan(cfg, i)[0]:>9} sampled={shard_plan(cfg, i)[2]!s:5} seqs={n_seqs:3d} "
+            f"shard {i:05d} {source:>9} sampled={shard_plan(cfg, i)[2]!s:5} seqs={n_seqs:3d} "
             f"answer_tokens={new:5d} s={dt:6.1f} tok/s={new / max(dt, 1e-9):6.1f} "
             f"run_tok/s={done_tokens / (time.time() - t_start):6.1f}"
         )
