@@ -11,7 +11,9 @@ that is handed to the run as data (:func:`table_for`), in this order:
 2. **provisional** — this machine's table timed while other processes competed for its cores: kept and said,
    rather than timed again on every call (the next ``costs --machine`` replaces it);
 3. **shipped** — a table measured on a machine of the same CPU kind (AMX, AVX-512, AVX2: :func:`cpu_kind`, from
-   the CPU's flags) and shipped in ``assets/results/costs/``; the nearest kind when none ships for this one;
+   the CPU's flags) and shipped in ``assets/results/costs/``, of the same CPU family where one ships
+   (:func:`~spec_core.core.precision.cpu_family`: AMD's Zen 4 and Zen 5 share AVX-512 but not its width); the
+   nearest kind when none ships for this one;
 4. **model** — off the CPU, the memory-bound accelerator model (:func:`~spec_core.core.cost_model.accelerator_profile`).
 
 Nothing here times anything. The same pair, precision, table, sampling settings and seed give the same rounds on
@@ -36,7 +38,7 @@ from spec_core.core.assets import ASSETS_DIR
 from spec_core.core.cost_model import CostProfile, accelerator_profile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.lane_speed import draft_ratio
-from spec_core.core.precision import cpu_flags, read_table, table_path
+from spec_core.core.precision import cpu_family, cpu_flags, read_table, table_path
 
 SHIPPED_DIR = ASSETS_DIR / "results" / "costs"
 CPU_KINDS = ("amx", "avx512", "avx2", "other")  # fastest matrix units first
@@ -124,35 +126,40 @@ def machine_table() -> CostTable | None:
     return CostTable(dict(profiles), "measured", f"measured on this machine on {date} ({threads} thread(s))", str(path))
 
 
-def shipped_tables(folder: Path = SHIPPED_DIR) -> dict[str, Path]:
-    """CPU kind → the shipped table for it (``assets/results/costs/*.json``; its kind from its recorded flags)."""
-    out: dict[str, Path] = {}
+def shipped_tables(folder: Path = SHIPPED_DIR) -> dict[str, list[tuple[Path, str]]]:
+    """CPU kind → the tables shipped for it (``assets/results/costs/*.json``; its kind from its recorded flags),
+    each with the CPU family it was measured on ("" where it does not say), in file-name order."""
+    out: dict[str, list[tuple[Path, str]]] = {}
     for path in sorted(folder.glob("*.json")):
         try:
             raw = _load(path)[1]
         except (OSError, ValueError, SpecScopeError):
             continue
         kind = raw.get("kind") or cpu_kind(frozenset(str(raw.get("flags", "")).split()))
-        out.setdefault(kind, path)
+        out.setdefault(kind, []).append((path, str(raw.get("family", ""))))
     return out
 
 
-def shipped_table(kind: str | None = None, folder: Path = SHIPPED_DIR) -> CostTable | None:
-    """The table shipped for this CPU's kind, else for the nearest kind (said so); None when none ships."""
+def shipped_table(kind: str | None = None, folder: Path = SHIPPED_DIR, family: str | None = None) -> CostTable | None:
+    """The table shipped for this CPU's kind, measured on its family where one was (:func:`cpu_family`: vector
+    units alike may price a pass unlike), else for the nearest kind (said so); None when none ships."""
     kind = kind or cpu_kind()
+    family = cpu_family() if family is None else family
     tables = shipped_tables(folder)
     if not tables:
         return None
     start = CPU_KINDS.index(kind) if kind in CPU_KINDS else len(CPU_KINDS) - 1
     order = sorted(CPU_KINDS, key=lambda k: (abs(CPU_KINDS.index(k) - start), CPU_KINDS.index(k)))
     chosen = next(k for k in order if k in tables)
-    path = tables[chosen]
+    path = next((p for p, f in tables[chosen] if family and f == family), tables[chosen][0][0])
     loaded, raw = _load(path)
     machine = raw.get("machine", "a reference machine")
     where = f"shipped for {KIND_WORDS[chosen]} CPUs ({machine}, {raw.get('threads', '?')} thread(s), {_file_date(path, raw)})"
     notes = () if chosen == kind else (f"no table ships for this CPU's kind ({KIND_WORDS.get(kind, kind)})",)
     if notes:
         where += f", the nearest to this {KIND_WORDS.get(kind, kind)} CPU"
+    elif family and raw.get("family") and raw.get("family") != family:
+        where += f", measured on another family than this {family}"
     profiles = {
         precision: dataclasses.replace(
             profile, name=f"the {KIND_WORDS[chosen]} reference · {precision}", source="reference"

@@ -48,6 +48,27 @@ def cpu_name() -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def cpu_family() -> str:
+    """The CPU's vendor and family (``/proc/cpuinfo``: "AuthenticAMD family 25"; "" where it cannot be read): two
+    CPUs with the same vector units may still price a pass differently (an AMD Zen 4 runs AVX-512 on 256-bit
+    halves, a Zen 5 on full 512-bit units), so a shipped table records the family it was measured on."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("vendor_id", "cpu family") and key not in fields:
+                fields[key] = value.strip()
+            if len(fields) == 2:
+                break
+    except OSError:
+        return ""
+    if len(fields) < 2:
+        return ""
+    return f"{fields['vendor_id']} family {fields['cpu family']}"
+
+
+@functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``/proc/cpuinfo``; none where it cannot be read), read once per process."""
     try:
@@ -78,6 +99,7 @@ def save_table(profiles: dict[str, CostProfile], provisional: bool = False) -> P
         json.dumps(
             {
                 "cpu": cpu_name(),
+                "family": cpu_family(),  # a shipped copy of this table is matched to CPUs of its family
                 "threads": torch.get_num_threads(),
                 "date": time.strftime("%Y-%m-%d"),
                 "provisional": provisional,

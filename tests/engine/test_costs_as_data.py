@@ -140,6 +140,20 @@ def test_every_cpu_kind_finds_a_shipped_table_and_says_when_it_is_another_kinds(
         assert all(p.source == "reference" and "reference" in p.name for p in table.profiles.values())
 
 
+def test_a_shipped_table_is_matched_to_the_cpus_family_where_one_was_measured_on_it():
+    """Zen 4 and Zen 5 both have AVX-512, but Zen 4 runs it on 256-bit halves: its int8 pass over 2 tokens costs
+    1.26 plain steps, Zen 5's one. Each gets the table measured on its family; another family gets the kind's
+    first table and is told so."""
+    zen4 = cost_tables.shipped_table("avx512", family="AuthenticAMD family 25")
+    zen5 = cost_tables.shipped_table("avx512", family="AuthenticAMD family 26")
+    other = cost_tables.shipped_table("avx512", family="GenuineIntel family 6")
+    assert zen4.path.endswith("epyc-zen4-avx512-1thread.json") and zen5.path.endswith("epyc-avx512-1thread.json")
+    assert zen4.profile("int8").verify_ratio(2) > 1.2 > 1.05 > zen5.profile("int8").verify_ratio(2)
+    assert other.path == zen5.path and "another family" in other.label
+    assert "another family" not in zen4.label + zen5.label
+    assert cost_tables.shipped_table("avx512", family="").path == zen5.path  # family unknown: the kind's first
+
+
 def test_a_gpu_is_priced_by_the_model_not_a_clock(no_timing_anywhere, monkeypatch):
     monkeypatch.delenv(cost_tables.COSTS_ENV, raising=False)
     table = cost_tables.table_for("cuda", draft_ratio=0.1)
