@@ -149,7 +149,8 @@ def sources_caption(lanes: Lanes) -> str:
     for method, events in drafting_lanes(lanes).items():
         copied = sum(_kept_by_source(e)[0] for e in events)
         kept = sum(e.kept_drafts for e in events)
-        copy_rounds = [e for e in events if e.draft_len and copied_round(e)]
+        copy_rounds = [e for e in events if e.draft_len and copied_round(e) and e.tree is None]
+        branched = [e for e in events if e.tree is not None]  # the hybrid's rounds of both sources side by side
         planned = [e.policy_trace["expected_tokens"] - 1 for e in events if "expected_tokens" in e.policy_trace]
         if not copy_rounds and not planned:
             continue
@@ -159,6 +160,13 @@ def sources_caption(lanes: Lanes) -> str:
             text += (
                 f", in {len(copy_rounds)} of {len(events)} rounds (copies of {min(lengths)}–{max(lengths)} tokens, "
                 f"{sum(lengths) / len(lengths):.1f} on average)"
+            )
+        if branched:
+            by_model = sum(1 for e in branched if e.kept_drafts and not is_copied(e.draft_sources[0]))
+            by_copy = sum(1 for e in branched if e.kept_drafts and is_copied(e.draft_sources[0]))
+            text += (
+                f"; {len(branched)} rounds put the copy and the model's own next token side by side in one pass, "
+                f"and the target kept the model's token in {by_model} of them, the copy's in {by_copy}"
             )
         if planned:
             text += (
@@ -175,7 +183,9 @@ register_view(
         "Prompt lookup: copied or drafted",
         "Bars: each round's kept drafts, copied from the text (sky) or drafted by the model; line: how many it "
         "drafted; markers: the drafts the cost policy expected to keep when it chose that length from this "
-        "machine's pass costs. A long copy is worth its wider pass only when the copy is likely right.",
+        "machine's pass costs. A long copy is worth its wider pass only when the copy is likely right. With "
+        "`hybrid:branch=1`, where neither source is sure, both go at once (the copy and the model's next token as "
+        "two branches) and the target keeps whichever it agrees with.",
         sources_figure,
         prefixes=(LookupDraft.prefix, HybridDraft.prefix, CostLength.prefix),
         describe=sources_caption,

@@ -55,6 +55,8 @@ class DraftChunk:
     #   before it were (a lookup draft's match evidence); None: its probability ``token_probs`` stands in
     copy_offers: list[tuple[int, float]] | None = None  # [n] a copying draft's pointer (drafters/copying.py):
     #   (the token it offered, the gate's g), (−1, 0.0) where it offered none; None: a draft without a pointer
+    sources: list[str] | None = None  # [n] each token's source where they differ (the hybrid's branched round:
+    #   copied tokens beside a network's); None: every token is ``source``
 
 
 class Drafter(Protocol):
@@ -154,7 +156,7 @@ class RoundDraft:
             self.parents += [n - 1 if p < 0 else n + p for p in own]
         self.tokens += chunk.tokens
         self.token_probs += chunk.token_probs
-        self.sources += [chunk.source] * len(chunk.tokens)
+        self.sources += chunk.sources if chunk.sources is not None else [chunk.source] * len(chunk.tokens)
         self.estimates += chunk.estimates if chunk.estimates is not None else chunk.token_probs
         self.copy_offers += chunk.copy_offers if chunk.copy_offers is not None else [(-1, 0.0)] * len(chunk.tokens)
         self.hidden += chunk.hidden

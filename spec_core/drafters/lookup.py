@@ -21,7 +21,7 @@ length with this machine's pass costs (:mod:`spec_core.policies.cost`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 import numpy as np
@@ -38,6 +38,7 @@ from spec_core.model.cached_lm import LMOutput
 if TYPE_CHECKING:
     from spec_core.model.models import ModelPair
 
+GREEDY = SamplingConfig()  # a branched round's network token: its greedy choice, deterministic given the text
 COPY_SOURCE = "lookup"  # DraftChunk.source of a copied token (the hybrid's network drafts are "model")
 MAX_NGRAM = 8
 MAX_K = 32
@@ -232,8 +233,16 @@ class HybridDrafter:
     for the network's pass over a long prompt. Nor does a text about to end: when the engine says how many tokens
     are left (:meth:`before_round`), the network starts only if its rounds over them would repay the start."""
 
-    def __init__(self, lookup: LookupDrafter, model: FollowingDrafter, profile: CostProfile, share: float = 0.0):
+    def __init__(
+        self,
+        lookup: LookupDrafter,
+        model: FollowingDrafter,
+        profile: CostProfile,
+        share: float = 0.0,
+        branch: bool = False,
+    ):
         self.lookup, self.model, self.profile = lookup, model, profile
+        self.branch = branch  # whether a round may verify both sources at once (a two-branch tree)
         self.share = share  # the network's multiply-adds per position over the target's (position_work): its pass
         #   over n tokens is priced as this share of the target's pass over n tokens beyond a plain step
         self.target_layers = model.target_layers
@@ -243,6 +252,10 @@ class HybridDrafter:
         self.forwards = 0  # this round's draft forwards
         self.idle = 0  # rounds since the network last drafted
         self.model_record = self._prior()  # the network's rounds: [tokens, ms]
+        self.first_record = [PRIOR_WEIGHT * PRIOR_FIRST, PRIOR_WEIGHT]  # its first drafted token: [kept, drafted]
+        self.branch_len = 0  # a branched round's copy length (chosen with the round)
+        self.net_token = -1  # a branched round's network token
+        self.branch_rescue = 0.0  # its chance to be the kept one: the network's first-token rate × (1 − a_1)
         self.behind: list[int] = []  # verified tokens the network has not taken in (from the prompt, until it starts)
         self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
@@ -251,6 +264,7 @@ class HybridDrafter:
         # prices asked every round, fixed for the generation: a plain step; a copied round of 1..k tokens
         self.plain_ms = float(profile.round_ms(1, 0))
         self.copy_ms = [float(ms) for ms in profile.round_ms(np.arange(2, lookup.params.k + 2), 0)]
+        self.branch_ms = [float(ms) for ms in profile.round_ms(np.arange(3, lookup.params.k + 3), 1)]  # + 1 network
 
     def _prior(self) -> list[float]:
         """The network's record before any round: PRIOR_WEIGHT rounds of one draft kept with PRIOR_FIRST."""
@@ -263,6 +277,7 @@ class HybridDrafter:
             self._keep(prefill)
         self.source, self.drafted, self.forwards, self.idle, self.forgone = None, [], 0, 0, 0.0
         self.model_record, self.remaining = self._prior(), None
+        self.first_record = [PRIOR_WEIGHT * PRIOR_FIRST, PRIOR_WEIGHT]
 
     def before_round(self, remaining: int) -> None:
         """The engine's word on how many new tokens the generation may still add (drafters/base.py)."""
@@ -306,25 +321,56 @@ class HybridDrafter:
             best = max(best, tokens / ms)
         return best
 
+    def branch_value(self) -> tuple[float, int, float]:
+        """A branched round at its best copy length: (tokens per millisecond, the length, its expected tokens), or
+        (0, 0, 0) without a copy or with branching off. The copy's run and the network's one token hang side by
+        side off the pending token, so the round keeps whichever the target bears out: besides the copy's expected
+        tokens, the network's token adds its own record's first-token rate wherever the copy's first fails,
+        ``r · (1 − a_1)`` (two different tokens at one position: at most one is kept). It costs a pass over the
+        copy, the network's token and the pending one, and one draft forward."""
+        if not self.branch:
+            return 0.0, 0, 0.0
+        estimates = self.lookup.run_estimates()
+        if self.remaining is not None:  # the tree's depth (the copy's length) within what may still be written
+            estimates = estimates[: max(self.remaining - 1, 0)]
+        if not estimates:
+            return 0.0, 0, 0.0
+        rate = self.first_record[0] / self.first_record[1]
+        network = rate * (1.0 - estimates[0])
+        best, length, expected, tokens, kept = 0.0, 0, 0.0, 1.0, 1.0
+        for i, (estimate, ms) in enumerate(zip(estimates, self.branch_ms), 1):  # a few tokens: no array work
+            kept *= estimate
+            tokens += kept
+            if (tokens + network) / ms > best:
+                best, length, expected = (tokens + network) / ms, i, tokens + network
+        return best, length, expected
+
     def _choose(self) -> str:
-        """This round's source: the copy, the network, or none (a plain step), whichever promises the most tokens
-        per millisecond. Before its start the network waits until the rounds it would have won have forgone its
-        start's price (the class's docstring). Once started, a network whose record is below a plain step's still
-        drafts one round in :data:`EXPLORE`, so that its record can recover when the text changes."""
+        """This round's source: the copy, the network, both side by side (a branched round), or none (a plain
+        step), whichever promises the most tokens per millisecond. Before its start the network waits until the
+        rounds it would have won have forgone its start's price (the class's docstring). Once started, a network
+        whose record is below a plain step's still drafts one round in :data:`EXPLORE`, so that its record can
+        recover when the text changes."""
         network = self.model_record[0] / self.model_record[1]
         plain = 1.0 / self.plain_ms
         copy = self.copy_value()
-        if copy >= max(network, plain):
+        both, self.branch_len, both_tokens = self.branch_value()
+        if copy >= max(network, plain, both):
             return "lookup"
         if not self.started:
             tokens, ms = (x / PRIOR_WEIGHT for x in self.model_record)  # the prior's round
+            if both > network:  # the branched round is the network's best use here
+                tokens, ms = both_tokens, both_tokens / both
             saving = max(tokens / max(copy, plain) - ms, 0.0)  # what this round forgoes without the network
             self.forgone += saving
             price = self.start_ms()
             if self.forgone < price or not self._repays(saving, tokens, price):
                 return "lookup" if copy >= plain else "none"
-            return "model"
+            return "both" if both > network else "model"
         self.idle += 1
+        if both > max(network, plain):
+            self.idle = 0
+            return "both"
         if network >= plain or self.idle >= EXPLORE:
             self.idle = 0
             return "model"
@@ -342,6 +388,8 @@ class HybridDrafter:
             self.source = self._choose()
         if self.source == "none":  # neither source is worth its pass here: a plain step
             return self.lookup.chunk([], sampling, [])
+        if self.source == "both":
+            return self._branched() if not self.drafted else self.lookup.chunk([], sampling, [])  # one a round
         if self.source == "lookup":
             chunk = self.lookup.propose(n, sampling, generator)
         else:
@@ -352,14 +400,53 @@ class HybridDrafter:
         self.forwards += chunk.forwards
         return chunk
 
+    def _branched(self) -> DraftChunk:
+        """A branched round, whole: the copy's run (its length chosen with the round, :meth:`branch_value`) and
+        the network's greedy token beside its first token, both children of the pending token; one chain where
+        the two agree. Both are deterministic given the text, so the tree verifier's point-mass rule keeps the
+        target's distribution when sampling (:mod:`spec_core.verifiers.tree`)."""
+        if self.behind or not self.started:
+            self._catch_up()
+        net = self.model.propose(1, GREEDY, None)
+        copy = self.lookup.propose(self.branch_len, GREEDY, None)
+        self.net_token = net.tokens[0]
+        first = (copy.estimates or [0.0])[0]
+        self.branch_rescue = self.first_record[0] / self.first_record[1] * (1.0 - first)
+        hidden = net.hidden[0]
+        blank = [hidden.new_zeros(hidden.shape)] * len(copy.tokens)  # a copied token has no draft state
+        if copy.tokens[0] == self.net_token:  # they agree: the copy's run alone
+            chunk = replace(copy, hidden=blank, forwards=net.forwards, probs=None)
+        else:
+            chunk = DraftChunk(
+                tokens=[*copy.tokens, *net.tokens],
+                probs=None,  # deterministic candidates
+                token_probs=[*copy.token_probs, *net.token_probs],
+                hidden=[*blank, hidden],
+                logits=[*copy.logits, *net.logits],
+                forwards=net.forwards,
+                parents=[*range(-1, len(copy.tokens) - 1), -1],
+                source=COPY_SOURCE,
+                estimates=[*(copy.estimates or []), self.branch_rescue],  # its chance to be the kept one
+                sources=[COPY_SOURCE] * len(copy.tokens) + [net.source],
+            )
+        self.drafted = list(chunk.tokens)
+        self.forwards = chunk.forwards
+        return chunk
+
     def commit(self, accepted: int, next_token: int, verified: LMOutput, path: Sequence[int] | None = None) -> None:
-        kept = [*self.drafted[:accepted], next_token]
+        on_path = range(accepted) if path is None else path
+        kept = [*(self.drafted[i] for i in on_path), next_token]
+        if self.source == "both":
+            self._commit_branched(kept, verified)
+            return
         if self.source == "lookup":
             self.lookup.commit(accepted, next_token, verified, path)
         else:
             if self.drafted:
                 self.model_record[0] += accepted + 1
                 self.model_record[1] += float(self.profile.round_ms(len(self.drafted) + 1, self.forwards))
+                self.first_record[0] += accepted > 0
+                self.first_record[1] += 1
             self.lookup.learn(kept)
             self.lookup.end_round(kept)  # the index learns the network's text too
         if self.source == "model" and self.drafted:  # the network drafted this round: it commits now
@@ -368,6 +455,28 @@ class HybridDrafter:
             self.behind += kept
             self._keep(verified)
         self.source, self.drafted, self.forwards = None, [], 0
+
+    def _commit_branched(self, kept: list[int], verified: LMOutput) -> None:
+        """After a branched round: the copy learns how far the text bore it out, and the network commits its token
+        (kept when the text's first token is it) with the target's token after it, or, where the copy's run was
+        kept, the text's first token as the target's; the rest of the text waits for its next round, with the
+        target's states of its positions (rows ``m + 1..`` of ``verified``, as :meth:`_keep` keeps them)."""
+        self.lookup.learn(kept)
+        self.lookup.end_round(kept)
+        m = int(len(kept) > 1 and kept[0] == self.net_token)  # the network's token was kept
+        self.first_record[0] += m
+        self.first_record[1] += 1
+        self.model.commit(m, kept[m], _rows(verified, 0, m + 1))
+        if len(kept) > m + 1:
+            self.behind += kept[m + 1 :]
+            self._keep(_rows(verified, m + 1, len(kept)))
+        self.source, self.drafted, self.forwards, self.net_token = None, [], 0, -1
+
+
+def _rows(out: LMOutput, start: int, stop: int) -> LMOutput:
+    """Rows ``start..stop−1`` of a verified output (its logits too, where the round kept them)."""
+    cut = lambda x: x[start:stop] if x is not None else None  # noqa: E731
+    return LMOutput(out.logits[start:stop], cut(out.hidden), cut(out.layer_hidden))
 
 
 def position_work(model: torch.nn.Module) -> int:
@@ -423,24 +532,55 @@ class LookupDraft:
         return LookupDrafter(params, _vocab(pair), pair.device, special_ids(pair.tokenizer))
 
 
+@dataclass(frozen=True)
+class HybridParams:
+    """``hybrid:min=1,max=3,k=8,branch=1``: the lookup's settings, and whether a round may branch (both sources
+    verified side by side; ``branch=0``, the default: one source a round, which measured as fast on held-out
+    Spec-Bench by total time and faster on the chat prompts, docs/LOG.md "2026-12-07")."""
+
+    lookup: LookupParams = LookupParams()
+    branch: bool = False
+
+    @classmethod
+    def parse(cls, arg: str | None) -> HybridParams:
+        rest, branch = [], False
+        for piece in (p.strip() for p in (arg or "").split(",")):
+            key, _, value = piece.partition("=")
+            if key.strip() != "branch":
+                rest.append(piece)
+            elif value.strip() in ("0", "1"):
+                branch = value.strip() == "1"
+            else:
+                raise SpecScopeError(f"hybrid: branch is 0 (one source a round) or 1 (both at once), got {piece!r}")
+        return cls(LookupParams.parse(",".join(rest), "hybrid"), branch)
+
+
 class HybridDraft(LookupDraft):
-    """``hybrid`` or ``hybrid:min=1,max=3,k=8`` — prompt lookup where it matches well, else the pair's draft (the
-    lookup's settings; a round's states may be a copy's, which has none)."""
+    """``hybrid`` or ``hybrid:min=1,max=3,k=8,branch=1`` — prompt lookup where it matches well, else the pair's
+    draft; with ``branch=1`` also both side by side in one pass (the lookup's settings; a round's states may be a
+    copy's, which has none). Branching needs the tree verifier and the hybrid's own lengths: with another verifier or a named length
+    policy, a round has one source (:func:`~spec_core.engine.methods.parse_method` says so)."""
 
     prefix: ClassVar[str] = "hybrid"
     reads_costs: ClassVar[bool] = True  # its network's start is priced with the run's cost profile (data)
-    about: ClassVar[str] = "prompt lookup where it matches, else the draft model (SAM-Decoding's idea)"
-    examples: ClassVar[tuple[str, ...]] = ("hybrid",)
+    about: ClassVar[str] = "prompt lookup where it matches, else the draft model (branch=1: or both in one pass)"
+    examples: ClassVar[tuple[str, ...]] = ("hybrid", "hybrid:branch=1")
 
     @classmethod
     def rule(cls, temperature: float) -> str:
         return (
             "Draft: each round copies from the text (prompt lookup) where the copy promises more tokens than the "
-            "draft model, else the draft model drafts (SAM-Decoding's idea, arXiv 2411.10666)."
+            "draft model, else the draft model drafts (SAM-Decoding's idea, arXiv 2411.10666); with branch=1, where "
+            "neither is sure, the copy and the model's own next token go side by side in one pass, and the target "
+            "keeps whichever it agrees with."
         )
 
     @classmethod
-    def build(cls, params: LookupParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:
+    def parse(cls, arg: str | None) -> HybridParams:  # type: ignore[override]
+        return HybridParams.parse(arg)
+
+    @classmethod
+    def build(cls, params: HybridParams, pair: ModelPair, costs: CostProfile | None = None) -> Drafter:  # type: ignore[override]
         model = PairDraft.build(None, pair)
         if not hasattr(model, "follow"):
             raise SpecScopeError(f"hybrid needs a chain draft that can follow copied tokens; {pair.name!r} has none")
@@ -449,5 +589,5 @@ class HybridDraft(LookupDraft):
         following = cast(FollowingDrafter, model)  # it has follow (checked above)
         assert pair.draft is not None  # PairDraft.build checked it
         share = position_work(pair.draft) / max(position_work(pair.target), 1)
-        lookup = LookupDrafter(params, _vocab(pair), pair.device, special_ids(pair.tokenizer))
-        return HybridDrafter(lookup, following, costs, share)
+        lookup = LookupDrafter(params.lookup, _vocab(pair), pair.device, special_ids(pair.tokenizer))
+        return HybridDrafter(lookup, following, costs, share, params.branch)

@@ -255,7 +255,9 @@ class Generation:
 
 def _so_far(draft: RoundDraft, budget: int) -> DraftSoFar:
     """What the draft-length policy sees of the round so far."""
-    return DraftSoFar(draft.tokens, draft.token_probs, draft.hidden, budget, draft.sources, draft.estimates)
+    return DraftSoFar(
+        draft.tokens, draft.token_probs, draft.hidden, budget, draft.sources, draft.estimates, draft.parents
+    )
 
 
 def _target_pass(target: CachedLM, draft: RoundDraft, ids: list[int], first: LMOutput | None) -> LMOutput:

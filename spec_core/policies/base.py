@@ -30,7 +30,8 @@ class DraftSoFar:
     budget: int  # tokens still allowed this round (max_new_tokens − generated − 1 for the target's token)
     sources: list[str] | None = None  # [γ] "model" (a draft network: one forward each) or "lookup" (copied: free)
     estimates: list[float] | None = None  # [γ] the drafter's estimate that each token is kept given the ones
-    #   before it were; None: ``token_probs`` stands in
+    #   before it were (its parent, in a tree); None: ``token_probs`` stands in
+    parents: list[int] | None = None  # [γ] a draft that branched: the draft each follows (−1: the pending token)
 
     @property
     def keep_estimates(self) -> list[float]:

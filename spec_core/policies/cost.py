@@ -85,6 +85,10 @@ class CostLength:
         if not drafted:
             return 1  # nothing to judge before the first draft
         a = np.clip(np.asarray(so_far.keep_estimates, dtype=float), 0.0, 1.0)
+        if so_far.parents is not None:  # a tree is drafted whole (the hybrid's branched round): its expectation only
+            self.expected = 1.0 + tree_expected(a, so_far.parents)
+            self.stop_reason = "branched"
+            return 0
         sources = so_far.sources or ["model"] * drafted
         forwards = sum(s == "model" for s in sources)
         kept = np.cumprod(a)
@@ -107,3 +111,12 @@ class CostLength:
         if self.expected is not None:
             trace["expected_tokens"] = round(self.expected, 3)
         return trace
+
+
+def tree_expected(estimates: np.ndarray, parents: list[int]) -> float:
+    """The drafts a tree's round keeps on average: Σ over nodes of the product of the estimates on its path, each
+    node's estimate its chance of being kept once its parent is (siblings exclusive: at most one is kept)."""
+    reach = np.empty(len(parents))
+    for node, parent in enumerate(parents):  # parents come before their children
+        reach[node] = estimates[node] * (reach[parent] if parent >= 0 else 1.0)
+    return float(reach.sum())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import make_tiny_pair
@@ -14,12 +15,12 @@ from spec_core.core import rules
 from spec_core.core.cost_model import CostProfile, accelerator_profile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
-from spec_core.drafters.lookup import KeepEstimates, LookupParams
+from spec_core.drafters.lookup import HybridParams, KeepEstimates, LookupParams
 from spec_core.drafters.ngram import NgramIndex
 from spec_core.engine.loop import Generation, generate
 from spec_core.engine.methods import parse_method
 from spec_core.policies.base import DraftSoFar
-from spec_core.policies.cost import CostLength
+from spec_core.policies.cost import CostLength, tree_expected
 
 # -- the index ------------------------------------------------------------------------------------------------
 
@@ -91,7 +92,19 @@ def test_a_learned_part_that_reads_draft_states_is_refused_with_a_lookup():
             parse_method(name)
     assert parse_method("lookup").policy.family == "cost"
     assert parse_method("lookup+fixed:3").policy.text == "fixed:3"
-    assert parse_method("hybrid").drafter.params == LookupParams()
+    assert parse_method("hybrid").drafter.params == HybridParams(LookupParams(), branch=False)
+
+
+def test_the_hybrid_branches_only_with_the_tree_verifier_and_its_own_lengths():
+    """A branched round is a tree whose lengths the hybrid chooses: a named length policy or a verifier of chains
+    gives one source a round, as ``hybrid`` and ``branch=0`` do."""
+    assert parse_method("hybrid:branch=1").drafter.params.branch
+    assert parse_method("hybrid:k=4,branch=1").drafter.params == HybridParams(LookupParams(k=4), branch=True)
+    for name in ("hybrid", "hybrid:branch=0", "hybrid:branch=1+fixed:2", "hybrid:branch=1+lenient:0.5"):
+        assert not parse_method(name).drafter.params.branch, name
+    for bad in ("hybrid:branch=2", "hybrid:branch", "hybrid:branch=yes"):
+        with pytest.raises(SpecScopeError, match="branch is 0"):
+            parse_method(bad)
 
 
 # -- the cost policy ---------------------------------------------------------------------------------------------
@@ -108,6 +121,16 @@ def _drafted_length(profile: CostProfile, estimate: float, source: str = "lookup
 
 
 CPU_LIKE = CostProfile(widths=(1, 2, 4, 8, 16), target_ms=(50, 54, 60, 86, 129), draft_ms=3.0)
+
+
+def test_the_cost_policy_prices_a_branched_round_as_a_tree():
+    """A branched round (the copy's two tokens, the network's one beside the first) is drafted whole: the policy
+    asks for nothing more and expects 1 + a_1 + a_1·a_2 + b, b the network token's chance to be the kept one."""
+    policy = CostLength(CPU_LIKE, 16)
+    so_far = DraftSoFar([5, 6, 7], [1.0, 1.0, 0.6], [], 64, ["lookup", "lookup", "model"], [0.5, 0.8, 0.3], [-1, 0, -1])
+    assert policy.next_chunk(so_far) == 0 and policy.stop_reason == "branched"
+    assert policy.trace()["expected_tokens"] == pytest.approx(1 + 0.5 + 0.5 * 0.8 + 0.3)
+    assert tree_expected(np.array([0.5, 0.8, 0.3, 0.9]), [-1, 0, -1, 2]) == pytest.approx(0.5 + 0.4 + 0.3 + 0.27)
 
 
 def test_the_cost_policy_drafts_longer_where_passes_are_cheap_and_evidence_strong():
@@ -166,6 +189,56 @@ def test_hybrid_uses_both_sources(one_thread, monkeypatch):
     assert sources == {"lookup", "model"}, sources
 
 
+def _always_branch(monkeypatch, seen: list | None = None):
+    """Every round with a copy branches (its copy up to 3 tokens), the others go to the network: the branched
+    round's verification and bookkeeping tested whatever the choice; ``seen`` gets each branched round's
+    (copy's first token, network's token, the kept text)."""
+    from spec_core.drafters import lookup
+
+    class Branching(lookup.HybridDrafter):
+        def _choose(self) -> str:
+            estimates = self.lookup.run_estimates()
+            if not estimates:
+                return "model"
+            self.branch_len = min(len(estimates), 3, max((self.remaining or 4) - 1, 1))
+            return "both"
+
+        def _commit_branched(self, kept, verified) -> None:
+            if seen is not None:
+                seen.append((self.drafted[0], self.net_token, list(kept)))
+            super()._commit_branched(kept, verified)
+
+    monkeypatch.setattr(lookup, "HybridDrafter", Branching)
+
+
+def test_a_branched_round_keeps_whichever_source_the_target_bears_out(one_thread, monkeypatch):
+    """The copy's run and the network's token side by side, one pass: greedy, the text is ``ar``'s, and the round
+    keeps the copy's run where the target agrees with it, the network's token where it agrees with that."""
+    from visuals.lookup import sources_caption
+
+    pair = make_tiny_pair(vocab=16, draft="feature")
+    _fixed_costs(pair, monkeypatch)
+    seen: list = []
+    _always_branch(monkeypatch, seen)
+    prompt = "abcdefgabcdefgabdcefg"
+    ar = generate(pair, prompt, "ar", 60)
+    run = generate(pair, prompt, "hybrid:branch=1", 60)
+    assert run.token_ids == ar.token_ids
+    copy_kept = [kept for first, net, kept in seen if len(kept) > 1 and kept[0] == first]
+    net_kept = [kept for first, net, kept in seen if len(kept) > 1 and kept[0] == net != first]
+    assert copy_kept and net_kept, seen
+    branched = [e for e in run.events if e.tree is not None]
+    assert branched and all(e.draft_forwards == 1 for e in branched)  # one network token beside the copy
+    trees = [(first, kept) for first, net, kept in seen if first != net]  # where they agree: the copy's chain
+    assert len(trees) == len(branched)
+    by_copy = sum(1 for first, kept in trees if len(kept) > 1 and kept[0] == first)
+    text = sources_caption({"hybrid:branch=1": run.events})  # the Live view's sentence says the same
+    assert (
+        f"{len(branched)} rounds put the copy and the model's own next token side by side in one pass, and the "
+        f"target kept the model's token in {len(net_kept)} of them, the copy's in {by_copy}"
+    ) in text
+
+
 @pytest.fixture(scope="module")
 def sampling_setting():
     from test_lossless_sampling import PROMPT, VOCAB
@@ -175,11 +248,14 @@ def sampling_setting():
     return pair, exact_first_two(pair, prompt_ids)
 
 
-@pytest.mark.parametrize("method", ["lookup+fixed:2", "hybrid+fixed:2"])
-def test_lookup_sampling_keeps_the_target_distribution(sampling_setting, one_thread, method):
+@pytest.mark.parametrize("method", ["lookup+fixed:2", "hybrid+fixed:2", "hybrid:branch=1"])
+def test_lookup_sampling_keeps_the_target_distribution(sampling_setting, one_thread, method, monkeypatch):
     """The prompt repeats tokens, so the first round copies a draft; the text's distribution is the target's
-    (the hybrid's network, a standalone draft here, takes the rounds the copy does not)."""
+    (the hybrid's network, a standalone draft here, takes the rounds the copy does not; ``hybrid:branch=1`` branches
+    every round that has a copy: the copy's run and the network's greedy token side by side, verified as a tree)."""
     pair, exact = sampling_setting
+    if method == "hybrid:branch=1":
+        _always_branch(monkeypatch)
     outcomes: dict = {}
     emp = empirical_first_two(pair, method, DRAWS // 2, outcomes)
     tv = float(rules.total_variation(emp.flatten(), exact.flatten()))
@@ -385,9 +461,9 @@ def test_the_network_does_not_start_when_the_tokens_left_cannot_repay_its_start(
     monkeypatch.setattr(lookup, "HybridDrafter", Recorded)
     pair = make_tiny_pair(vocab=16, draft="feature")
     _fixed_costs(pair, monkeypatch, 0.2)
-    run = generate(pair, "abcdefgabcdefg", "hybrid", 60)
+    generate(pair, "abcdefgabcdefg", "hybrid", 60)
     assert len(starts) == 1 and starts[0][2] is not None, starts  # the engine told it what was left
-    written = sum(len(e.emitted) for e in run.events[: next(e.index for e in run.events if "model" in e.draft_sources)])
+    written = 60 - starts[0][2]  # the tokens written before the start (told as what the generation may still add)
     starts.clear()
     short = generate(pair, "abcdefgabcdefg", "hybrid", written + 2)  # the same text, cut 2 tokens after the start
     assert starts == [] and all("model" not in e.draft_sources for e in short.events)
