@@ -55,7 +55,7 @@ def cpu_family() -> str:
     fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
+            key, value = (line.split(":", 1) + [""])[:2]  # "cpu family\t: 25"
             key = key.strip()
             if key in ("vendor_id", "cpu family") and key not in fields:
                 fields[key] = value.strip()
