@@ -154,6 +154,8 @@ def shipped_table(kind: str | None = None, folder: Path = SHIPPED_DIR, family: s
     path = next((p for p, f in tables[chosen] if family and f == family), tables[chosen][0][0])
     loaded, raw = _load(path)
     machine = raw.get("machine", "a reference machine")
+    if raw.get("family"):  # which of the kind's tables answered: two EPYCs of one kind can differ
+        machine = f"{machine}, {raw['family']}"
     where = f"shipped for {KIND_WORDS[chosen]} CPUs ({machine}, {raw.get('threads', '?')} thread(s), {_file_date(path, raw)})"
     notes = () if chosen == kind else (f"no table ships for this CPU's kind ({KIND_WORDS.get(kind, kind)})",)
     if notes:
