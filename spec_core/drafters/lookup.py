@@ -255,7 +255,8 @@ class HybridDrafter:
         self.first_record = [PRIOR_WEIGHT * PRIOR_FIRST, PRIOR_WEIGHT]  # its first drafted token: [kept, drafted]
         self.branch_len = 0  # a branched round's copy length (chosen with the round)
         self.net_token = -1  # a branched round's network token
-        self.branch_rescue = 0.0  # its chance to be the kept one: the network's first-token rate × (1 − a_1)
+        self.branch_rescue = 0.0  # its chance to be the kept one: the network's first-token rate × (1 − a_1), priced
+        #   with the round (branch_value)
         self.behind: list[int] = []  # verified tokens the network has not taken in (from the prompt, until it starts)
         self.rows: list[LMOutput] = []  # the target's states of the verified positions among them, in order
         self.started = False
@@ -336,7 +337,7 @@ class HybridDrafter:
         if not estimates:
             return 0.0, 0, 0.0
         rate = self.first_record[0] / self.first_record[1]
-        network = rate * (1.0 - estimates[0])
+        network = self.branch_rescue = rate * (1.0 - estimates[0])  # kept with the round's length
         best, length, expected, tokens, kept = 0.0, 0, 0.0, 1.0, 1.0
         for i, (estimate, ms) in enumerate(zip(estimates, self.branch_ms), 1):  # a few tokens: no array work
             kept *= estimate
@@ -410,8 +411,6 @@ class HybridDrafter:
         net = self.model.propose(1, GREEDY, None)
         copy = self.lookup.propose(self.branch_len, GREEDY, None)
         self.net_token = net.tokens[0]
-        first = (copy.estimates or [0.0])[0]
-        self.branch_rescue = self.first_record[0] / self.first_record[1] * (1.0 - first)
         hidden = net.hidden[0]
         blank = [hidden.new_zeros(hidden.shape)] * len(copy.tokens)  # a copied token has no draft state
         if copy.tokens[0] == self.net_token:  # they agree: the copy's run alone
@@ -558,8 +557,8 @@ class HybridParams:
 class HybridDraft(LookupDraft):
     """``hybrid`` or ``hybrid:min=1,max=3,k=8,branch=1`` — prompt lookup where it matches well, else the pair's
     draft; with ``branch=1`` also both side by side in one pass (the lookup's settings; a round's states may be a
-    copy's, which has none). Branching needs the tree verifier and the hybrid's own lengths: with another verifier or a named length
-    policy, a round has one source (:func:`~spec_core.engine.methods.parse_method` says so)."""
+    copy's, which has none). Branching needs the tree verifier and the hybrid's own lengths: with another verifier
+    or a named length policy, a round has one source (:func:`~spec_core.engine.methods.parse_method` says so)."""
 
     prefix: ClassVar[str] = "hybrid"
     reads_costs: ClassVar[bool] = True  # its network's start is priced with the run's cost profile (data)

@@ -125,10 +125,11 @@ def parse_method(name: str) -> MethodSpec:
             raise SpecScopeError(
                 f"{name!r}: a token tree is verified losslessly (multi-candidate); drop {verifier.text!r}"
             )
-    if getattr(drafter.params if drafter is not None else None, "branch", False) and (
-        policy is not None or not getattr(VERIFIERS[verifier.family], "verifies_trees", False)
+    if (
+        drafter is not None
+        and getattr(drafter.params, "branch", False)
+        and (policy is not None or not getattr(VERIFIERS[verifier.family], "verifies_trees", False))
     ):  # a branched round is a tree with the hybrid's own lengths: a named policy or another verifier has chains
-        assert drafter is not None
         drafter = replace(drafter, params=replace(drafter.params, branch=False))
     if drafter is None:
         drafter, policy = parse_drafter("default"), policy or parse_policy(DEFAULT_POLICY)
