@@ -7,18 +7,30 @@ pre-verifier's gain over the best fixed window it captures (:mod:`spec_core.poli
 bootstrap interval over the rounds). Priced under a shipped cost table (``--costs FILE --precision P``, e.g.
 ``assets/results/costs/xeon-amx-1thread.json``) or the accelerator model (``--costs accelerator``), so a docs
 table made by it is reproduced from a clone (``tests/unit/test_docs_numbers.py`` does).
+
+``--prompts FILE`` asks the same question of a prompt set's own rounds instead: the embedded pair drafts a long
+window (``fixed:8``, greedy) over each prompt, the shipped heads score every drafted token, and the rows are priced
+as above (each head's call at the shipped rounds' price, so the table is the same on any machine). On the
+benchmark's prompts this says how far any t could take ``pacer`` there: t is tuned on the very rounds it is judged
+on, an upper bound no rule tuned elsewhere can pass. An analysis, never an input: ``t=auto`` replays training
+prompts only (:mod:`spec_core.policies.pacer_tuning`).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spec_core.core.cost_model import CostProfile, accelerator_profile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.core.precision import read_table as table_file
-from spec_core.policies.pacer_heads import HeadRow, shipped_comparison
+from spec_core.policies.pacer_heads import HeadRow, compare, rounds_card, shipped_comparison
+from spec_core.policies.pacer_tuning import TuningRounds, load_rounds
+
+if TYPE_CHECKING:
+    from spec_core.model.models import ModelPair
 
 ACCELERATOR = "accelerator"
 
@@ -61,14 +73,44 @@ def markdown(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
+WINDOW = 8  # the long window the rounds are drafted with (PACER's max: every rule's length fits in it)
+
+
+def prompt_rounds(pair: ModelPair, prompts: list[str], work_dir: Path, max_new_tokens: int) -> TuningRounds:
+    """The rounds of ``fixed:8`` over ``prompts`` (greedy, ``max_new_tokens`` each; resumable in ``work_dir``),
+    scored by the shipped heads of the pair's draft, each head's call priced as in the shipped rounds."""
+    from spec_core.analysis.pacer_rounds import write_rounds  # loads the training stack: only for --prompts
+    from spec_core.train.pacer import SimConfig, simulate
+
+    cfg = SimConfig(
+        out_dir=work_dir / pair.draft_design,
+        prompts=tuple(prompts),
+        window=WINDOW,
+        max_new_tokens=max_new_tokens,
+        sampled_fraction=0.0,
+    )
+    simulate(pair, cfg)
+    write_rounds(cfg.out_dir, pair, out_dir=work_dir, head_ms=rounds_card(pair.draft_design).get("head_ms"))
+    rounds = load_rounds(pair.draft_design, work_dir)
+    assert rounds is not None  # just written
+    return rounds
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m spec_core analyze heads", description=__doc__.splitlines()[0])
     ap.add_argument("--costs", default=ACCELERATOR, help="a cost table JSON (shipped or cached), or 'accelerator'")
     ap.add_argument("--precision", default="int8", help="the table's profile to price with (not for 'accelerator')")
     ap.add_argument("--draft", default="feature", help="the shipped rounds of this draft design")
+    ap.add_argument(
+        "--prompts", help="a prompt file (JSON lines, or Spec-Bench's questions): compare on its own rounds instead"
+    )
+    ap.add_argument("--max-new-tokens", type=int, default=64, help="with --prompts: new tokens per prompt")
+    ap.add_argument("--work-dir", help="with --prompts: where its rounds go (resumable; default runs/heads/FILE-N)")
+    ap.add_argument("--threads", type=int, default=1, help="with --prompts: torch CPU threads")
     a = ap.parse_args(argv)
     try:
-        rows = list(shipped_comparison(costs_of(a.costs, a.precision), draft_design=a.draft))
+        costs = costs_of(a.costs, a.precision)
+        rows = on_prompts(a, costs) if a.prompts else list(shipped_comparison(costs, draft_design=a.draft))
     except SpecScopeError as err:
         print(f"error: {err}")
         return 2
@@ -77,3 +119,35 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(markdown(rows_table(rows)))
     return 0
+
+
+def priced_by(a: argparse.Namespace) -> str:
+    return "the accelerator model" if a.costs == ACCELERATOR else f"{Path(a.costs).name} ({a.precision})"
+
+
+def on_prompts(a: argparse.Namespace, costs: CostProfile) -> list[HeadRow]:
+    """``--prompts``: the comparison on the file's own rounds (first turns: a second turn's context is another
+    run's answer), drafted at ``--precision`` (the arithmetic the table prices)."""
+    import torch
+
+    from spec_core.model.models import load_pair
+    from spec_core.serve.prompts import load_prompts
+
+    if not 1 <= a.max_new_tokens <= 1024:
+        raise SpecScopeError(f"--max-new-tokens needs 1 … 1024, got {a.max_new_tokens}")
+    if a.threads < 1:
+        raise SpecScopeError(f"--threads needs at least 1, got {a.threads}")
+    rows = load_prompts(a.prompts)
+    prompts = [r["prompt"] for r in rows if not r.get("history")]
+    if not prompts:
+        raise SpecScopeError(f"{a.prompts}: no first turn to draft over")
+    torch.set_num_threads(a.threads)
+    pair = load_pair("embedded", "cpu", a.precision, draft=a.draft)
+    work = Path(a.work_dir or Path("runs") / "heads" / f"{Path(a.prompts).stem}-{a.max_new_tokens}")
+    rounds = prompt_rounds(pair, prompts, work, a.max_new_tokens)
+    left = len(rows) - len(prompts)
+    print(
+        f"{len(rounds.gamma):,} rounds of fixed:{WINDOW} (greedy, {a.precision}) on {len(prompts)} prompts of "
+        f"{a.prompts}" + (f" ({left} second turns left out)" if left else "") + f"; priced by {priced_by(a)}\n"
+    )
+    return compare(rounds, costs)

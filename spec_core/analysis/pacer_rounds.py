@@ -29,9 +29,12 @@ if TYPE_CHECKING:
     from spec_core.model.models import ModelPair
 
 
-def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4)) -> Path:
+def write_rounds(
+    shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blocks=(1, 2, 4), head_ms: dict | None = None
+) -> Path:
     """Score the simulated rounds in ``shards`` with the shipped pre-verifiers for ``pair``'s draft and write the
-    asset (tensors + card). Only rounds and â are kept: a few hundred kB."""
+    asset (tensors + card). Only rounds and â are kept: a few hundred kB. ``head_ms``: each head's call price to
+    record (the shipped rounds' own, for a comparison that is the same on any machine); None times each head here."""
 
     paths = sorted(shards.glob("shard_*.safetensors"))
     if not paths:
@@ -49,7 +52,10 @@ def write_rounds(shards: Path, pair: ModelPair, out_dir: Path = RESULTS_DIR, blo
     heads_sha, heads_ms = {}, {}
     for name, (head, _) in heads.items():
         heads_sha[name] = file_sha256(HEADS_DIR / f"{name}.safetensors")
-        heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
+        if head_ms is not None and name in head_ms:
+            heads_ms[name] = float(head_ms[name])
+        else:
+            heads_ms[name] = round(head_call_ms(head, int(data["hidden"].shape[-1]))(1), 4)
         if isinstance(head, BlockPreVerifier) and head.cfg.use_token and "token_embed" not in data:  # the paper head
             data["token_embed"] = token_embeddings(pair, data["token"])
         score = head_scorer(head, data)

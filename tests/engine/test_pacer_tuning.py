@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from spec_core.core.cost_model import CostProfile
@@ -145,3 +146,52 @@ def test_the_rounds_writer_leaves_out_prompts_a_shipped_head_trained_on(embedded
     rounds = tuning.load_rounds(embedded_f32.draft_design, path.parent)
     assert len(rounds.gamma) == int((~seen).sum()) and rounds.card["left_out"].startswith(f"{int(seen.sum())} rounds")
     assert rounds.gamma.tolist() == data["round_gamma"][~seen].tolist()
+
+
+def test_the_head_comparison_on_a_prompt_files_own_rounds(tmp_path, capsys):
+    """``analyze heads --prompts``: the embedded pair drafts fixed:8 over the file's prompts, the shipped heads score
+    the rounds, and the rows are priced at the shipped rounds' head prices (no clock: a rerun prints the same
+    table). A perfect pre-verifier is never beaten by a fixed window on the same rounds, nor the oracle by it."""
+    from spec_core.analysis import heads
+
+    prompts = tmp_path / "own.jsonl"
+    prompts.write_text(
+        '{"id": "a", "prompt": "Name three colours of the rainbow."}\n'
+        '{"id": "b", "prompt": "Write a Python function that adds two numbers."}\n',
+        encoding="utf-8",
+    )
+    table = "assets/results/costs/epyc-zen4-avx512-1thread.json"
+    argv = ["--prompts", str(prompts), "--max-new-tokens", "12", "--costs", table, "--work-dir", str(tmp_path / "w")]
+    assert heads.main(argv) == 0
+    first = capsys.readouterr().out
+    rounds = tuning.load_rounds("feature", tmp_path / "w")
+    assert rounds is not None and f"{len(rounds.gamma):,} rounds of fixed:8 (greedy, int8) on 2 prompts" in first
+    assert rounds.card["head_ms"] == tuning.load_rounds("feature").card["head_ms"]  # priced, not timed here
+    assert int(rounds.gamma.max()) <= 8 and bool((rounds.accepted <= rounds.gamma).all())
+    rows = [line.split("|") for line in first.splitlines() if line.count("|") > 3][2:]  # below the header
+    speed = {cells[1].strip(): float(cells[2]) for cells in rows}
+    fixed = max(v for k, v in speed.items() if k.startswith("fixed:"))
+    assert speed["oracle"] >= speed["perfect pre-verifier"] >= fixed
+    assert {"paper head", "hybrid head", "draft's own Π q"} <= set(speed)
+    assert heads.main(argv) == 0  # resumed from the written rounds: the same table
+    assert capsys.readouterr().out == first
+
+
+@pytest.mark.parametrize(
+    "text, extra, message",
+    [
+        (None, [], "does not exist"),
+        ("", [], "is empty"),
+        ('{"id": "a", "prompt": "hi"}\n', ["--max-new-tokens", "0"], "--max-new-tokens needs 1"),
+        ('{"id": "a", "prompt": "   "}\n', [], "non-empty 'prompt'"),
+    ],
+)
+def test_the_head_comparison_on_a_bad_prompt_file_says_why(tmp_path, capsys, text, extra, message):
+    from spec_core.analysis import heads
+
+    path = tmp_path / "p.jsonl"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    assert heads.main(["--prompts", str(path), "--work-dir", str(tmp_path / "w"), *extra]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: ") and message in out
