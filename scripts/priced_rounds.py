@@ -1,0 +1,75 @@
+"""Each lane's own rounds priced by a cost table: speedups over ``ar`` that no clock enters.
+
+Usage: ``PYTHONPATH=. .venv/bin/python scripts/priced_rounds.py --methods ar,fixed:1,fixed:2,pacer [--table FILE]``
+
+Runs the embedded pair at int8 over ``prompts/specscope.jsonl`` (or ``--prompts``; 64 new tokens, greedy), one
+generation per method and prompt, and prices every round the engine ran with one cost profile
+(:meth:`CostProfile.round_ms`: a pass over the round's drafted tokens and the pending one, its draft forwards, and
+``--head-ms`` per pre-verifier call a PACER round made). The rounds are the engine's (greedy: the same on any
+machine), and so are the prices (the table's), so two runs print the same numbers whatever else the machine is
+doing: a way to compare lanes whose measured speeds differ by less than a bench's noise. Per method it prints the
+median over prompts of ``ar``'s priced time over the lane's, and the ratio of the totals. The prefill is left out
+of both, and so is a hybrid's catch-up pass (its network's first read of the text): only rounds are priced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import numpy as np
+import torch
+
+from spec_core.core.cost_tables import given_table, run_costs
+from spec_core.core.types import SamplingConfig
+from spec_core.engine.loop import Generation
+from spec_core.model.models import load_pair
+from spec_core.serve.prompts import load_prompts
+
+PAPER_HEAD_MS = 0.29  # the paper head's call in the engine, int8, one thread (docs/LOG.md, seventh session)
+
+
+def width(event) -> int:
+    """The round's pass: every drafted node (a tree's whole, not its walk) and the pending token."""
+    return (len(event.tree.tokens) if event.tree is not None else len(event.draft_tokens)) + 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--methods", required=True, help="comma-separated method names; the first is the baseline")
+    ap.add_argument("--prompts", default="prompts/specscope.jsonl")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--table", help="a cost table JSON (default: the one a run on this machine is priced with)")
+    ap.add_argument("--head-ms", type=float, default=PAPER_HEAD_MS, help="the price of one pre-verifier call")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    pair = load_pair("embedded", dtype="int8")
+    costs = given_table(a.table).profiles["int8"] if a.table else run_costs(pair)[0]
+    costs = dataclasses.replace(costs, head_ms=a.head_ms)
+    prompts = [p["prompt"] for p in load_prompts(a.prompts) if not p.get("history")]
+    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    greedy = SamplingConfig(temperature=0.0, seed=0).validate()
+    priced: dict[str, list[tuple[int, float]]] = {}
+    for m in methods:
+        priced[m] = []
+        for prompt in prompts:
+            run = Generation(pair, prompt, m, a.max_new_tokens, greedy, display=False, costs=costs).run()
+            ms = sum(
+                float(costs.round_ms(width(e), e.draft_forwards, len(e.policy_trace.get("predicted", ()))))
+                for e in run.events
+            )
+            priced[m].append((run.stats.new_tokens, ms))
+    print(f"priced by {costs.name}, a pre-verifier call at {a.head_ms:g} ms; {len(prompts)} prompts of {a.prompts}")
+    print("method               median  total")
+    base = priced[methods[0]]
+    for m, runs in priced.items():
+        ratios = [(bt / bn) / (mt / mn) if mn and bn else float("nan") for (bn, bt), (mn, mt) in zip(base, runs)]
+        total = (sum(t for _, t in base) / sum(n for n, _ in base)) / (
+            sum(t for _, t in runs) / sum(n for n, _ in runs)
+        )
+        print(f"{m:20s} {np.median(ratios):6.3f}  {total:5.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
