@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import torch
 
 from spec_core.core.cost_model import CostProfile, accelerator_profile
 from spec_core.core.errors import SpecScopeError
 from spec_core.core.lane_speed import DEFAULT_DRAFT_RATIO
 from spec_core.core.precision import read_table as table_file
+from spec_core.model.models import ModelPair, load_pair
 from spec_core.policies.pacer_heads import HeadRow, compare, rounds_card, shipped_comparison
 from spec_core.policies.pacer_tuning import TuningRounds, load_rounds
-
-if TYPE_CHECKING:
-    from spec_core.model.models import ModelPair
+from spec_core.serve.prompts import load_prompts
 
 ACCELERATOR = "accelerator"
 
@@ -80,7 +80,7 @@ def prompt_rounds(pair: ModelPair, prompts: list[str], work_dir: Path, max_new_t
     """The rounds of ``fixed:8`` over ``prompts`` (greedy, ``max_new_tokens`` each; resumable in ``work_dir``),
     scored by the shipped heads of the pair's draft, each head's call priced as in the shipped rounds."""
     from spec_core.analysis.pacer_rounds import write_rounds  # loads the training stack: only for --prompts
-    from spec_core.train.pacer import SimConfig, simulate
+    from spec_core.train.pacer import SimConfig, simulate  # the simulation, likewise
 
     cfg = SimConfig(
         out_dir=work_dir / pair.draft_design,
@@ -128,11 +128,6 @@ def priced_by(a: argparse.Namespace) -> str:
 def on_prompts(a: argparse.Namespace, costs: CostProfile) -> list[HeadRow]:
     """``--prompts``: the comparison on the file's own rounds (first turns: a second turn's context is another
     run's answer), drafted at ``--precision`` (the arithmetic the table prices)."""
-    import torch
-
-    from spec_core.model.models import load_pair
-    from spec_core.serve.prompts import load_prompts
-
     if not 1 <= a.max_new_tokens <= 1024:
         raise SpecScopeError(f"--max-new-tokens needs 1 … 1024, got {a.max_new_tokens}")
     if a.threads < 1:
