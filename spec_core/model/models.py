@@ -24,13 +24,16 @@ import importlib.util
 import os
 import re
 import shutil
+import socket
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
+import huggingface_hub
 import torch
 from huggingface_hub.errors import HfHubHTTPError
 from safetensors import SafetensorError
@@ -249,6 +252,40 @@ def embedded_target_dir() -> Path:
     return out
 
 
+HUB_PROBE_S = 3.0  # how long a hub id's load waits to learn that the hub cannot be reached at all
+
+
+def check_hub_reachable(ids: list[str]) -> None:
+    """Refuse at once a hub id that nothing here can serve: not a local folder, not in the hub's cache, and the hub
+    unreachable (one connection tried, :data:`HUB_PROBE_S` at most). The hub's client retries a failed connection
+    five times with backoff (about 23 s a file, 46 s for a pair's first load), which a user would take for a hang.
+    Offline mode (``HF_HUB_OFFLINE``) is left to the client, which answers from the cache at once."""
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        return
+    remote = []
+    for model_id in ids:
+        if Path(model_id).is_dir():
+            continue
+        try:
+            cached = huggingface_hub.try_to_load_from_cache(model_id, "config.json")
+        except ValueError:  # not a valid id: the client's own load says so at once
+            continue
+        if not isinstance(cached, str):
+            remote.append(model_id)
+    if not remote:
+        return
+    url = urlsplit(huggingface_hub.constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_S).close()
+    except OSError as err:
+        raise SpecScopeError(
+            f"cannot load model {remote[0]!r}: not a local checkpoint, not in the hub's cache, and the hub ({host}) "
+            f"cannot be reached from here ({_first_line(err, 120)}); check the id and the network, or use the "
+            "embedded pair, which needs no network"
+        ) from err
+
+
 def _load_errors() -> tuple[type[BaseException], ...]:
     """What a load from the hub or a folder raises when the id, the network or the files are wrong."""
     errors: list[type[BaseException]] = [OSError, ValueError]
@@ -387,6 +424,7 @@ def _load_float_pair(name: str, dev: torch.device, dt: torch.dtype, draft: str |
     if not draft_id:
         raise SpecScopeError(f"pair {name!r} names no draft: use 'TARGET_ID,DRAFT_ID'")
     device_map = "auto" if dev.type == "cuda" else None
+    check_hub_reachable([target_id, draft_id])
     tok_t, tok_d = _load_tokenizer(target_id), _load_tokenizer(draft_id)
     if tok_t.get_vocab() != tok_d.get_vocab():
         raise SpecScopeError(f"{target_id!r} and {draft_id!r} do not share a tokenizer; a draft must use the target's")

@@ -111,6 +111,45 @@ def test_unreachable_model_id_is_a_clear_error():
         load_pair("no-such-org/no-such-model,no-such-org/draft", device="cpu", cached=False, operator=True)
 
 
+def test_an_unreachable_hub_is_one_message_before_the_clients_retries(monkeypatch):
+    """The hub's client retries a failed connection five times with backoff (23 s a file): a hub id that nothing
+    here can serve is refused after one connection attempt, and the client is never asked."""
+    import socket
+
+    import transformers
+
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model import models
+
+    tried = []
+
+    def refused(address, timeout=None):
+        tried.append((address, timeout))
+        raise OSError("[Errno -2] Name or service not known")
+
+    def never(*args, **kwargs):
+        raise AssertionError("the hub's client was asked")
+
+    monkeypatch.setattr(socket, "create_connection", refused)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", never)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    with pytest.raises(SpecScopeError, match="cannot be reached from here") as err:
+        models.load_pair("no-such-org/target,no-such-org/draft", device="cpu", cached=False, operator=True)
+    assert "'no-such-org/target'" in str(err.value) and "Name or service not known" in str(err.value)
+    assert len(tried) == 1 and tried[0][1] == models.HUB_PROBE_S
+
+
+def test_a_cached_or_local_model_is_never_probed(monkeypatch, tmp_path):
+    import socket
+
+    from spec_core.model import models
+
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("probed the hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.try_to_load_from_cache", lambda repo, name: f"/cache/{repo}/{name}")
+    models.check_hub_reachable([str(tmp_path), "some-org/cached-model"])  # a local folder; a cached id
+
+
 def test_pair_with_different_tokenizers_is_refused(tmp_path):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
