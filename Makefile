@@ -24,8 +24,10 @@ browser:
 run: setup
 	$(PY) app.py
 
+# The default suite on TEST_WORKERS processes (pytest-xdist), one torch thread each, a test file per worker.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Opt-in heavy checks (real-model statistics, long generations).
 test-all: setup

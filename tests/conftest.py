@@ -19,7 +19,10 @@ for _folder in (TESTS, *(TESTS / layer for layer in ("unit", "engine", "app", "b
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
-torch.set_num_threads(int(os.environ.get("SPECSCOPE_TEST_THREADS", "2")))
+# one thread in each of `make test`'s workers (pytest-xdist, a worker a core), two in a single process
+torch.set_num_threads(
+    int(os.environ.get("SPECSCOPE_TEST_THREADS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2"))
+)
 # "auto" measures this machine's costs once (tens of seconds) before it picks; the suite pins a precision so a
 # test's run time does not depend on whether the table is cached (tests/engine/test_precision.py checks auto itself)
 os.environ.setdefault("SPECSCOPE_PRECISION", "bfloat16")
