@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import socket
+import urllib.request
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -275,13 +276,18 @@ def check_hub_reachable(ids: list[str]) -> None:
     if not remote:
         return
     url = urlsplit(huggingface_hub.constants.ENDPOINT)
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    host = url.hostname or "huggingface.co"
+    address = (host, url.port or (443 if url.scheme == "https" else 80))
+    proxy = urllib.request.getproxies().get(url.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):  # the client goes through the proxy: that is what to reach
+        via = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        address = (via.hostname or "", via.port or 80)
     try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_S).close()
+        socket.create_connection(address, timeout=HUB_PROBE_S).close()
     except OSError as err:
         raise SpecScopeError(
             f"cannot load model {remote[0]!r}: not a local checkpoint, not in the hub's cache, and the hub ({host}) "
-            f"cannot be reached from here ({_first_line(err, 120)}); check the id and the network, or use the "
+            f"cannot be reached from here{' through ' + address[0] if address[0] != host else ''} ({_first_line(err, 120)}); check the id and the network, or use the "
             "embedded pair, which needs no network"
         ) from err
 

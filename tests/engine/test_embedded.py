@@ -139,6 +139,29 @@ def test_an_unreachable_hub_is_one_message_before_the_clients_retries(monkeypatc
     assert len(tried) == 1 and tried[0][1] == models.HUB_PROBE_S
 
 
+def test_behind_a_proxy_the_probe_tries_the_proxy(monkeypatch):
+    """The hub's client connects through HTTPS_PROXY; so does the probe, and a refused proxy is named."""
+    import socket
+
+    from spec_core.core.errors import SpecScopeError
+    from spec_core.model import models
+
+    tried = []
+
+    def refused(address, timeout=None):
+        tried.append(address)
+        raise OSError("Connection refused")
+
+    monkeypatch.setattr(socket, "create_connection", refused)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with pytest.raises(SpecScopeError, match="through proxy.example"):
+        models.check_hub_reachable(["no-such-org/target"])
+    assert tried == [("proxy.example", 3128)]
+
+
 def test_a_cached_or_local_model_is_never_probed(monkeypatch, tmp_path):
     import socket
 
