@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from spec_core.__main__ import main
+from spec_core.analysis import bench
 from spec_core.analysis.bench import accepted_by_source, run_bench
 from spec_core.analysis.peers import run_peer
 from spec_core.core.errors import SpecScopeError
@@ -215,3 +216,21 @@ def test_the_analyzer_runs_spec_bench_and_shows_its_table(monkeypatch, one_threa
     assert status.startswith("Done: 7 prompts")
     assert set(table["category"]) == set(spec_bench.CATEGORIES) and "81-t2" in set(table["prompt id"])
     assert list(board.columns) == ["method", *spec_bench.CATEGORIES, "τ", "median speedup vs ar"]
+
+
+def test_the_bench_summary_gives_the_median_and_the_pooled_speedup():
+    """By hand: a lane twice as fast on one prompt and half as fast on a longer-running one. The median of its
+    per-prompt ratios is 1.25; pooled over both (20 tokens in 2.5 s against ar's 20 in 2 s) it is 0.8."""
+    rows = []
+    for method, walls in (("ar", (1.0, 1.0)), ("fixed:2", (0.5, 2.0))):
+        for k, wall in enumerate(walls):
+            ratio = 1.0 / wall
+            rows.append(
+                {"method": method, "prompt_id": f"p{k}", "new_tokens": 10, "wall_s": wall, "tokens_per_s": 10 / wall}
+                | {"speedup_vs_ar": ratio, "speedup_vs_best_ar": ratio, "tau": 1.0, "acceptance_rate": 0.5}
+                | {"first_divergence": None}
+            )
+    summary = bench.summarize(pd.DataFrame(rows, columns=bench.COLUMNS))
+    assert summary.loc["fixed:2", "speedup_vs_ar (median)"] == 1.25
+    assert summary.loc["fixed:2", "speedup_vs_ar (pooled)"] == 0.8
+    assert summary.loc["ar", "speedup_vs_ar (pooled)"] == 1.0
