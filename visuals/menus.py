@@ -110,14 +110,22 @@ def live_method_choices() -> list[str]:
 
 PHONE_PX = 600  # at most this wide, the page is read on a phone (assets/app.css's media query says the same)
 # Run once the page has loaded: on a phone the glossary starts closed (open, its definitions sat in a 70-px column
-# under a page already 13,000 px tall); on a wider screen it stays open, as the intro's link to it expects.
+# under a page already 13,000 px tall); on a wider screen it stays open, as the intro's link to it expects. The
+# accordion's button can appear before it is marked open (a slow load), so the page watches for up to 10 s until it
+# sees it open and closes it once; a visitor's own tap (a trusted click) ends the watch, so a tap is never undone.
 CLOSE_GLOSSARY_ON_PHONE = f"""() => {{
   if (window.innerWidth > {PHONE_PX}) return;
+  let done = false;
   const close = () => {{
+    if (done) return true;
     const b = document.querySelector('#glossary-box > button.label-wrap');
     if (!b) return false;
-    if (b.classList.contains('open')) b.click();
-    return true;
+    if (!b.dataset.watched) {{
+      b.dataset.watched = '1';
+      b.addEventListener('click', e => {{ if (e.isTrusted) done = true; }});
+    }}
+    if (b.classList.contains('open')) {{ done = true; b.click(); }}
+    return done;
   }};
   if (!close()) {{ const t = setInterval(() => {{ if (close()) clearInterval(t); }}, 100); setTimeout(() => clearInterval(t), 10000); }}
 }}"""

@@ -544,8 +544,9 @@ def test_a_phone_gets_a_closed_glossary_and_an_intro_that_reads_downward(tmp_pat
         with sync_playwright() as pw:
             browser, page = open_page(pw, url, width=420, height=900)
             try:
-                page.wait_for_function("!document.querySelector('#glossary-box > button.label-wrap.open')")
-                assert not page.locator("#glossary dd").first.is_visible()
+                page.locator("#glossary-box > button.label-wrap[data-watched]").wait_for(timeout=10_000)
+                page.locator("#glossary dd").first.wait_for(state="hidden", timeout=10_000)  # closed, however slow
+                assert "open" not in (page.locator("#glossary-box > button.label-wrap").get_attribute("class") or "")
                 boxes = page.locator(".spec-round-picture > div").evaluate_all(
                     "els => els.map(e => { const r = e.getBoundingClientRect();"
                     " return [e.className, r.top, r.bottom, getComputedStyle(e).transform]; })"
