@@ -20,6 +20,7 @@ import dataclasses
 import numpy as np
 import torch
 
+from spec_core.core.cost_model import round_shape
 from spec_core.core.cost_tables import given_table, run_costs
 from spec_core.core.types import SamplingConfig
 from spec_core.engine.loop import Generation
@@ -27,11 +28,6 @@ from spec_core.model.models import load_pair
 from spec_core.serve.prompts import load_prompts
 
 PAPER_HEAD_MS = 0.29  # the paper head's call in the engine, int8, one thread (docs/LOG.md, seventh session)
-
-
-def width(event) -> int:
-    """The round's pass: every drafted node (a tree's whole, not its walk) and the pending token."""
-    return (len(event.tree.tokens) if event.tree is not None else len(event.draft_tokens)) + 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,10 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         priced[m] = []
         for prompt in prompts:
             run = Generation(pair, prompt, m, a.max_new_tokens, greedy, display=False, costs=costs).run()
-            ms = sum(
-                float(costs.round_ms(width(e), e.draft_forwards, len(e.policy_trace.get("predicted", ()))))
-                for e in run.events
-            )
+            shapes = [round_shape(e) for e in run.events]  # a tree round: its whole pass
+            ms = sum(float(costs.round_ms(r.width, r.draft_forwards, r.head_calls)) for r in shapes)
             priced[m].append((run.stats.new_tokens, ms))
     print(f"priced by {costs.name}, a pre-verifier call at {a.head_ms:g} ms; {len(prompts)} prompts of {a.prompts}")
     print("method               median  total")
