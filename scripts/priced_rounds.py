@@ -24,6 +24,7 @@ from spec_core.core.cost_model import round_shape
 from spec_core.core.cost_tables import given_table, run_costs
 from spec_core.core.types import SamplingConfig
 from spec_core.engine.loop import Generation
+from spec_core.engine.methods import split_methods
 from spec_core.model.models import load_pair
 from spec_core.serve.prompts import load_prompts
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     costs = given_table(a.table).profiles["int8"] if a.table else run_costs(pair)[0]
     costs = dataclasses.replace(costs, head_ms=a.head_ms)
     prompts = [p["prompt"] for p in load_prompts(a.prompts) if not p.get("history")]
-    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    methods = split_methods(a.methods)
     greedy = SamplingConfig(temperature=0.0, seed=0).validate()
     priced: dict[str, list[tuple[int, float]]] = {}
     for m in methods:
