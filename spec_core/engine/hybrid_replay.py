@@ -33,10 +33,27 @@ if TYPE_CHECKING:
 NETWORK_DEPTH = 4  # the longest network chain scored at each position (a CPU's passes rarely repay more)
 
 
-@torch.inference_mode()
 def network_runs(pair: ModelPair, prompt_ids: Sequence[int], answer: Sequence[int], depth: int = NETWORK_DEPTH):
     """At each position of ``answer``: how many tokens of the pair's draft network's greedy chain (up to
-    ``depth``), drafted from the verified text before it, the answer bears out.
+    ``depth``), drafted from the verified text before it, the answer bears out (:func:`network_chains`)."""
+    return [
+        run_length(tokens, answer[pos:])
+        for pos, (tokens, _) in enumerate(network_chains(pair, prompt_ids, answer, depth))
+    ]
+
+
+def run_length(drafted: Sequence[int], text: Sequence[int]) -> int:
+    """How many of ``drafted`` the verified ``text`` bears out, from the first (a chain is kept to its first miss)."""
+    return next((i for i, (a, b) in enumerate(zip(drafted, text)) if a != b), min(len(drafted), len(text)))
+
+
+@torch.inference_mode()
+def network_chains(
+    pair: ModelPair, prompt_ids: Sequence[int], answer: Sequence[int], depth: int = NETWORK_DEPTH
+) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+    """At each position of ``answer``: the pair's draft network's greedy chain (up to ``depth`` tokens), drafted
+    from the verified text before it, and the network's probability of each of its tokens (its q, the per-round
+    forecast a choice rule could read).
 
     The drafter sees what it sees in the engine: the prompt's prefill, then at each position the target's states of
     the verified text (one target pass over the answer gives them all; the passes are batch-invariant on a CPU,
@@ -57,12 +74,12 @@ def network_runs(pair: ModelPair, prompt_ids: Sequence[int], answer: Sequence[in
         cat = lambda a, b: torch.cat([a, b]) if a is not None and b is not None else None  # noqa: E731
         rows = LMOutput(first.logits, cat(first.hidden, rest.hidden), cat(first.layer_hidden, rest.layer_hidden))
     greedy = SamplingConfig()
-    runs = []
+    chains = []
     for pos, token in enumerate(answer):
         chunk = drafter.propose(depth, greedy, None)
-        runs.append(next((i for i, (a, b) in enumerate(zip(chunk.tokens, answer[pos:])) if a != b), len(chunk.tokens)))
+        chains.append((tuple(int(t) for t in chunk.tokens), tuple(float(q) for q in chunk.token_probs)))
         drafter.commit(0, int(token), _row(rows, pos))  # nothing kept: the target's token, at its state
-    return runs
+    return chains
 
 
 def _row(out: LMOutput, i: int) -> LMOutput:

@@ -146,6 +146,26 @@ def test_network_runs_are_what_the_engines_network_rounds_keep(prompt, one_threa
     assert pos == len(run.token_ids) and any(runs)
 
 
+def test_network_chains_are_the_engines_drafts_with_their_q(one_thread):
+    """Where the engine's ``fixed:4`` starts a full round, the replay's chain is its four drafts and their q (the
+    per-round forecast a choice rule reads), and its run over the answer is :func:`network_runs`'."""
+    from spec_core.engine.hybrid_replay import network_chains, network_runs, run_length
+
+    pair = make_tiny_pair(vocab=8, draft="feature")
+    run = generate(pair, "abcabcabdabcab", "fixed:4", 40)
+    chains = network_chains(pair, run.prompt_ids, run.token_ids, depth=4)
+    answer = list(run.token_ids)
+    assert [run_length(c, answer[i:]) for i, (c, _) in enumerate(chains)] == network_runs(pair, run.prompt_ids, answer)
+    pos, checked = 0, 0
+    for e in run.events:
+        if e.draft_len == 4:
+            tokens, q = chains[pos]
+            assert tokens == tuple(e.draft_tokens) and q == pytest.approx(e.draft_probs, abs=1e-5), pos
+            checked += 1
+        pos += e.accepted + 1
+    assert checked >= 3 and run_length((1, 2, 3), [1, 2]) == 2 and run_length((1, 2), [1, 5, 2]) == 1
+
+
 def test_the_hybrid_oracle_is_at_least_either_sources_oracle_and_equals_the_copys_without_a_network():
     from spec_core.engine.lookup_replay import replay_oracle, replay_oracle_sources
 
