@@ -106,6 +106,13 @@ def test_the_view_draws_the_shipped_rounds_and_marks_the_lanes_head():
     assert any(label.startswith("fixed:2") for label in labels) and "perfect pre-verifier" in labels
     bars = fig.data[0]
     assert len(bars.x) == len(labels) and bars.base == 1.0 and all(1.0 + x > 0 for x in bars.x)
+    # the dashed line is named in the note under the title, not by a label on the line's top, which sat on the note
+    (dashed,) = [s for s in fig.layout.shapes if s.line.dash == "dash"]
+    best = next(
+        label for label in labels if label.startswith("fixed:") and bars.x[labels.index(label)] + 1 == dashed.x0
+    )
+    title = fig.layout.title.text.replace("<br>", " ")  # the note wraps for narrow screens
+    assert f"dashed: the best fixed window ({best})" in title and not fig.layout.annotations
     said = view.describe(lanes)
     assert "paper head is predicted" in said and "perfect pre-verifier" in said and "oracle" in said.lower()
     # a lane on a head the rounds were not scored by (another draft's): nothing to compare, and the figure says so
