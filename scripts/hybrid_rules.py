@@ -40,8 +40,8 @@ from spec_core.core.cost_model import CostProfile
 from spec_core.core.cost_tables import given_table
 from spec_core.core.errors import SpecScopeError
 from spec_core.drafters.lookup import PRIOR_FIRST, PRIOR_WEIGHT, KeepEstimates, LookupParams
-from spec_core.engine.hybrid_replay import network_chains, run_length
-from spec_core.engine.lookup_replay import CopyAt, copies, replay_cost
+from spec_core.engine.hybrid_replay import network_chains
+from spec_core.engine.lookup_replay import CopyAt, copies, replay_cost, run_length
 from spec_core.policies.cost import MAX_LEN
 
 RULES = ("lookup", "record", "forecast", "oracle-source")

@@ -24,6 +24,7 @@ import torch
 
 from spec_core.core.types import SamplingConfig
 from spec_core.drafters.pair_draft import PairDraft
+from spec_core.engine.lookup_replay import run_length
 from spec_core.engine.loop import _split_prefill
 from spec_core.model.cached_lm import CachedLM, LMOutput
 
@@ -40,11 +41,6 @@ def network_runs(pair: ModelPair, prompt_ids: Sequence[int], answer: Sequence[in
         run_length(tokens, answer[pos:])
         for pos, (tokens, _) in enumerate(network_chains(pair, prompt_ids, answer, depth))
     ]
-
-
-def run_length(drafted: Sequence[int], text: Sequence[int]) -> int:
-    """How many of ``drafted`` the verified ``text`` bears out, from the first (a chain is kept to its first miss)."""
-    return next((i for i, (a, b) in enumerate(zip(drafted, text)) if a != b), min(len(drafted), len(text)))
 
 
 @torch.inference_mode()

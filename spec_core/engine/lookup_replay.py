@@ -74,10 +74,14 @@ def copies(
         else:
             n, start, recurred = found
             tokens = tuple(index.copy(start, params.k))
-            match = next((i for i, (a, b) in enumerate(zip(tokens, answer[pos:])) if a != b), len(tokens))
-            out.append(CopyAt(n, recurred, tokens, min(match, len(answer) - pos)))
+            out.append(CopyAt(n, recurred, tokens, run_length(tokens, answer[pos:])))
         index.extend([answer[pos]])
     return out
+
+
+def run_length(drafted: Sequence[int], text: Sequence[int]) -> int:
+    """How many of ``drafted`` the verified ``text`` bears out, from the first (a chain is kept to its first miss)."""
+    return next((i for i, (a, b) in enumerate(zip(drafted, text)) if a != b), min(len(drafted), len(text)))
 
 
 def _replay(name: str, at: Sequence[CopyAt], profile: CostProfile, choose, limit: int) -> CopyReplay:

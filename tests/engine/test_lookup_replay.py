@@ -149,7 +149,8 @@ def test_network_runs_are_what_the_engines_network_rounds_keep(prompt, one_threa
 def test_network_chains_are_the_engines_drafts_with_their_q(one_thread):
     """Where the engine's ``fixed:4`` starts a full round, the replay's chain is its four drafts and their q (the
     per-round forecast a choice rule reads), and its run over the answer is :func:`network_runs`'."""
-    from spec_core.engine.hybrid_replay import network_chains, network_runs, run_length
+    from spec_core.engine.hybrid_replay import network_chains, network_runs
+    from spec_core.engine.lookup_replay import run_length
 
     pair = make_tiny_pair(vocab=8, draft="feature")
     run = generate(pair, "abcabcabdabcab", "fixed:4", 40)
