@@ -183,7 +183,7 @@ def load(path: str) -> list[dict]:
 
 
 def replay(a: argparse.Namespace) -> None:
-    profile = given_table(a.table).profiles["int8"]
+    profile = given_table(a.table, "--table").profiles["int8"]
     bins = tuple(float(b) for b in a.q_bins.split(","))
     prior = first_token_rates(load(a.fit), bins, a.max_new_tokens)
     answers = load(a.on)

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 import numpy as np
 import torch
 
 from spec_core.core.cost_model import round_shape
 from spec_core.core.cost_tables import given_table, run_costs
+from spec_core.core.errors import SpecScopeError
 from spec_core.core.types import SamplingConfig
-from spec_core.engine.loop import Generation
-from spec_core.engine.methods import split_methods
+from spec_core.engine.loop import MAX_NEW_TOKENS_LIMIT, Generation
+from spec_core.engine.methods import parse_method, split_methods
 from spec_core.model.models import load_pair
 from spec_core.serve.prompts import load_prompts
 
@@ -39,12 +41,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", help="a cost table JSON (default: the one a run on this machine is priced with)")
     ap.add_argument("--head-ms", type=float, default=PAPER_HEAD_MS, help="the price of one pre-verifier call")
     a = ap.parse_args(argv)
+    try:
+        return _priced(a)
+    except SpecScopeError as err:  # a missing or wrong file, a method name, a length: one line, before any model
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _priced(a: argparse.Namespace) -> int:
+    given = given_table(a.table, "--table").profiles["int8"] if a.table else None
+    prompts = [p["prompt"] for p in load_prompts(a.prompts) if not p.get("history")]
+    if not prompts:
+        raise SpecScopeError(f"{a.prompts} holds only follow-up turns; nothing to price")
+    methods = split_methods(a.methods)
+    if not methods:
+        raise SpecScopeError("--methods is empty")
+    for m in methods:
+        parse_method(m)
+    if not 1 <= a.max_new_tokens <= MAX_NEW_TOKENS_LIMIT:
+        raise SpecScopeError(f"--max-new-tokens must be in [1, {MAX_NEW_TOKENS_LIMIT}], got {a.max_new_tokens}")
+    if not 0 <= a.head_ms < 1000:
+        raise SpecScopeError(f"--head-ms must be in [0, 1000) ms, got {a.head_ms:g}")
     torch.set_num_threads(1)
     pair = load_pair("embedded", dtype="int8")
-    costs = given_table(a.table).profiles["int8"] if a.table else run_costs(pair)[0]
-    costs = dataclasses.replace(costs, head_ms=a.head_ms)
-    prompts = [p["prompt"] for p in load_prompts(a.prompts) if not p.get("history")]
-    methods = split_methods(a.methods)
+    costs = dataclasses.replace(given or run_costs(pair)[0], head_ms=a.head_ms)
     greedy = SamplingConfig(temperature=0.0, seed=0).validate()
     priced: dict[str, list[tuple[int, float]]] = {}
     for m in methods:

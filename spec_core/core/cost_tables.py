@@ -99,8 +99,8 @@ def _load(path: Path) -> tuple[dict[str, CostProfile], dict]:
 
 @functools.lru_cache(maxsize=16)
 def _load_version(path: str, mtime_ns: int, size: int) -> tuple[dict[str, CostProfile], dict]:
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    return read_table(Path(path)), raw
+    profiles = read_table(Path(path))  # first: anything but a table is a one-line error
+    return profiles, json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def _file_date(path: Path, raw: dict) -> str:
@@ -178,17 +178,18 @@ def gpu_table(draft_ratio: float | None = None) -> CostTable:
     return CostTable(profiles, "model", "of the accelerator model (a pass over a few tokens costs one step)")
 
 
-def given_table(path: str | Path) -> CostTable:
-    """A table named by the user (``$SPECSCOPE_COSTS``): any cost table file, e.g. a shipped one or another
-    machine's ``machine-costs/*.json``; a one-line error for a file that is not one."""
+def given_table(path: str | Path, named_by: str = f"${COSTS_ENV}") -> CostTable:
+    """A table named by the user (``$SPECSCOPE_COSTS``, or a script's ``--table``: ``named_by``): any cost table
+    file, e.g. a shipped one or another machine's ``machine-costs/*.json``; a one-line error for a file that is not
+    one."""
     path = Path(path)
     if not path.is_file():
-        raise SpecScopeError(f"${COSTS_ENV} names {str(path)!r}, which is not a file (a cost table: {SHIPPED_DIR})")
+        raise SpecScopeError(f"{named_by} names {str(path)!r}, which is not a file (a cost table: {SHIPPED_DIR})")
     profiles = {
         precision: dataclasses.replace(profile, name=f"{path.name} · {precision}", source="reference")
         for precision, profile in _load(path)[0].items()
     }
-    return CostTable(profiles, "given", f"given in ${COSTS_ENV} ({path.name})", str(path))
+    return CostTable(profiles, "given", f"given in {named_by} ({path.name})", str(path))
 
 
 def table_for(device: torch.device | str = "cpu", draft_ratio: float | None = None) -> CostTable:
