@@ -175,8 +175,20 @@ def first_token_rates(answers: list[dict], bins: tuple[float, ...], limit: int) 
     return {k: kept / tried for k, (kept, tried) in counts.items()}
 
 
+RECORDED = ("prompt_ids", "tokens", "special_ids", "chains")  # what ``record`` writes for each answer
+
+
 def load(path: str) -> list[dict]:
-    answers = json.loads(Path(path).read_text())
+    try:
+        answers = json.loads(Path(path).read_text())
+    except ValueError as err:
+        raise SpecScopeError(f"{path} is not JSON ({err}); give a file that `record` wrote") from err
+    if (
+        not isinstance(answers, list)
+        or not answers
+        or not all(isinstance(a, dict) and all(k in a for k in RECORDED) for a in answers)
+    ):
+        raise SpecScopeError(f"{path} was not written by `record`: it needs a list of answers, each with {RECORDED}")
     for ans in answers:
         ans["copy"] = copies(ans["prompt_ids"], ans["tokens"], LookupParams(), frozenset(ans["special_ids"]))
     return answers
@@ -235,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         IndexError,
         SpecScopeError,
     ) as err:  # a file not written by record
-        print(f"error: {err.__class__.__name__}: {err}")
+        print(f"error: {err}" if isinstance(err, SpecScopeError) else f"error: {err.__class__.__name__}: {err}")
         return 2
     return 0
 

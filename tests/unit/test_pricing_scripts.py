@@ -80,3 +80,10 @@ def test_a_given_table_that_is_not_json_is_a_one_line_error(files, monkeypatch):
     with pytest.raises(SpecScopeError, match="is not a cost table"):
         cost_tables.table_for("cpu")
     assert cost_tables.given_table(TABLE, "--table").label == "given in --table (epyc-zen4-avx512-1thread.json)"
+
+
+@pytest.mark.parametrize("which,says", [("not_json", "is not JSON"), ("not_table", "was not written by `record`")])
+def test_hybrid_rules_refuses_a_file_record_did_not_write(which, says, files, capsys):
+    code = _script("hybrid_rules").main(["replay", "--fit", files[which], "--on", files[which], "--table", TABLE])
+    out = capsys.readouterr().out.strip()
+    assert code == 2 and says in out and len(out.splitlines()) == 1
