@@ -64,7 +64,7 @@ def _priced(a: argparse.Namespace) -> int:
         raise SpecScopeError(f"--head-ms must be in [0, 1000) ms, got {a.head_ms:g}")
     torch.set_num_threads(1)
     pair = load_pair("embedded", dtype="int8")
-    costs = dataclasses.replace(given or run_costs(pair)[0], head_ms=a.head_ms)
+    costs = dataclasses.replace(given if given is not None else run_costs(pair)[0], head_ms=a.head_ms)
     greedy = SamplingConfig(temperature=0.0, seed=0).validate()
     priced: dict[str, list[tuple[int, float]]] = {}
     for m in methods:
